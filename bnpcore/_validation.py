@@ -1,0 +1,51 @@
+"""Argument checks shared by the estimators (raise early, name the problem)."""
+import numbers
+import os
+
+import numpy as np
+
+
+def check_random_state(random_state):
+    """A ``numpy.random.Generator`` from None, an int, a SeedSequence or a Generator."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
+        if isinstance(random_state, numbers.Integral) and random_state < 0:
+            raise ValueError(f"random_state must be non-negative, got {random_state}")
+        return np.random.default_rng(random_state)
+    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {type(random_state).__name__}")
+
+
+def spawn_generators(rng, n):
+    """``n`` independent child generators of ``rng`` (SeedSequence.spawn), e.g. one per chunk."""
+    return [np.random.Generator(type(rng.bit_generator)(s)) for s in rng.bit_generator.seed_seq.spawn(n)]
+
+
+def effective_n_threads(n_threads):
+    """None: OMP_NUM_THREADS or the cpu count; -1: all cpus; k >= 1: k; 0 is an error."""
+    if n_threads is None:
+        env = os.environ.get("OMP_NUM_THREADS")
+        return max(1, int(env)) if env and env.isdigit() else (os.cpu_count() or 1)
+    if not isinstance(n_threads, numbers.Integral) or n_threads == 0 or n_threads < -1:
+        raise ValueError(f"n_threads must be None, -1 or a positive integer, got {n_threads!r}")
+    return (os.cpu_count() or 1) if n_threads == -1 else int(n_threads)
+
+
+def check_positive(value, name, allow_zero=False):
+    """A positive (or non-negative) finite float, else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a {kind} finite number, got {value}")
+    return value
+
+
+def check_int(value, name, minimum=1):
+    """An integer >= minimum, else ValueError/TypeError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)

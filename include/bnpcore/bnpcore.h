@@ -1,0 +1,518 @@
+/*
+ * bnpcore.h -- the header-only C core of bnpcore.
+ *
+ * C99, every function `static inline`, no Python, no global or static state:
+ * each translation unit that includes it gets its own copy, and the caller owns
+ * all memory (structs plus init/grow/free functions).
+ *
+ *   special functions ... bnp_lgamma, bnp_digamma, bnp_trigamma, bnp_tetragamma,
+ *                         bnp_dlgamma (lgamma(x+n)-lgamma(x)), bnp_dpsi
+ *                         (psi(x+n)-psi(x)), bnp_xdpsi (x*bnp_dpsi, the expected
+ *                         number of tables), bnp_log_dirmult
+ *   log space ........... bnp_logsumexp, bnp_logaddexp, bnp_sample_weights,
+ *                         bnp_sample_logweights
+ *   random numbers ...... bnp_bitgen_t (layout of numpy's bitgen_t), uniform,
+ *                         normal, (log-)gamma, (log-)beta, (log-)Dirichlet,
+ *                         categorical draws
+ *   count matrices ...... bnp_csr_t (documents x words, int64 row pointers,
+ *                         int32 word ids and counts), bnp_rows_t (growable
+ *                         dense component x vocabulary array)
+ *   Stirling numbers .... bnp_stirling_t, a table of log s(n, m) (unsigned, first
+ *                         kind) grown on demand; the Antoniak distribution
+ *
+ * Domain errors of special functions return NaN; functions that allocate
+ * return 0 on success and -1 on failure (nothing is changed on failure).
+ * Notation and formulas: shared/ALGORITHMS.md section 2.
+ */
+#ifndef BNPCORE_BNPCORE_H_
+#define BNPCORE_BNPCORE_H_
+
+#define BNPCORE_ABI_VERSION 1
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BNP_LOG_2PI_HALF 0.91893853320467274178 /* log(2 pi) / 2 */
+/* Largest n whose Stirling row the table serves: n (n + 1) / 2 doubles,
+ * 400 MB at the cap.  Beyond it use the O(n) CRP seating sampler
+ * (bnp_antoniak_sample_crp) or bnp_log_stirling1_row (O(n) memory). */
+#define BNP_STIRLING_MAX_N 10000
+
+/* ------------------------------------------------------------------------- */
+/* Special functions (x > 0).  Shift the argument up with the recurrence until
+ * it is >= 10, then use the asymptotic (Stirling / Bernoulli) series.          */
+/* ------------------------------------------------------------------------- */
+
+/* Series tails for large y: lgamma(y) = (y-1/2) log y - y + log(2 pi)/2 + S(y). */
+static inline double bnp__lgamma_tail(double y) {
+    double r = 1.0 / y, r2 = r * r;
+    return r * (1.0 / 12 + r2 * (-1.0 / 360 + r2 * (1.0 / 1260 + r2 * (-1.0 / 1680
+           + r2 * (1.0 / 1188 + r2 * (-691.0 / 360360 + r2 * (1.0 / 156)))))));
+}
+
+/* psi(y) = log y - 1/(2y) - T(y) for large y. */
+static inline double bnp__digamma_tail(double y) {
+    double r2 = 1.0 / (y * y);
+    return r2 * (1.0 / 12 + r2 * (-1.0 / 120 + r2 * (1.0 / 252 + r2 * (-1.0 / 240
+           + r2 * (1.0 / 132 + r2 * (-691.0 / 32760 + r2 * (1.0 / 12)))))));
+}
+
+/* log Gamma(x) for x > 0 (NaN otherwise, +inf at 0). Thread-safe (no signgam). */
+static inline double bnp_lgamma(double x) {
+    double prod = 1.0, shift = 0.0;
+    if (!(x >= 0.0)) return NAN;
+    if (x == 0.0) return INFINITY;
+    if (isinf(x)) return INFINITY;
+    while (x < 10.0) { prod *= x; x += 1.0; }
+    if (prod != 1.0) shift = log(prod);
+    return (x - 0.5) * log(x) - x + BNP_LOG_2PI_HALF + bnp__lgamma_tail(x) - shift;
+}
+
+/* Digamma psi(x) for x > 0 (NaN for x <= 0). */
+static inline double bnp_digamma(double x) {
+    double acc = 0.0;
+    if (!(x > 0.0)) return NAN;
+    if (isinf(x)) return INFINITY;
+    while (x < 10.0) { acc -= 1.0 / x; x += 1.0; }
+    return acc + log(x) - 0.5 / x - bnp__digamma_tail(x);
+}
+
+/* Trigamma psi'(x) for x > 0. */
+static inline double bnp_trigamma(double x) {
+    double acc = 0.0, r, r2;
+    if (!(x > 0.0)) return NAN;
+    if (isinf(x)) return 0.0;
+    while (x < 10.0) { acc += 1.0 / (x * x); x += 1.0; }
+    r = 1.0 / x; r2 = r * r;
+    return acc + r + 0.5 * r2 + r * r2 * (1.0 / 6 + r2 * (-1.0 / 30 + r2 * (1.0 / 42
+           + r2 * (-1.0 / 30 + r2 * (5.0 / 66 + r2 * (-691.0 / 2730 + r2 * (7.0 / 6)))))));
+}
+
+/* Tetragamma psi''(x) for x > 0. */
+static inline double bnp_tetragamma(double x) {
+    double acc = 0.0, r, r2;
+    if (!(x > 0.0)) return NAN;
+    if (isinf(x)) return 0.0;
+    while (x < 10.0) { acc -= 2.0 / (x * x * x); x += 1.0; }
+    r = 1.0 / x; r2 = r * r;
+    return acc - r2 - r * r2 - r2 * r2 * (0.5 + r2 * (-1.0 / 6 + r2 * (1.0 / 6
+           + r2 * (-0.3 + r2 * (5.0 / 6 + r2 * (-3.2904761904761904762 + r2 * 17.5))))));
+}
+
+/* lgamma(x + n) - lgamma(x) for x > 0, n >= 0, without cancellation.  Integer
+ * n <= 16 (almost every count in a corpus) takes the log of a short product. */
+static inline double bnp_dlgamma(double x, double n) {
+    double shift = 0.0, y;
+    if (!(x > 0.0) || !(n >= 0.0)) return NAN;
+    if (n == 0.0) return 0.0;
+    if (isinf(x) || isinf(n)) return INFINITY;
+    if (n <= 16.0 && n == floor(n) && x < 1e17) {
+        double prod = x;
+        int r;
+        for (r = 1; r < (int)n; ++r) prod *= x + r;
+        return log(prod);
+    }
+    /* lgamma(x) = lgamma(x+s) - sum log(x+i): the shift terms of x and x+n
+     * combine to sum_i log1p(n / (x+i)). */
+    while (x < 10.0) { shift += log1p(n / x); x += 1.0; }
+    y = x + n;
+    return (x - 0.5) * log1p(n / x) + n * log(y) - n
+           + bnp__lgamma_tail(y) - bnp__lgamma_tail(x) - shift;
+}
+
+/* psi(x + n) - psi(x) for x > 0, n >= 0, without cancellation (also for x tiny). */
+static inline double bnp_dpsi(double x, double n) {
+    double acc = 0.0, y, t1, rest;
+    if (!(x > 0.0) || !(n >= 0.0)) return NAN;
+    if (n == 0.0) return 0.0;
+    if (isinf(n)) return INFINITY;
+    if (n <= 16.0 && n == floor(n)) {
+        int r;
+        for (r = 0; r < (int)n; ++r) acc += 1.0 / (x + r);
+        return acc;
+    }
+    while (x < 10.0) { acc += n / (x * (x + n)); x += 1.0; }
+    y = x + n;
+    /* log(y/x) - 1/(2y) + 1/(2x) - (T(y) - T(x)); the leading term of T is
+     * 1/(12 z^2), whose difference is written out exactly. */
+    t1 = n * (x + y) / (12.0 * x * x * y * y);
+    rest = (bnp__digamma_tail(y) - 1.0 / (12.0 * y * y))
+         - (bnp__digamma_tail(x) - 1.0 / (12.0 * x * x));
+    return acc + log1p(n / x) + n / (2.0 * x * y) + t1 - rest;
+}
+
+/* x * (psi(x + n) - psi(x)): the mean of the Antoniak distribution, exact as
+ * x -> 0 (the first shift term x * n / (x (x + n)) is taken as n / (x + n)). */
+static inline double bnp_xdpsi(double x, double n) {
+    if (!(x > 0.0) || !(n >= 0.0)) return NAN;
+    if (n == 0.0) return 0.0;
+    if (x < 1.0) return n / (x + n) + x * bnp_dpsi(x + 1.0, n);
+    return x * bnp_dpsi(x, n);
+}
+
+/* log-sum-exp of v[0..n); -inf when n == 0 or every entry is -inf. */
+static inline double bnp_logsumexp(const double *v, int64_t n) {
+    double m = -INFINITY, s = 0.0;
+    int64_t i;
+    for (i = 0; i < n; ++i) if (v[i] > m) m = v[i];
+    if (isinf(m)) return m;
+    for (i = 0; i < n; ++i) s += exp(v[i] - m);
+    return m + log(s);
+}
+
+static inline double bnp_logaddexp(double a, double b) {
+    double m = a > b ? a : b;
+    if (isinf(m)) return m;                 /* both -inf, or one +inf */
+    return m + log1p(exp(-fabs(a - b)));
+}
+
+/* log Dirichlet-multinomial probability of the token *sequence* with counts
+ * c[0..nnz) of word ids ids[0..nnz) under Dirichlet(lam) of total lam_total:
+ * lgamma(L) - lgamma(L + n) + sum_w [lgamma(lam_w + c_w) - lgamma(lam_w)].
+ * Add the log multinomial coefficient for the count vector. */
+static inline double bnp_log_dirmult(const int32_t *ids, const int32_t *c, int64_t nnz,
+                                     const double *lam, double lam_total) {
+    double s = 0.0, n = 0.0;
+    int64_t i;
+    for (i = 0; i < nnz; ++i) {
+        s += bnp_dlgamma(lam[ids[i]], (double)c[i]);
+        n += c[i];
+    }
+    return s - bnp_dlgamma(lam_total, n);
+}
+
+/* Index drawn from non-negative weights w[0..n) with one uniform u in [0, 1);
+ * -1 when every weight is zero. */
+static inline int64_t bnp_sample_weights(const double *w, int64_t n, double u) {
+    double total = 0.0, target, acc = 0.0;
+    int64_t i, last = -1;
+    for (i = 0; i < n; ++i) total += w[i];
+    if (!(total > 0.0)) return -1;
+    target = u * total;
+    for (i = 0; i < n; ++i) {
+        if (w[i] > 0.0) {
+            last = i;
+            acc += w[i];
+            if (target < acc) return i;
+        }
+    }
+    return last;                             /* u * total rounded up to total */
+}
+
+/* Index drawn from log-weights lw[0..n); overwrites lw with exp(lw - max). */
+static inline int64_t bnp_sample_logweights(double *lw, int64_t n, double u) {
+    double m = -INFINITY;
+    int64_t i;
+    for (i = 0; i < n; ++i) if (lw[i] > m) m = lw[i];
+    if (!(m > -INFINITY) || isnan(m)) return -1;
+    for (i = 0; i < n; ++i) lw[i] = exp(lw[i] - m);
+    return bnp_sample_weights(lw, n, u);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Random numbers through numpy's bit generator interface.                    */
+/* ------------------------------------------------------------------------- */
+
+/* Same layout as numpy/random/bitgen.h's bitgen_t, so a pointer taken from
+ * numpy.random.BitGenerator.capsule ("BitGenerator") can be cast to it. */
+typedef struct bnp_bitgen {
+    void *state;
+    uint64_t (*next_uint64)(void *st);
+    uint32_t (*next_uint32)(void *st);
+    double (*next_double)(void *st);
+    uint64_t (*next_raw)(void *st);
+} bnp_bitgen_t;
+
+/* Uniform on [0, 1) (numpy's next_double: 53 random bits). */
+static inline double bnp_rng_uniform(bnp_bitgen_t *g) { return g->next_double(g->state); }
+
+/* Uniform on (0, 1): safe to take the log of. */
+static inline double bnp_rng_uniform_pos(bnp_bitgen_t *g) {
+    double u;
+    do { u = g->next_double(g->state); } while (u <= 0.0);
+    return u;
+}
+
+/* Standard normal, Marsaglia's polar method. */
+static inline double bnp_rng_normal(bnp_bitgen_t *g) {
+    double a, b, s;
+    do {
+        a = 2.0 * g->next_double(g->state) - 1.0;
+        b = 2.0 * g->next_double(g->state) - 1.0;
+        s = a * a + b * b;
+    } while (s >= 1.0 || s == 0.0);
+    return a * sqrt(-2.0 * log(s) / s);
+}
+
+/* log of a Gamma(shape, 1) draw, shape > 0.  Marsaglia & Tsang (2000) for
+ * shape >= 1; Gamma(a) = Gamma(a + 1) U^(1/a) below, kept in log space so that
+ * shapes like 1e-6 do not underflow to log(0). */
+static inline double bnp_rng_log_gamma(bnp_bitgen_t *g, double shape) {
+    double boost = 0.0, d, c, x, v, u;
+    if (!(shape > 0.0)) return NAN;
+    if (shape < 1.0) {
+        boost = log(bnp_rng_uniform_pos(g)) / shape;
+        shape += 1.0;
+    }
+    d = shape - 1.0 / 3.0;
+    c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        do { x = bnp_rng_normal(g); v = 1.0 + c * x; } while (v <= 0.0);
+        v = v * v * v;
+        u = bnp_rng_uniform_pos(g);
+        if (u < 1.0 - 0.0331 * x * x * x * x || log(u) < 0.5 * x * x + d * (1.0 - v + log(v)))
+            return log(d * v) + boost;
+    }
+}
+
+static inline double bnp_rng_gamma(bnp_bitgen_t *g, double shape) {
+    return exp(bnp_rng_log_gamma(g, shape));
+}
+
+/* log of a Beta(a, b) draw (and of its complement, through *log1m if non-NULL). */
+static inline double bnp_rng_log_beta(bnp_bitgen_t *g, double a, double b, double *log1m) {
+    double la = bnp_rng_log_gamma(g, a), lb = bnp_rng_log_gamma(g, b);
+    double lz = bnp_logaddexp(la, lb);
+    if (log1m) *log1m = lb - lz;
+    return la - lz;
+}
+
+static inline double bnp_rng_beta(bnp_bitgen_t *g, double a, double b) {
+    return exp(bnp_rng_log_beta(g, a, b, NULL));
+}
+
+/* log of a Dirichlet(alpha[0..k)) draw into out[0..k) (alpha > 0). */
+static inline void bnp_rng_log_dirichlet(bnp_bitgen_t *g, const double *alpha, int64_t k,
+                                         double *out) {
+    int64_t i;
+    double lz;
+    for (i = 0; i < k; ++i) out[i] = bnp_rng_log_gamma(g, alpha[i]);
+    lz = bnp_logsumexp(out, k);
+    for (i = 0; i < k; ++i) out[i] -= lz;
+}
+
+static inline void bnp_rng_dirichlet(bnp_bitgen_t *g, const double *alpha, int64_t k, double *out) {
+    int64_t i;
+    bnp_rng_log_dirichlet(g, alpha, k, out);
+    for (i = 0; i < k; ++i) out[i] = exp(out[i]);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Count matrices.                                                            */
+/* ------------------------------------------------------------------------- */
+
+/* Documents x words counts in CSR form; the arrays belong to the caller.
+ * Row j holds word ids indices[indptr[j] .. indptr[j+1]) with their counts. */
+typedef struct bnp_csr {
+    int64_t n_rows;
+    int64_t n_cols;
+    const int64_t *indptr;   /* n_rows + 1 */
+    const int32_t *indices;  /* indptr[n_rows] word ids in [0, n_cols) */
+    const int32_t *counts;   /* indptr[n_rows] positive counts */
+} bnp_csr_t;
+
+static inline int64_t bnp_csr_row_nnz(const bnp_csr_t *m, int64_t j) {
+    return m->indptr[j + 1] - m->indptr[j];
+}
+
+/* Number of tokens of document j. */
+static inline int64_t bnp_csr_row_total(const bnp_csr_t *m, int64_t j) {
+    int64_t p, s = 0;
+    for (p = m->indptr[j]; p < m->indptr[j + 1]; ++p) s += m->counts[p];
+    return s;
+}
+
+/* Token-expanded view: word ids of every token, row by row, into out (which
+ * holds the total count); tok_ptr (n_rows + 1) receives the row offsets. */
+static inline void bnp_csr_expand(const bnp_csr_t *m, int32_t *out, int64_t *tok_ptr) {
+    int64_t j, p, t = 0;
+    int32_t c;
+    for (j = 0; j < m->n_rows; ++j) {
+        tok_ptr[j] = t;
+        for (p = m->indptr[j]; p < m->indptr[j + 1]; ++p)
+            for (c = 0; c < m->counts[p]; ++c) out[t++] = m->indices[p];
+    }
+    tok_ptr[m->n_rows] = t;
+}
+
+/* A growable dense array of rows (components) x n_cols (vocabulary) of elsize
+ * bytes each, for models whose number of components changes while they run.
+ * Rows are contiguous; adding is amortised O(n_cols), removing moves the last
+ * row into the gap (O(n_cols), order of the other rows not kept). */
+typedef struct bnp_rows {
+    char *data;
+    int64_t n_rows, capacity, n_cols;
+    size_t elsize;
+} bnp_rows_t;
+
+static inline void bnp_rows_init(bnp_rows_t *a, int64_t n_cols, size_t elsize) {
+    a->data = NULL; a->n_rows = 0; a->capacity = 0; a->n_cols = n_cols; a->elsize = elsize;
+}
+
+static inline void bnp_rows_free(bnp_rows_t *a) {
+    free(a->data);
+    a->data = NULL; a->n_rows = 0; a->capacity = 0;
+}
+
+static inline void *bnp_rows_row(const bnp_rows_t *a, int64_t k) {
+    return a->data + (size_t)k * (size_t)a->n_cols * a->elsize;
+}
+
+/* Make room for at least `rows` rows; 0 on success, -1 (unchanged) on failure. */
+static inline int bnp_rows_reserve(bnp_rows_t *a, int64_t rows) {
+    int64_t cap = a->capacity ? a->capacity : 4;
+    char *p;
+    if (rows <= a->capacity) return 0;
+    while (cap < rows) cap *= 2;
+    p = (char *)realloc(a->data, (size_t)cap * (size_t)a->n_cols * a->elsize);
+    if (!p && a->n_cols > 0) return -1;
+    a->data = p; a->capacity = cap;
+    return 0;
+}
+
+/* Append a zero row; returns its index, or -1 on allocation failure. */
+static inline int64_t bnp_rows_add(bnp_rows_t *a) {
+    if (bnp_rows_reserve(a, a->n_rows + 1) != 0) return -1;
+    memset(bnp_rows_row(a, a->n_rows), 0, (size_t)a->n_cols * a->elsize);
+    return a->n_rows++;
+}
+
+/* Remove row k by moving the last row into it; returns the old index of the
+ * row that now sits at k (k itself when k was last). */
+static inline int64_t bnp_rows_remove(bnp_rows_t *a, int64_t k) {
+    int64_t last = a->n_rows - 1;
+    if (k != last)
+        memcpy(bnp_rows_row(a, k), bnp_rows_row(a, last), (size_t)a->n_cols * a->elsize);
+    a->n_rows = last;
+    return last;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Unsigned Stirling numbers of the first kind and the Antoniak distribution. */
+/* ------------------------------------------------------------------------- */
+
+/* Table of L(n, m) = log s(n, m), 1 <= m <= n <= n_max, row n at offset
+ * n (n - 1) / 2.  Grow it before a parallel region; read-only afterwards. */
+typedef struct bnp_stirling {
+    double *logs;
+    int64_t n_max;
+} bnp_stirling_t;
+
+static inline void bnp_stirling_init(bnp_stirling_t *t) { t->logs = NULL; t->n_max = 0; }
+
+static inline void bnp_stirling_free(bnp_stirling_t *t) {
+    free(t->logs);
+    t->logs = NULL; t->n_max = 0;
+}
+
+/* Next row of the recurrence: row (rows n-1 -> n), prev has n-1 entries
+ * (m = 1..n-1), out receives n entries (m = 1..n); prev may be NULL for n = 1. */
+static inline void bnp__stirling_next_row(const double *prev, int64_t n, double *out) {
+    int64_t m;
+    double lnm1 = log((double)(n - 1));
+    if (n == 1) { out[0] = 0.0; return; }
+    out[0] = prev[0] + lnm1;                              /* s(n,1) = (n-1)! */
+    for (m = 2; m < n; ++m) out[m - 1] = bnp_logaddexp(prev[m - 2], lnm1 + prev[m - 1]);
+    out[n - 1] = 0.0;                                     /* s(n,n) = 1 */
+}
+
+/* Grow the table to serve rows up to n; 0 on success, -1 if n exceeds
+ * BNP_STIRLING_MAX_N or memory runs out (the table is then unchanged). */
+static inline int bnp_stirling_grow(bnp_stirling_t *t, int64_t n) {
+    double *p;
+    int64_t r;
+    if (n <= t->n_max) return 0;
+    if (n > BNP_STIRLING_MAX_N) return -1;
+    p = (double *)realloc(t->logs, (size_t)(n * (n + 1) / 2) * sizeof(double));
+    if (!p) return -1;
+    t->logs = p;
+    for (r = t->n_max + 1; r <= n; ++r)
+        bnp__stirling_next_row(r > 1 ? p + (r - 1) * (r - 2) / 2 : NULL, r, p + r * (r - 1) / 2);
+    t->n_max = n;
+    return 0;
+}
+
+/* Pointer to row n (entries m = 1..n); n must be in [1, n_max]. */
+static inline const double *bnp_stirling_row(const bnp_stirling_t *t, int64_t n) {
+    return t->logs + n * (n - 1) / 2;
+}
+
+/* log s(n, m) from the table (n <= n_max): 0 for n = m = 0, -inf where s = 0. */
+static inline double bnp_stirling_log(const bnp_stirling_t *t, int64_t n, int64_t m) {
+    if (n < 0 || m < 0 || n > t->n_max) return NAN;
+    if (m > n || (m == 0) != (n == 0)) return -INFINITY;
+    if (n == 0) return 0.0;
+    return t->logs[n * (n - 1) / 2 + (m - 1)];
+}
+
+/* Row n of log s(n, .) without a table, O(n^2) time, O(n) memory: out holds
+ * n entries (m = 1..n), work holds n entries of scratch.  For n beyond the cap. */
+static inline void bnp_log_stirling1_row(int64_t n, double *out, double *work) {
+    int64_t r;
+    double *cur = (n % 2) ? out : work, *prev = (n % 2) ? work : out, *tmp;
+    for (r = 1; r <= n; ++r) {      /* alternate buffers so row n lands in out */
+        bnp__stirling_next_row(prev, r, cur);
+        tmp = prev; prev = cur; cur = tmp;
+    }
+}
+
+/* log of the Antoniak normaliser sum_m s(n,m) c^m = Gamma(c+n)/Gamma(c). */
+static inline double bnp_antoniak_log_norm(int64_t n, double c) { return bnp_dlgamma(c, (double)n); }
+
+/* Mean and variance of the number of tables m | n customers, concentration c. */
+static inline double bnp_antoniak_mean(int64_t n, double c) { return bnp_xdpsi(c, (double)n); }
+
+static inline double bnp_antoniak_var(int64_t n, double c) {
+    double dtri;
+    if (n == 0) return 0.0;
+    dtri = bnp_trigamma(c + (double)n) - bnp_trigamma(c);
+    return bnp_xdpsi(c, (double)n) + c * c * dtri;
+}
+
+/* p(m | n, c) = s(n, m) c^m Gamma(c) / Gamma(c + n) for m = 1..n, as log
+ * probabilities into out[0..n) (out[m-1]); the table must serve row n. */
+static inline void bnp_antoniak_logpmf(const bnp_stirling_t *t, int64_t n, double c, double *out) {
+    const double *row = bnp_stirling_row(t, n);
+    double lz = bnp_antoniak_log_norm(n, c), lc = log(c);
+    int64_t m;
+    for (m = 1; m <= n; ++m) out[m - 1] = row[m - 1] + m * lc - lz;
+}
+
+/* Exact draw by inverse CDF with one uniform (table must serve row n). */
+static inline int64_t bnp_antoniak_sample_table(const bnp_stirling_t *t, int64_t n, double c,
+                                                bnp_bitgen_t *g) {
+    const double *row;
+    double lz, lc, target, acc = 0.0;
+    int64_t m;
+    if (n <= 0) return 0;
+    row = bnp_stirling_row(t, n);
+    lz = bnp_antoniak_log_norm(n, c);
+    lc = log(c);
+    target = bnp_rng_uniform(g);
+    for (m = 1; m < n; ++m) {
+        acc += exp(row[m - 1] + m * lc - lz);
+        if (target < acc) return m;
+    }
+    return n;
+}
+
+/* Exact draw by seating n customers: m = sum_i Bernoulli(c / (c + i)), i = 0..n-1. */
+static inline int64_t bnp_antoniak_sample_crp(int64_t n, double c, bnp_bitgen_t *g) {
+    int64_t i, m = 0;
+    for (i = 0; i < n; ++i) m += bnp_rng_uniform(g) * (c + (double)i) < c;
+    return m;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BNPCORE_BNPCORE_H_ */

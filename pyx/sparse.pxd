@@ -1,0 +1,40 @@
+# Public C-level API: count matrices of include/bnpcore/bnpcore.h.
+# bnp_csr_t borrows its arrays (the caller owns them); bnp_rows_t owns its rows
+# (bnp_rows_free releases them). Nothing here needs the GIL.
+from libc.stdint cimport int32_t, int64_t
+
+cdef extern from "bnpcore/bnpcore.h" nogil:
+    ctypedef struct bnp_csr_t:
+        int64_t n_rows
+        int64_t n_cols
+        const int64_t *indptr
+        const int32_t *indices
+        const int32_t *counts
+    int64_t bnp_csr_row_nnz(const bnp_csr_t *m, int64_t j)
+    int64_t bnp_csr_row_total(const bnp_csr_t *m, int64_t j)
+    void bnp_csr_expand(const bnp_csr_t *m, int32_t *out, int64_t *tok_ptr)
+
+    ctypedef struct bnp_rows_t:
+        char *data
+        int64_t n_rows
+        int64_t capacity
+        int64_t n_cols
+        size_t elsize
+    void bnp_rows_init(bnp_rows_t *a, int64_t n_cols, size_t elsize)
+    void bnp_rows_free(bnp_rows_t *a)
+    void *bnp_rows_row(const bnp_rows_t *a, int64_t k)
+    int bnp_rows_reserve(bnp_rows_t *a, int64_t rows)      # 0, or -1 on allocation failure
+    int64_t bnp_rows_add(bnp_rows_t *a)                    # new zero row's index, or -1
+    int64_t bnp_rows_remove(bnp_rows_t *a, int64_t k)      # last row moves into k; returns its old index
+
+
+# A bnp_csr_t view of three arrays (inline: memoryviews never cross module boundaries).
+cdef inline bnp_csr_t csr_view(const int64_t[::1] indptr, const int32_t[::1] indices,
+                               const int32_t[::1] counts, int64_t n_cols) noexcept nogil:
+    cdef bnp_csr_t m
+    m.n_rows = indptr.shape[0] - 1
+    m.n_cols = n_cols
+    m.indptr = &indptr[0]
+    m.indices = &indices[0] if indices.shape[0] else NULL
+    m.counts = &counts[0] if counts.shape[0] else NULL
+    return m
