@@ -4,10 +4,11 @@ All functions take fitted point estimates or samples as plain arrays, so any
 estimator (or a peer library's output) is scored by the same code.
 """
 import numpy as np
+from scipy.special import gammaln, logsumexp
 
 from bnpcore.corpus import as_corpus
 
-__all__ = ["token_log_likelihood", "PredictiveAverage"]
+__all__ = ["token_log_likelihood", "PredictiveAverage", "mixture_log_predictive"]
 
 _CHUNK = 1 << 16  # pairs per block (bounds memory at _CHUNK x K doubles)
 
@@ -80,3 +81,46 @@ class PredictiveAverage:
         if self.n_samples == 0:
             raise ValueError("no samples were added")
         return float(np.dot(self.heldout.counts, np.log(self.sum_p / self.n_samples))) / self.heldout.n_tokens
+
+
+def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True):
+    """Log predictive probability of each document under a mixture of
+    Dirichlet-multinomials ([NRM] section 4, [TF] S.3; ALGORITHMS.md 8.5).
+
+    ``log p(x_d) = [log MultCoef(c_d)] + logsumexp_k (log_weights[k] + log DM(c_d | lam[k]))``
+    where ``log DM`` is the probability of the token sequence (ALGORITHMS.md 2.3).
+
+    Parameters
+    ----------
+    log_weights : ndarray of shape (n_components,)
+        Log mixture weights (need not be normalised: pass what the model defines).
+    lam : ndarray of shape (n_components, n_words)
+        Positive Dirichlet parameters of the components (a prior-only "new
+        cluster" component is just a row equal to the prior).
+    docs : Corpus
+        Held-out documents.
+    multinomial_coef : bool, default True
+        Add log MultCoef(c_d) = lgamma(N_d + 1) - sum_w lgamma(c_dw + 1), i.e. score
+        the count vector rather than the token sequence.
+
+    Returns
+    -------
+    ndarray of shape (n_docs,)
+    """
+    docs = as_corpus(docs)
+    log_weights = np.asarray(log_weights, dtype=np.float64)
+    lam = np.asarray(lam, dtype=np.float64)
+    if lam.ndim != 2 or lam.shape != (log_weights.shape[0], docs.n_words) or not np.all(lam > 0):
+        raise ValueError(f"lam must be a positive array of shape ({log_weights.shape[0]}, {docs.n_words})")
+    totals = lam.sum(axis=1)
+    out = np.empty(docs.n_docs)
+    lengths = docs.doc_lengths
+    for d in range(docs.n_docs):
+        lo, hi = docs.indptr[d], docs.indptr[d + 1]
+        w, c = docs.indices[lo:hi], docs.counts[lo:hi]
+        lw = lam[:, w]
+        dm = (gammaln(lw + c) - gammaln(lw)).sum(axis=1) + gammaln(totals) - gammaln(totals + lengths[d])
+        out[d] = logsumexp(log_weights + dm)
+        if multinomial_coef:
+            out[d] += gammaln(lengths[d] + 1) - gammaln(c + 1.0).sum()
+    return out

@@ -1,0 +1,1 @@
+"""Drivers: the outer loops (batch sweeps, online minibatches, EP passes)."""

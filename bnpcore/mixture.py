@@ -1,0 +1,2 @@
+"""Mixtures of multinomials with DP and NGGP priors: truncation-free SVI, its
+truncated baseline, streaming ADF, EP and the collapsed Gibbs sampler."""
