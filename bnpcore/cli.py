@@ -264,8 +264,10 @@ def cmd_fit(args):
         if it_name is None:
             raise _Error(f"model {name} has no iteration parameter; set one with --param")
         overrides[it_name] = args.iterations
-    if args.seed is not None:
-        overrides["random_state"] = args.seed
+    if "random_state" in params:
+        overrides.setdefault("random_state", 0 if args.seed is None else args.seed)
+    elif args.seed is not None:
+        raise _Error(f"model {name} does not take --seed (no random_state parameter)")
     if args.threads is not None:
         if "n_threads" not in params:
             raise _Error(f"model {name} does not take --threads (no n_threads parameter)")
@@ -339,7 +341,7 @@ def cmd_list(args):
     for name in sorted(MODELS):
         spec = get_model(name)
         try:
-            doc = (inspect.getdoc(spec.load_class()) or "").split("\n")[0]
+            doc = " ".join((inspect.getdoc(spec.load_class()) or "").split("\n\n")[0].split())
         except ValueError as exc:
             doc = f"(unavailable: {exc})"
         mark = "*" if name == FLAGSHIP else " "
@@ -374,7 +376,7 @@ def build_parser():
     f.add_argument("--model", help="registered model name (see 'bnpcore list')")
     data_options(f)
     f.add_argument("--iterations", type=int, help="number of iterations (sweeps, passes)")
-    f.add_argument("--seed", type=int, help="random_state of the model")
+    f.add_argument("--seed", type=int, help="random_state of the model (default 0)")
     f.add_argument("--threads", type=int, help="n_threads of the model")
     f.add_argument("--param", "-p", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                    help="any other constructor parameter (repeatable)")
