@@ -97,6 +97,7 @@ def bnpcore_row(estimator, observed, heldout, algorithm=None, settings=None, ite
     ``heldout`` with its ``heldout_log_likelihood`` (transform on ``observed`` +
     ``topics_``). ``iterations`` defaults to the number of ``history_`` records."""
     from bnpcore._validation import effective_n_threads
+    from bnpcore.cli import heldout_score
     threads = effective_n_threads(getattr(estimator, "n_threads", 1))
     start = time.perf_counter()
     estimator.fit(observed)
@@ -106,7 +107,7 @@ def bnpcore_row(estimator, observed, heldout, algorithm=None, settings=None, ite
     doc_topic = estimator.transform(observed)
     return Row("bnpcore", algorithm or type(estimator).__name__, settings or _changed_params(estimator), threads,
                seconds, observed.n_tokens * iterations / seconds, topics_used(doc_topic, observed.doc_lengths),
-               estimator.heldout_log_likelihood(observed, heldout))
+               heldout_score(estimator, observed, heldout, doc_topic))
 
 
 def _changed_params(estimator):

@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-__all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "main"]
+__all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "Progress", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,10 +240,21 @@ def _print_topics(est, order, n_words, mass=None):
         print(f"  topic {k:3d}{share}: {' '.join(est.top_words(int(k), n_words))}")
 
 
-def _print_score(est, observed, heldout):
+def heldout_score(est, observed, heldout, doc_topic=None):
+    """``est.heldout_log_likelihood(observed, heldout)``, reusing an already
+    computed ``doc_topic = est.transform(observed)`` when the estimator keeps
+    TopicMixin's default (transform + token_log_likelihood)."""
+    from bnpcore.base import TopicMixin
+    if doc_topic is not None and type(est).heldout_log_likelihood is TopicMixin.heldout_log_likelihood:
+        from bnpcore.evaluation import token_log_likelihood
+        return token_log_likelihood(doc_topic, est.get_topics(), heldout)
+    return est.heldout_log_likelihood(observed, heldout)
+
+
+def _print_score(est, observed, heldout, doc_topic=None):
     if not hasattr(est, "heldout_log_likelihood"):
         return None
-    ll = est.heldout_log_likelihood(observed, heldout)
+    ll = heldout_score(est, observed, heldout, doc_topic)
     print(f"held-out per-word log-likelihood: {ll:.4f} (perplexity {np.exp(-ll):.1f}) "
           f"on {heldout.n_tokens} tokens")
     return ll
@@ -290,13 +301,14 @@ def cmd_fit(args):
     n_iter = len(getattr(est, "history_", None) or [])
     done = f"{n_iter} iterations, " if n_iter else ""
     print(f"fitted in {seconds:.1f} s ({done}{observed.n_tokens / seconds:,.0f} training tokens/s)")
+    doc_topic = None
     if hasattr(est, "topics_"):
         doc_topic = est.transform(observed)
         mass = _topic_mass(doc_topic, observed)
         order = np.argsort(-mass, kind="stable")[:args.n_topics]
         print(f"{est.get_topics().shape[0]} topics; the {len(order)} largest (share of training tokens):")
         _print_topics(est, order, args.n_words, mass)
-    _print_score(est, observed, heldout)
+    _print_score(est, observed, heldout, doc_topic)
     if args.output:
         est.save(args.output)
         print(f"saved to {args.output}")

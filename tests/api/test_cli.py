@@ -196,3 +196,18 @@ def test_default_test_kwargs_shrink_the_iterations(toy_models):
     assert spec.make(test=True).get_params()["n_components"] == 3
     assert cli.Model(spec.path, {}, iterations="n_components").iteration_param() == "n_components"
     np.testing.assert_equal(plain.make(max_iter=2).max_iter, 2)
+
+
+def test_heldout_score_reuses_transform_but_respects_overrides(tiny_corpus, toy_models):
+    est = toy_models["toy-kmeans"].make(test=True, random_state=0).fit(tiny_corpus)
+    observed, heldout = tiny_corpus.split_tokens(0.2, random_state=0)
+    theta = est.transform(observed)
+    assert cli.heldout_score(est, observed, heldout, theta) == est.heldout_log_likelihood(observed, heldout)
+    assert cli.heldout_score(est, observed, heldout, np.full_like(theta, 1 / theta.shape[1])) != \
+        est.heldout_log_likelihood(observed, heldout)
+
+    class SampleAveraged(type(est)):
+        def heldout_log_likelihood(self, observed, heldout):
+            return -1.0
+    est.__class__ = SampleAveraged
+    assert cli.heldout_score(est, observed, heldout, theta) == -1.0
