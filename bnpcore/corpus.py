@@ -189,8 +189,11 @@ class Corpus:
         NumPy appends ``.npz`` to ``path`` if it has no such suffix. Read it back
         with :meth:`Corpus.load`; no pickling is involved.
         """
+        # the narrowest unsigned types that hold the ids and counts (widened again on load)
         arrays = dict(format_version=np.int64(_FORMAT_VERSION), indptr=self.indptr,
-                      indices=self.indices, counts=self.counts, n_words=np.int64(self.n_words))
+                      indices=self.indices.astype(np.min_scalar_type(self.n_words - 1)),
+                      counts=self.counts.astype(np.min_scalar_type(int(self.counts.max(initial=0)))),
+                      n_words=np.int64(self.n_words))
         if self.vocabulary is not None:
             arrays["vocabulary"] = np.array(self.vocabulary, dtype=np.str_)
         np.savez_compressed(path, **arrays)
