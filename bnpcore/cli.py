@@ -89,11 +89,10 @@ class Model:
 
 
 # Common names of iteration-count parameters, tried in this order.
-ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes", "n_epochs")
+ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes", "max_passes", "n_epochs")
 
 # Estimators the command line can train: name -> ("module:Class", default keyword
-# arguments for the bundled KOS corpus[, test_kwargs]) or Model(...).
-# Every algorithm family registers here.
+# arguments for the bundled KOS corpus). Every algorithm family registers here.
 MODELS = {}
 
 # The model ``bnpcore fit`` trains when none is named.
@@ -116,60 +115,21 @@ def get_model(name):
 
 # -- data ----------------------------------------------------------------------
 def load_data(spec="kos", vocab=None):
-    """A Corpus from a name or a path: ``"kos"`` (bundled), ``"bars"`` (synthetic,
-    ``bnpcore.datasets.make_bars`` defaults) or a UCI ``docword.*.txt[.gz]`` file
-    with an optional ``vocab.*.txt``."""
+    """A Corpus from a name or a path: ``"kos"`` (bundled,
+    ``bnpcore.datasets.load_kos``), ``"bars"`` (``bnpcore.datasets.make_bars()``
+    with ``random_state=0``, so fit and evaluate see the same documents) or a UCI
+    ``docword.*.txt[.gz]`` file with an optional ``vocab.*.txt``."""
+    from bnpcore import datasets
     from bnpcore.corpus import Corpus
     if spec in ("kos", "bars"):
         if vocab is not None:
             raise ValueError(f"--vocab applies to UCI files, not to {spec!r}")
-        from bnpcore import datasets
-        loader = {"kos": "load_kos", "bars": "make_bars"}[spec]
-        if not hasattr(datasets, loader):
-            raise ValueError(f"bnpcore.datasets.{loader} is not available in this build")
-        result = getattr(datasets, loader)()
-        corpus = next((r for r in (result if isinstance(result, (tuple, list)) else (result,))
-                       if isinstance(r, Corpus)), None)
-        if corpus is None:
-            corpus = getattr(result, "corpus", None)
-        if not isinstance(corpus, Corpus):
-            raise ValueError(f"bnpcore.datasets.{loader}() returned no Corpus")
-        return corpus
+        return datasets.load_kos() if spec == "kos" else datasets.make_bars(random_state=0).corpus
     if not os.path.isfile(spec):
         raise ValueError(f"--data must be 'kos', 'bars' or an existing UCI docword file, got {spec!r}")
     if vocab is not None and not os.path.isfile(vocab):
         raise ValueError(f"vocabulary file {vocab!r} does not exist")
-    if hasattr(Corpus, "from_uci"):
-        return Corpus.from_uci(spec, vocab)
-    return _read_uci(spec, vocab)
-
-
-def _read_uci(docword, vocab=None):
-    """Minimal UCI bag-of-words reader, used until ``Corpus.from_uci`` is available."""
-    import gzip
-
-    import scipy.sparse as sp
-
-    from bnpcore.corpus import Corpus
-    opener = gzip.open if docword.endswith(".gz") else open
-    with opener(docword, "rt") as fh:
-        try:
-            n_docs, n_words, nnz = (int(fh.readline()) for _ in range(3))
-            triples = np.loadtxt(fh, dtype=np.int64, ndmin=2)
-        except ValueError as exc:
-            raise ValueError(f"{docword} is not a UCI docword file ({exc})") from None
-    if triples.shape != (nnz, 3) or nnz == 0:
-        raise ValueError(f"{docword}: header promises {nnz} entries, body has {triples.shape[0]}")
-    if triples[:, :2].min() < 1 or triples[:, 0].max() > n_docs or triples[:, 1].max() > n_words:
-        raise ValueError(f"{docword}: document or word ids outside the header's {n_docs} x {n_words}")
-    words = None
-    if vocab is not None:
-        with open(vocab) as fh:
-            words = [line.rstrip("\n") for line in fh]
-        if len(words) != n_words:
-            raise ValueError(f"{vocab} has {len(words)} words, {docword} expects {n_words}")
-    m = sp.csr_matrix((triples[:, 2], (triples[:, 0] - 1, triples[:, 1] - 1)), shape=(n_docs, n_words))
-    return Corpus(m, vocabulary=words)
+    return Corpus.from_uci(spec, vocab)
 
 
 # -- progress --------------------------------------------------------------------

@@ -138,9 +138,16 @@ def test_vocabulary_mismatch_in_evaluate(capsys, toy_registry, kos_is_tiny, uci_
     assert_one_line_error(*run(capsys, "evaluate", path)[::2], "the model has 24 words, the data 10")
 
 
-def test_missing_dataset_loader_is_one_line(capsys, toy_registry, monkeypatch):
-    monkeypatch.delattr(bnpcore.datasets, "make_bars", raising=False)
-    assert_one_line_error(*run(capsys, "fit", "--data", "bars")[::2], "make_bars is not available")
+def test_bundled_and_synthetic_data(capsys, toy_registry):
+    code, out, err = run(capsys, "fit", "--data", "kos", "--iterations", "2", "-q", "--n-topics", "1")
+    assert code == 0, err
+    assert "3430 documents, 6906 words" in out and re.search(r"topic +\d+ .*: \w+ \w+", out)
+    code, out, err = run(capsys, "fit", "--data", "bars", "--iterations", "2", "-q")
+    assert code == 0, err
+    assert "100 words" in out and re.search(r"topic +\d+ .*: r\d+c\d+ r\d+c\d+", out)
+    first = heldout_ll(out)
+    assert heldout_ll(run(capsys, "fit", "--data", "bars", "--iterations", "2", "-q")[1]) == first  # seeded
+    assert_one_line_error(*run(capsys, "fit", "--data", "bars", "--vocab", "v.txt")[::2], "--vocab applies")
 
 
 def test_unexpected_exceptions_are_one_line_unless_debugging(capsys, toy_registry, kos_is_tiny, monkeypatch):
