@@ -92,13 +92,18 @@ def expected_counts(C, r):
     return ndk, nkw
 
 
+def svb_pair_update(C, r, j, w, alpha, eta):
+    """[HYB] eq 11 for pair (j, w) from the current expected counts."""
+    ndk, nkw = expected_counts(C, r)
+    lw = digamma(nkw[:, w] + eta[w]) - digamma(nkw.sum(1) + eta.sum()) + digamma(ndk[j] + alpha)
+    p = np.exp(lw - lw.max())
+    r[(j, w)] = p / p.sum()
+
+
 def svb_sequential_sweep(C, r, alpha, eta):
-    """Sequential SVB ([HYB] eq 11): pairs in row-major order, counts updated after each."""
+    """Sequential SVB: pairs in row-major order, counts updated after each."""
     for j, w, c in pairs_of(C):
-        ndk, nkw = expected_counts(C, r)
-        lw = digamma(nkw[:, w] + eta[w]) - digamma(nkw.sum(1) + eta.sum()) + digamma(ndk[j] + alpha)
-        p = np.exp(lw - lw.max())
-        r[(j, w)] = p / p.sum()
+        svb_pair_update(C, r, j, w, alpha, eta)
     return r
 
 
