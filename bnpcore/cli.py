@@ -2,7 +2,10 @@
 
 # Estimators the command line can train: name -> ("module:Class", default keyword
 # arguments for the bundled KOS corpus). Every algorithm family registers here.
-MODELS = {}
+MODELS = {
+    "hdp-gibbs": ("bnpcore.hdp:DirectAssignmentGibbs",
+                  {"init_topics": 100, "n_iter": 1000, "burn_in": 200, "eta_tot": 100.0}),
+}
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = None
