@@ -5,6 +5,7 @@
 MODELS = {
     "hdp-gibbs": ("bnpcore.hdp:DirectAssignmentGibbs",
                   {"init_topics": 100, "n_iter": 1000, "burn_in": 200, "eta_tot": 100.0}),
+    "hdp-cvb": ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 100, "eta_tot": 100.0}),
 }
 
 # The model ``bnpcore fit`` trains when none is named.

@@ -96,3 +96,56 @@ def match_topics(learned, truth):
     """For each true topic, the smallest L1 distance to a learned topic."""
     d = np.abs(truth[:, None, :] - learned[None, :, :]).sum(axis=2)
     return d.min(axis=1)
+
+
+def poisson_binomial_pmf(q):
+    """Exact pmf of a sum of independent Bernoulli(q_i), by convolution."""
+    p = np.array([1.0])
+    for qi in q:
+        p = np.convolve(p, [1.0 - qi, qi])
+    return p
+
+
+class ExactCVHDP:
+    """The CV-HDP bound with exact expectations over a factorised q(z) on a tiny
+    corpus (enumeration of every assignment; ALGORITHMS.md 10.6)."""
+
+    def __init__(self, doc_of, words, n_words, q):
+        from scipy.special import digamma
+        self.digamma = digamma
+        self.doc_of, self.words, self.W = np.asarray(doc_of), np.asarray(words), n_words
+        self.q = np.asarray(q, dtype=np.float64)
+        self.N, self.K = self.q.shape
+        self.D = self.doc_of.max() + 1
+        self.lengths = np.bincount(self.doc_of, minlength=self.D)
+        self.configs = np.array(list(itertools.product(range(self.K), repeat=self.N)))
+        self.prob = np.prod(self.q[np.arange(self.N), self.configs], axis=1)
+        C = len(self.configs)
+        self.njk = np.zeros((C, self.D, self.K))
+        self.nkw = np.zeros((C, self.K, self.W))
+        for t in range(self.N):
+            self.njk[np.arange(C), self.doc_of[t], self.configs[:, t]] += 1
+            self.nkw[np.arange(C), self.configs[:, t], self.words[t]] += 1
+        self.entropy = -(self.q * np.log(self.q)).sum()
+
+    def log_z_aux(self, E_alpha, prior_doc, E_eta, prior_word):
+        """E_z[log Z_aux(z)]: the first four lines of (18) with exact expectations."""
+        out = (gammaln(E_alpha) - gammaln(E_alpha + self.lengths)).sum()
+        per = (gammaln(prior_doc + self.njk) - gammaln(prior_doc)).sum(axis=(1, 2))
+        nk = self.nkw.sum(2)
+        per += np.where(nk > 0, gammaln(E_eta) - gammaln(E_eta + nk), 0.0).sum(1)
+        per += (gammaln(prior_word + self.nkw) - gammaln(prior_word)).sum(axis=(1, 2))
+        return out + self.prob @ per
+
+    def antoniak_mean(self, n, c):
+        return np.where(n > 0, c * (self.digamma(c + n) - self.digamma(c)), 0.0)
+
+    def aux(self, E_alpha, prior_doc, E_eta, prior_word):
+        """Exact sum_j E[log h_j], E[m.k], sum_k E[log g_k], E[t.w]."""
+        d = self.digamma
+        elog_h = (d(E_alpha) - d(E_alpha + self.lengths)).sum()
+        m_k = self.prob @ self.antoniak_mean(self.njk, prior_doc).sum(1)
+        nk = self.nkw.sum(2)
+        elog_g = self.prob @ np.where(nk > 0, d(E_eta) - d(E_eta + nk), 0.0).sum(1)
+        t_w = self.prob @ self.antoniak_mean(self.nkw, prior_word).sum(1)
+        return elog_h, m_k, elog_g, t_w
