@@ -170,7 +170,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         thetabar_jk = (E[alpha] E[beta_k] + E[n_jk]) / (E[alpha] + N_j) (eq 16).
     alpha_posterior_, gamma_posterior_, eta_posterior_ : (shape, rate) or None
     sticks_ : ndarray of shape (n_components_, 2)
-        (u_k, v_k) of q(V_k) (None-like zeros in CV-LDA mode).
+        (u_k, v_k) of q(V_k), in the order of topics_ (their initial values in CV-LDA mode).
     tau_posterior_ : ndarray of shape (n_words,) or None
     bound_ : float
         Final value of the bound (18).
@@ -322,6 +322,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         self._G_beta = np.full(K, 1.0 / K)
         self._E_beta = np.full(K, 1.0 / K)
         self._sticks_learned = False
+        self._order = np.arange(K)
         self._derived()
 
     def _init_random(self, X, rng):
@@ -370,16 +371,11 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         self._E_k = self._E_wk.sum(0)
 
     def _reorder(self):
-        order = np.argsort(-self._E_k, kind="stable")
-        if np.array_equal(order, np.arange(self._K)):
-            return
-        self._r = np.ascontiguousarray(self._r[:, order])
-        for name in ("_E_jk", "_V_jk", "_Z_jk", "_E_wk", "_V_wk", "_Z_wk"):
-            setattr(self, name, np.ascontiguousarray(getattr(self, name)[:, order]))
-        # k-indexed hyperparameter quantities follow their topics (the sticks are
-        # re-derived in the new order by the next update)
-        for name in ("_E_k", "_sticks", "_G_beta", "_E_beta", "_prior_doc"):
-            setattr(self, name, getattr(self, name)[order])
+        """Step 3: order the topics by decreasing E[n_k] ([CVHDP] 3.1). Arrays over pairs,
+        documents and words keep their physical columns (permuting r would copy
+        n_pairs x K numbers every iteration); ``_order`` lists the physical column of the
+        k-th stick, and stick-indexed quantities are scattered back through it."""
+        self._order = np.argsort(-self._E_k, kind="stable")
 
     def _update_all(self):
         """Steps 2-7 of the schedule (ALGORITHMS.md 4.2): statistics, reorder,
@@ -397,8 +393,9 @@ class CollapsedVB(TopicMixin, BaseEstimator):
             self._post["alpha"] = gamma_posterior(self.alpha_prior, m_k.sum(), elog_h.sum())
         if self.learn_weights:
             # q(V) and q(gamma) depend on each other: a few rounds (ALGORITHMS.md 4.2)
+            m_sorted = m_k[self._order]
             for _ in range(3 if self.gamma is None else 1):
-                self._sticks = stick_posteriors(m_k, h["E_gamma"])
+                self._sticks = stick_posteriors(m_sorted, h["E_gamma"])
                 self._sticks_learned = True
                 if self.gamma is None:
                     shape, rate = gamma_posterior(self.gamma_prior, K, stick_expectations(self._sticks)[2].sum())
@@ -408,7 +405,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
                     h["E_gamma"] = shape / rate
                     if done:
                         break
-            self._sticks = stick_posteriors(m_k, h["E_gamma"])
+            self._sticks = stick_posteriors(m_sorted, h["E_gamma"])
         if self.learn_topic_prior:
             E_k, V_k, Z_k = self._E_wk.sum(0), self._V_wk.sum(0), self._Z_wk.sum(0)
             elog_g = expected_log_g(h["E_eta"], E_k, V_k, Z_k)
@@ -425,8 +422,11 @@ class CollapsedVB(TopicMixin, BaseEstimator):
             a, b = self._post["alpha"]
             h["E_alpha"], h["G_alpha"] = a / b, np.exp(digamma(a)) / b
         if self._sticks_learned:
-            log_g, self._E_beta, _ = stick_expectations(self._sticks)
-            self._G_beta = np.exp(log_g)
+            log_g, e_beta, _ = stick_expectations(self._sticks)
+            self._G_beta = np.empty(self._K)
+            self._E_beta = np.empty(self._K)
+            self._G_beta[self._order] = np.exp(log_g)
+            self._E_beta[self._order] = e_beta
         if self._post["eta"] is not None:
             a, b = self._post["eta"]
             h["E_eta"], h["G_eta"] = a / b, np.exp(digamma(a)) / b
@@ -477,9 +477,10 @@ class CollapsedVB(TopicMixin, BaseEstimator):
     def _set_fitted(self, vocabulary):
         theta, phi = self._predictive()
         h = self._h
-        self.topics_ = phi
-        self.doc_topic_ = theta
-        self.weights_ = self._E_beta.copy()
+        order = self._order
+        self.topics_ = phi[order]
+        self.doc_topic_ = theta[:, order]
+        self.weights_ = self._E_beta[order]
         self.n_components_ = int(self._K)
         self.n_active_ = int((self._E_k >= 1).sum())
         self.alpha_ = float(h["E_alpha"])
@@ -490,7 +491,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         self.eta_posterior_ = None if self._post["eta"] is None else [float(x) for x in self._post["eta"]]
         self.sticks_ = self._sticks.copy()
         self.tau_posterior_ = None if self._tau_post is None else self._tau_post.copy()
-        self.expected_counts_ = self._E_k.copy()
+        self.expected_counts_ = self._E_k[order]
         self.vocabulary_ = vocabulary
         self._hyper = {k: float(v) for k, v in h.items()}
 
