@@ -93,11 +93,18 @@ ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes"
 
 # Estimators the command line can train: name -> ("module:Class", default keyword
 # arguments for the bundled KOS corpus). Every algorithm family registers here.
-MODELS = {
-    "hdp-gibbs": ("bnpcore.hdp:DirectAssignmentGibbs",
-                  {"init_topics": 100, "n_iter": 1000, "burn_in": 200, "eta_tot": 100.0}),
-    "hdp-cvb": ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 100, "eta_tot": 100.0}),
-}
+MODELS = {}
+# HDP, collapsed ([CVHDP] 001 §4 KOS settings).
+MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
+                       {"init_topics": 100, "n_iter": 1000, "burn_in": 200, "eta_tot": 100.0})
+MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 100, "eta_tot": 100.0})
+# Truncation-free SVI and its truncated stochastic mean-field baseline ([TF] 000 §3: KOS settings;
+# the third element holds the overrides for fast fits on tiny corpora).
+MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},
+                       {"batch_size": 5, "n_epochs": 2})
+MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta": 0.5, "a": 1.0, "batch_size": 100,
+                                                     "n_epochs": 20}, {"n_components": 5, "batch_size": 5,
+                                                                       "n_epochs": 2})
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = None
