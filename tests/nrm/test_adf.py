@@ -8,7 +8,7 @@ from bnpcore.kernels import _nrm
 from bnpcore.mixture import ADF, EP
 from bnpcore.models.nrm import _Clusters, _Sites, _adf_pass
 
-from reference import adf_ref, log_kappa_ref, make_bars, mode_ref
+from nrm_reference import adf_ref, log_kappa_ref, make_bars, mode_ref
 
 
 def small_corpus(seed=0, n_docs=40, n_words=25):

@@ -6,7 +6,7 @@ from scipy.special import gammaln
 from bnpcore.corpus import Corpus
 from bnpcore.kernels import _nrm
 
-from reference import dm_mp, eppf_ref, lap_mp, log_kappa_ref, mode_ref, partitions
+from nrm_reference import dm_mp, eppf_ref, lap_mp, log_kappa_ref, mode_ref, partitions
 
 U = np.logspace(-6, 8, 57)
 
