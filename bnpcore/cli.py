@@ -6,6 +6,8 @@ MODELS = {
     # [NRM] 002 Table 1 settings on KOS (eta = 0.1; IG: sigma = 0.5, a = 10, tau = 100)
     "adf-nrm": ("bnpcore.mixture:ADF", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1}),
     "ep-nrm": ("bnpcore.mixture:EP", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1, "max_passes": 50}),
+    "gibbs-nrm": ("bnpcore.mixture:CollapsedGibbs", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1,
+                                                     "n_sweeps": 215, "n_samples": 50}),
 }
 
 # The model ``bnpcore fit`` trains when none is named.

@@ -27,7 +27,7 @@ from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
 from bnpcore.kernels import _nrm
 
-__all__ = ["ADF", "EP"]
+__all__ = ["ADF", "EP", "CollapsedGibbs"]
 
 _Q_ONE = 1.0 - 1e-15     # clamp of q in log(1 - q), as in the kernels
 
@@ -690,3 +690,169 @@ class EP(_StreamingBase):
         if heldout is not None:
             entry["heldout"] = self.score(heldout)
         self.history_.append(entry)
+
+
+class CollapsedGibbs(_NRMMixin, BaseEstimator):
+    """Marginal (collapsed) Gibbs sampler for NGGP mixtures of multinomials
+    ([NRM] section 4.3's gold standard; Favaro & Teh 2013; ALGORITHMS.md 6.5).
+
+    The cluster weights and word distributions are integrated out; the state is
+    the assignment z_j of every document and the auxiliary variable U. Each
+    sweep updates U by slice sampling on log U given the partition
+    (p(U | z) ∝ U^(n-1) (U + tau)^(sigma K - n) exp(-lap(U)), E28), then
+    reassigns every document with the partial urn scheme [NRM] (5):
+    P(z_j = k) ∝ (n_k - sigma) DM(x_j | eta + C_k), P(new) ∝ a (U + tau)^sigma
+    DM(x_j | eta). sigma = 0 is the CRP sampler (Neal 2000, algorithm 3) and U
+    is not sampled. All documents start in one cluster ([NRM] supp 4.2).
+
+    Parameters
+    ----------
+    a, sigma, tau, eta : float
+        As for ``ADF`` (defaults 1.0, 0.5, 1.0, 0.1).
+    n_sweeps : int, default 215
+        Sweeps through the documents ([NRM]: 215).
+    n_samples : int, default 50
+        The states of the last ``n_samples`` sweeps are kept; ``score`` and
+        ``score_samples`` average the predictive log-likelihood over them
+        ("averaging the predictive log-likelihood for the last 50 samples").
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_docs,)
+        Cluster of every training document in the final state (indices into ``topics_``).
+    cluster_sizes_ : ndarray of shape (n_components_,)
+        Documents per cluster, decreasing.
+    topics_, components_ : ndarray of shape (n_components_, n_words)
+        Posterior mean word distributions (eta + C_k) / (W eta + N_k) and the
+        Dirichlet parameters eta + C_k of the final state.
+    weights_ : ndarray of shape (n_components_,)
+        Predictive weights (n_k - sigma) / Z of the final state; ``weight_new_`` =
+        a (U + tau)^sigma / Z.
+    u_ : float
+        Final U (NaN for sigma = 0).
+    n_components_, n_words_, vocabulary_
+    history_ : list of dict
+        Per sweep: clusters, U, seconds, and (with ``heldout``) the held-out
+        total predictive log-likelihood of that sweep's state.
+
+    References
+    ----------
+    S. Favaro, Y. W. Teh. MCMC for normalized random measure mixture models.
+    Statistical Science 28(3), 2013.
+    A. Tank, N. Foti, E. Fox. Streaming variational inference for Bayesian
+    nonparametric mixture models. AISTATS 2015.
+    R. M. Neal. Slice sampling. Annals of Statistics 31(3), 2003.
+    """
+
+    def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, n_sweeps=215, n_samples=50, random_state=None):
+        self.a = a
+        self.sigma = sigma
+        self.tau = tau
+        self.eta = eta
+        self.n_sweeps = n_sweeps
+        self.n_samples = n_samples
+        self.random_state = random_state
+
+    def fit(self, X, y=None, heldout=None, eval_every=1):
+        """Run the sampler on the documents of X.
+
+        Parameters
+        ----------
+        heldout : Corpus, optional
+            Scored with the state of every ``eval_every``-th sweep and of every
+            kept sample (``history_[s]["heldout"]``).
+        """
+        docs = as_corpus(X)
+        p = _check_prior(self)
+        p["n_words"] = docs.n_words
+        n_sweeps = check_int(self.n_sweeps, "n_sweeps", minimum=1)
+        n_samples = check_int(self.n_samples, "n_samples", minimum=1)
+        if n_samples > n_sweeps:
+            raise ValueError(f"n_samples={n_samples} exceeds n_sweeps={n_sweeps}")
+        eval_every = check_int(eval_every, "eval_every", minimum=1)
+        if heldout is not None:
+            heldout = as_corpus(heldout, n_words=docs.n_words)
+        rng = check_random_state(self.random_state)
+        N, W = docs.n_docs, docs.n_words
+        self._docs = docs
+        self.n_words_ = W
+        self.vocabulary_ = docs.vocabulary
+        cap = 16
+        z = np.zeros(N, dtype=np.int32)
+        nk = np.zeros(cap, dtype=np.int64)
+        C = np.zeros((cap, W))
+        Ctot = np.zeros(cap)
+        nk[0] = N
+        C[0] = np.asarray(docs.matrix.sum(axis=0)).ravel()
+        Ctot[0] = C[0].sum()
+        ints = np.array([1, 1, 0], dtype=np.int64)
+        v0 = np.log(_nrm.mode_u(N, 1, p["a"], p["sigma"], p["tau"])) if p["sigma"] > 0 else np.nan
+        reals = np.array([v0])
+        scratch = np.empty(cap + 1)
+        no_z, no_u = np.zeros((0, N), dtype=np.int32), np.zeros(0)
+        self.history_ = []
+        samples_z, samples_u = [], []
+        for sweep in range(1, n_sweeps + 1):
+            t0 = time.perf_counter()
+            done = 0
+            while not done:
+                if ints[1] >= cap:
+                    cap *= 2
+                    nk, C, Ctot = (np.concatenate([arr, np.zeros((cap - len(arr),) + arr.shape[1:], arr.dtype)])
+                                   for arr in (nk, C, Ctot))
+                    scratch = np.empty(cap + 1)
+                done = _nrm.gibbs_run(docs.indptr, docs.indices, docs.counts, p, 1, rng,
+                                      z, nk, C, Ctot, ints, reals, scratch, no_z, no_u)
+            u = float(np.exp(reals[0])) if p["sigma"] > 0 else float("nan")
+            entry = {"sweep": sweep, "n_components": int(ints[1]), "u": u, "seconds": time.perf_counter() - t0}
+            keep = sweep > n_sweeps - n_samples
+            if keep:
+                samples_z.append(z.copy())
+                samples_u.append(u)
+            if heldout is not None and (keep or sweep % eval_every == 0 or sweep == 1):
+                entry["heldout"] = float(np.sum(self._sample_log_predictive(z, u, heldout, p)))
+            self.history_.append(entry)
+        self._samples_z = np.array(samples_z)
+        self._samples_u = np.array(samples_u)
+        sizes = np.bincount(z, minlength=cap)
+        order = np.argsort(-sizes, kind="stable")[:int(ints[1])]
+        rank = np.empty(cap, dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        self.labels_ = rank[z]
+        self.cluster_sizes_ = sizes[order]
+        self.components_ = p["eta"] + C[order]
+        self.topics_ = self.components_ / self.components_.sum(axis=1, keepdims=True)
+        lw = self._log_weights(self.cluster_sizes_, u, p)
+        self.weights_ = np.exp(lw[:-1])
+        self.weight_new_ = float(np.exp(lw[-1]))
+        self.u_ = u
+        self.n_components_ = len(order)
+        return self
+
+    @staticmethod
+    def _log_weights(sizes, u, p):
+        lw = np.log(sizes - p["sigma"])
+        lw_new = np.log(p["a"]) + (p["sigma"] * np.log(u + p["tau"]) if p["sigma"] > 0 else 0.0)
+        lw = np.append(lw, lw_new)
+        return lw - logsumexp(lw)
+
+    def _sample_log_predictive(self, z, u, docs, p):
+        """Per-document log predictive under one state (z, U) of the chain (8.5)."""
+        train = self._docs
+        K = int(z.max()) + 1
+        onehot = sp.csr_matrix((np.ones(len(z)), (z, np.arange(len(z)))), shape=(K, len(z)))
+        sizes = np.asarray(onehot.sum(axis=1)).ravel()
+        used = sizes > 0
+        counts = np.asarray((onehot @ train.matrix.astype(np.float64)).todense())[used]
+        lw = self._log_weights(sizes[used], u, p)
+        lam = np.vstack([p["eta"] + counts, np.full((1, train.n_words), p["eta"])])
+        return mixture_log_predictive(lw, lam, docs, multinomial_coef=True)
+
+    def score_samples(self, X):
+        """Per-document log predictive, averaged over the kept samples (the mean of
+        the per-sample log-likelihoods, [NRM] section 4.3)."""
+        docs = self._check_docs(X)
+        p = _check_prior(self)
+        return np.mean([self._sample_log_predictive(z, u, docs, p)
+                        for z, u in zip(self._samples_z, self._samples_u)], axis=0)
