@@ -145,3 +145,45 @@ def make_py_mixture(n_docs, n_words=500, n_tokens=100, discount=0.75, concentrat
     phi = rng.dirichlet(np.full(n_words, eta), size=len(sizes))
     X = np.array([rng.multinomial(n_tokens, phi[k]) for k in z])
     return X, z, phi
+
+
+def ep_epoch_ref(X, lam, S, logP, Q, a, sigma, tau, eta, eps, exact_k=True):
+    """One EP-NRM epoch (supp Alg. 2) with dense sites Q (n_docs x K) and an alive mask;
+    clusters are never reused or compacted here. Returns (lam, S, logP, Q, alive)."""
+    X = np.asarray(X, dtype=float)
+    N, W = X.shape
+    lam, S, logP, Q = lam.copy(), S.copy(), logP.copy(), Q.copy()
+    alive = np.ones(len(S), dtype=bool)
+    for i, x in enumerate(X):
+        old = Q[i].copy()
+        for k in np.flatnonzero(alive & (old > 0)):
+            lam[k] -= old[k] * x
+            S[k] -= old[k]
+            logP[k] -= np.log1p(-min(old[k], 1 - 1e-15))
+        K = len(S)
+        if N == 1:
+            lw_new = 0.0
+        elif sigma == 0:
+            lw_new = np.log(a)
+        else:
+            ke = alive.sum() - (np.exp(logP[alive]).sum() if exact_k else 0.0)
+            lw_new = np.log(a) + sigma * np.log(mode_ref(N - 1, ke, a, sigma, tau) + tau)
+        lw = [np.log(S[k] - sigma) + dm_ref(x, lam[k]) if (alive[k] and N > 1 and S[k] > sigma) else -np.inf
+              for k in range(K)]
+        lw.append(lw_new + dm_ref(x, np.full(W, eta)))
+        q = np.exp(lw - logsumexp(lw))
+        if q[-1] > eps:
+            lam = np.vstack([lam, np.full(W, eta)])
+            S, logP, alive = np.append(S, 0.0), np.append(logP, 0.0), np.append(alive, True)
+            Q = np.hstack([Q, np.zeros((N, 1))])
+        else:
+            q = np.exp(lw[:-1] - logsumexp(lw[:-1]))
+        Q[i] = 0.0
+        for k in range(len(S)):
+            if q[k] > 0:
+                lam[k] += q[k] * x
+                S[k] += q[k]
+                logP[k] += np.log1p(-min(q[k], 1 - 1e-15))
+                Q[i, k] = q[k]
+        alive &= ~((old[:len(alive)] > 0) & (S < eps))
+    return lam, S, logP, Q, alive
