@@ -27,7 +27,7 @@ from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
 from bnpcore.kernels import _nrm
 
-__all__ = ["ADF", "EP", "CollapsedGibbs"]
+__all__ = ["ADF", "EP", "CollapsedGibbs", "grid_search"]
 
 _Q_ONE = 1.0 - 1e-15     # clamp of q in log(1 - q), as in the kernels
 
@@ -856,3 +856,63 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         p = _check_prior(self)
         return np.mean([self._sample_log_predictive(z, u, docs, p)
                         for z, u in zip(self._samples_z, self._samples_u)], axis=0)
+
+
+def grid_search(X, sigma=0.5, a_grid=(1.0, 10.0, 100.0, 1000.0), tau_grid=(0.1, 1.0, 10.0, 100.0, 1000.0),
+                eta=0.1, subset_fraction=0.1, test_fraction=0.2, random_state=None, **adf_params):
+    """Choose (a, tau) of an NGGP mixture on a subset of the data ([NRM] supp 4.1; ALGORITHMS.md 6.7).
+
+    A random ``subset_fraction`` of the documents of X (pass the training
+    documents: the subset then never touches a test set, E43) is split into
+    ``1 - test_fraction`` / ``test_fraction``; ADF-NRM is run once on the first
+    part for every a in ``a_grid`` and (sigma > 0 only) every tau in
+    ``tau_grid``, and scored by the total predictive log-likelihood of the
+    second part.
+
+    Parameters
+    ----------
+    X : Corpus or matrix
+    sigma : float in [0, 1), default 0.5
+    a_grid, tau_grid : sequences of float
+        [NRM]: a in {1, 10, 100, 1000}, tau in {0.1, 1, 10, 100, 1000}.
+    eta : float, default 0.1
+    subset_fraction : float in (0, 1], default 0.1
+        [NRM]: 10% (KOS, synthetic), 5% (NYT).
+    test_fraction : float in (0, 1), default 0.2
+        [NRM]: 20% (KOS, synthetic), 5% (NYT).
+    random_state : int, Generator or None
+    **adf_params
+        Further ``ADF`` parameters (epsilon, u_posterior, merge, ...).
+
+    Returns
+    -------
+    best : dict
+        ``{"a": ..., "tau": ...}`` (no ``tau`` for sigma = 0), ready for ``ADF(**best, ...)``.
+    results : list of dict
+        One per grid point: a, tau, score (held-out total predictive
+        log-likelihood), n_components; plus ``results[0]["subset"]``, the indices
+        (into X) of the subset's training and held-out documents.
+    """
+    docs = as_corpus(X)
+    rng = check_random_state(random_state)
+    if not 0 < subset_fraction <= 1:
+        raise ValueError(f"subset_fraction must be in (0, 1], got {subset_fraction!r}")
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+    n_sub = int(round(subset_fraction * docs.n_docs))
+    n_test = int(round(test_fraction * n_sub))
+    if n_test < 1 or n_sub - n_test < 1:
+        raise ValueError(f"a subset of {n_sub} documents cannot be split with test_fraction={test_fraction}")
+    subset = rng.permutation(docs.n_docs)[:n_sub]
+    train_idx, test_idx = subset[n_test:], subset[:n_test]
+    train, test = docs[train_idx], docs[test_idx]
+    taus = [1.0] if sigma == 0 else list(tau_grid)
+    results = []
+    for a in a_grid:
+        for tau in taus:
+            model = ADF(a=a, sigma=sigma, tau=tau, eta=eta, **adf_params).fit(train)
+            results.append({"a": a, "tau": None if sigma == 0 else tau, "score": model.score(test),
+                            "n_components": model.n_components_})
+    best = max(results, key=lambda r: r["score"])
+    results[0]["subset"] = {"train": train_idx, "test": test_idx}
+    return ({"a": best["a"]} if sigma == 0 else {"a": best["a"], "tau": best["tau"]}), results

@@ -209,3 +209,21 @@ def test_bars_recovered(merge):
     assert cos.max(axis=1).min() > 0.95             # every bar has a cluster
     assert len(big) == 16                           # and every large cluster is a bar
     assert np.all(cos.max(axis=0) > 0.95)
+
+
+def test_grid_search_scores_every_point_on_a_held_out_part_of_the_subset():
+    from bnpcore.mixture import grid_search
+    from nrm_reference import make_py_mixture
+    X, _, _ = make_py_mixture(600, n_words=100, n_tokens=50, seed=1)
+    docs = Corpus(X)
+    best, results = grid_search(docs, sigma=0.5, a_grid=(1.0, 100.0), tau_grid=(1.0, 1000.0), eta=0.75,
+                                subset_fraction=0.5, random_state=0)
+    assert len(results) == 4 and best == {k: max(results, key=lambda r: r["score"])[k] for k in ("a", "tau")}
+    split = results[0]["subset"]
+    assert len(split["train"]) == 240 and len(split["test"]) == 60
+    assert not set(split["train"]) & set(split["test"])
+    r = results[3]
+    m = ADF(a=r["a"], sigma=0.5, tau=r["tau"], eta=0.75).fit(docs[split["train"]])
+    assert m.score(docs[split["test"]]) == r["score"]
+    best_dp, results_dp = grid_search(docs, sigma=0.0, a_grid=(1.0, 10.0, 100.0), eta=0.75, random_state=0)
+    assert set(best_dp) == {"a"} and len(results_dp) == 3
