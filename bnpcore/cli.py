@@ -105,6 +105,11 @@ MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.
 MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta": 0.5, "a": 1.0, "batch_size": 100,
                                                      "n_epochs": 20}, {"n_components": 5, "batch_size": 5,
                                                                        "n_epochs": 2})
+# NGGP mixtures, [NRM] 002 Table 1 settings on KOS (eta = 0.1; IG: sigma = 0.5, a = 10, tau = 100).
+MODELS["adf-nrm"] = ("bnpcore.mixture:ADF", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1})
+MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1, "max_passes": 50})
+MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1,
+                                                          "n_sweeps": 215, "n_samples": 50})
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = None
