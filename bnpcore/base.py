@@ -286,7 +286,9 @@ def _encode(value, name):
         return {"__ndarray__": value.tolist(), "dtype": value.dtype.str, "shape": list(value.shape)}
     if isinstance(value, np.random.Generator):
         return {"__generator__": type(value.bit_generator).__name__, "state": value.bit_generator.state}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):   # tagged, so that tuple parameters load as tuples
+        return {"__tuple__": [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, list):
         return [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
@@ -299,6 +301,8 @@ def _decode(value):
     if isinstance(value, list):
         return [_decode(v) for v in value]
     if isinstance(value, dict):
+        if "__tuple__" in value:
+            return tuple(_decode(v) for v in value["__tuple__"])
         if "__ndarray__" in value:
             return np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"])).reshape(value["shape"])
         if "__generator__" in value:

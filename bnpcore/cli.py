@@ -94,22 +94,8 @@ ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes"
 # Estimators the command line can train: name -> ("module:Class", default keyword
 # arguments for the bundled KOS corpus). Every algorithm family registers here.
 MODELS = {}
-# HDP, collapsed ([CVHDP] 001 §4 KOS settings).
-MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
-                       {"init_topics": 100, "n_iter": 1000, "burn_in": 200, "eta_tot": 100.0})
-MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 100, "eta_tot": 100.0})
-# Truncation-free SVI and its truncated stochastic mean-field baseline ([TF] 000 §3: KOS settings;
-# the third element holds the overrides for fast fits on tiny corpora).
-MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},
-                       {"batch_size": 5, "n_epochs": 2})
-MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta": 0.5, "a": 1.0, "batch_size": 100,
-                                                     "n_epochs": 20}, {"n_components": 5, "batch_size": 5,
-                                                                       "n_epochs": 2})
-# NGGP mixtures, [NRM] 002 Table 1 settings on KOS (eta = 0.1; IG: sigma = 0.5, a = 10, tau = 100).
-MODELS["adf-nrm"] = ("bnpcore.mixture:ADF", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1})
-MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1, "max_passes": 50})
-MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1,
-                                                          "n_sweeps": 215, "n_samples": 50})
+# An estimator is registered once it passes the contract suite of tests/api
+# (history through BaseEstimator._report, test_kwargs for tiny corpora).
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = None

@@ -45,7 +45,7 @@ def test_round_trip_of_nested_values_and_generators(fitted, tiny_corpus, tmp_pat
     loaded = load(tmp_path / "m.npz")
     rec = loaded.history_[-1]
     assert rec["counts"].dtype == np.int16 and rec["counts"].tolist() == [0, 1, 2]
-    assert rec["k"] == 4 and rec["x"] == 0.5 and rec["pair"] == [1, "a"]
+    assert rec["k"] == 4 and rec["x"] == 0.5 and rec["pair"] == (1, "a")
     np.testing.assert_array_equal(loaded.extra_["nested"][0], [[1.5, 2.0]])
     assert loaded.extra_["nested"][1:] == [None, True]
     assert isinstance(loaded.random_state, np.random.Generator)
