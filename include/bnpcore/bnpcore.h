@@ -413,28 +413,34 @@ static inline void *bnp_rows_row(const bnp_rows_t *a, int64_t k) {
 /* Make room for at least `rows` rows; 0 on success, -1 (unchanged) on failure. */
 static inline int bnp_rows_reserve(bnp_rows_t *a, int64_t rows) {
     int64_t cap = a->capacity ? a->capacity : 4;
+    size_t row_bytes = (size_t)a->n_cols * a->elsize;
     char *p;
     if (rows <= a->capacity) return 0;
     while (cap < rows) cap *= 2;
-    p = (char *)realloc(a->data, (size_t)cap * (size_t)a->n_cols * a->elsize);
-    if (!p && a->n_cols > 0) return -1;
-    a->data = p; a->capacity = cap;
+    if (row_bytes > 0) {            /* zero-width rows need no memory */
+        p = (char *)realloc(a->data, (size_t)cap * row_bytes);
+        if (!p) return -1;
+        a->data = p;
+    }
+    a->capacity = cap;
     return 0;
 }
 
 /* Append a zero row; returns its index, or -1 on allocation failure. */
 static inline int64_t bnp_rows_add(bnp_rows_t *a) {
+    size_t row_bytes = (size_t)a->n_cols * a->elsize;
     if (bnp_rows_reserve(a, a->n_rows + 1) != 0) return -1;
-    memset(bnp_rows_row(a, a->n_rows), 0, (size_t)a->n_cols * a->elsize);
+    if (row_bytes > 0) memset(bnp_rows_row(a, a->n_rows), 0, row_bytes);
     return a->n_rows++;
 }
 
 /* Remove row k by moving the last row into it; returns the old index of the
- * row that now sits at k (k itself when k was last). */
+ * row that now sits at k (k itself when k was last), -1 if k is out of range. */
 static inline int64_t bnp_rows_remove(bnp_rows_t *a, int64_t k) {
     int64_t last = a->n_rows - 1;
-    if (k != last)
-        memcpy(bnp_rows_row(a, k), bnp_rows_row(a, last), (size_t)a->n_cols * a->elsize);
+    size_t row_bytes = (size_t)a->n_cols * a->elsize;
+    if (k < 0 || k > last) return -1;
+    if (k != last && row_bytes > 0) memcpy(bnp_rows_row(a, k), bnp_rows_row(a, last), row_bytes);
     a->n_rows = last;
     return last;
 }
