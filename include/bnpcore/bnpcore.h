@@ -29,6 +29,13 @@
 
 #define BNPCORE_ABI_VERSION 1
 
+/* 1 when the including translation unit is compiled with OpenMP (-fopenmp). */
+#ifdef _OPENMP
+#define BNP_OPENMP 1
+#else
+#define BNP_OPENMP 0
+#endif
+
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
