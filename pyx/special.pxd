@@ -5,7 +5,8 @@
 from libc.stdint cimport int32_t, int64_t
 
 cdef extern from "bnpcore/bnpcore.h" nogil:
-    int BNPCORE_ABI_VERSION
+    int BNPCORE_ABI_VERSION                     # version of the header's C interface
+    int BNP_OPENMP                              # 1 if this extension is compiled with OpenMP
     double bnp_lgamma(double x)                 # log Gamma(x), x > 0
     double bnp_digamma(double x)                # psi(x), x > 0
     double bnp_trigamma(double x)               # psi'(x), x > 0

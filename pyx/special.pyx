@@ -27,7 +27,10 @@ from libc.math cimport INFINITY
 
 cnp.import_array()
 
-ABI_VERSION = BNPCORE_ABI_VERSION  # of the header these modules were compiled with
+# How these modules were built: the header's C interface version, and whether
+# OpenMP was on (setup.py turns it on when the compiler supports it).
+ABI_VERSION = BNPCORE_ABI_VERSION
+OPENMP = bool(BNP_OPENMP)
 
 ctypedef double (*unary_t)(double) noexcept nogil
 ctypedef double (*binary_t)(double, double) noexcept nogil
