@@ -15,10 +15,11 @@ or a :class:`Model`, which can also name the iteration parameter:
 
 * ``"module:Class"``: the estimator class (imported only when used);
 * ``kwargs``: constructor arguments for the bundled KOS corpus (``bnpcore fit``);
-* ``test_kwargs``: overrides of ``kwargs`` for fast fits on tiny corpora; the
-  contract tests in ``tests/api/`` build every registered model with
-  ``kwargs | test_kwargs`` (when absent: ``kwargs`` with the iteration
-  parameter set to 5);
+* ``test_kwargs``: overrides of ``kwargs`` for fast fits on tiny corpora (a
+  second or less on ~40 documents); the contract tests in ``tests/api/`` build
+  every registered model with ``kwargs | test_kwargs``. When absent they use
+  ``kwargs`` with the iteration parameter set to 5, so give ``test_kwargs``
+  whenever other settings depend on it (burn-in, number of samples);
 * ``iterations``: the constructor parameter counting iterations (sweeps,
   passes), set by ``--iterations`` and used as the progress bar's total; by
   default the first of :data:`ITERATION_PARAMS` the class has.
