@@ -260,8 +260,8 @@ def cmd_fit(args):
         progress.close()
     seconds = time.perf_counter() - start
     n_iter = len(getattr(est, "history_", None) or [])
-    done = f"{n_iter} iterations, " if n_iter else ""
-    print(f"fitted in {seconds:.1f} s ({done}{observed.n_tokens / seconds:,.0f} training tokens/s)")
+    rate = f" ({n_iter} iterations, {observed.n_tokens * n_iter / seconds:,.0f} tokens/s)" if n_iter else ""
+    print(f"fitted in {seconds:.1f} s{rate}")
     doc_topic = None
     if hasattr(est, "topics_"):
         doc_topic = est.transform(observed)
