@@ -29,7 +29,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Row, bnpcore_row, normalize_rows, print_table, threads_note,  # noqa: E402
+from harness import (bnpcore_row, normalize_rows, print_table, threads_note,  # noqa: E402
                      timed_row, token_split)
 
 
