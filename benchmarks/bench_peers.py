@@ -200,7 +200,10 @@ def run_registered(names, observed, heldout, cfg):
         if "n_threads" in params:
             overrides["n_threads"] = cfg.threads
         print(f"running bnpcore {name} ...", flush=True)
-        rows.append(bnpcore_row(spec.make(**overrides), observed, heldout, algorithm=name))
+        est = spec.make(**overrides)
+        shown = [p for p in ("n_components", spec.iteration_param()) if p in params]
+        settings = ", ".join(f"{p}={getattr(est, p)}" for p in shown) or None
+        rows.append(bnpcore_row(est, observed, heldout, algorithm=name, settings=settings))
     return rows
 
 

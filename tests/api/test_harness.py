@@ -92,6 +92,6 @@ def test_registered_bnpcore_models_join_the_table(toy_registry, tiny_corpus):
     cfg = bench_peers.parse_args(["--bnpcore-iterations", "3", "--seed", "2"])
     (row,) = bench_peers.run_registered(["toy-kmeans"], observed, heldout, cfg)
     est = toy_registry["toy-kmeans"].make(max_iter=3, random_state=2).fit(observed)
-    assert row.algorithm == "toy-kmeans"
+    assert (row.algorithm, row.settings) == ("toy-kmeans", "n_components=10, max_iter=3")
     assert row.heldout_loglik == est.heldout_log_likelihood(observed, heldout)
     assert row.tokens_per_second == pytest.approx(observed.n_tokens * 3 / row.train_seconds)
