@@ -334,6 +334,8 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         relabel[order] = np.arange(self._K, dtype=np.int32)
         self._z = relabel[self._z]
         self._beta = self.weights_.copy()
+        for name in ("_n_jk", "_n_wk", "_n_k", "_m_k", "_words", "_tok_ptr", "_table"):
+            delattr(self, name)             # working arrays; topics_, doc_topic_ and _z keep the state
 
     # -- using a fitted model ----------------------------------------------------
     def transform(self, X, n_sweeps=50, burn_in=20):
