@@ -641,6 +641,8 @@ class OnlineEstimator(BaseEstimator):
         """Remove components whose size (``_size_key``) is below ``prune_threshold``
         ([TF] §3: fewer than one document / word, E10)."""
         keep = self._size_key() >= self.prune_threshold
+        if self._state.truncated and not keep.any():
+            keep[0] = True          # a truncated model keeps its largest component
         if not keep.all():
             self._state.remove(keep)
 
