@@ -18,6 +18,7 @@ from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 from libc.math cimport exp, log, INFINITY
+from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cython.parallel cimport parallel, prange
 
 from bnpcore.kernels.special cimport bnp_dlgamma, bnp_digamma, bnp_lgamma, bnp_logsumexp, bnp_sample_logweights
@@ -25,6 +26,33 @@ from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_beta, bnp_
 from bnpcore.kernels.stirling cimport BNP_STIRLING_MAX_N, StirlingTable, bnp_stirling_t, sample_tables
 
 cnp.import_array()
+
+# BLAS dgemm from SciPy's exported Cython BLAS (bound at import through its capsule,
+# so building bnpcore needs no SciPy headers).
+ctypedef void (*dgemm_t)(char *transa, char *transb, int *m, int *n, int *k, double *alpha, double *a,
+                         int *lda, double *b, int *ldb, double *beta, double *c, int *ldc) noexcept nogil
+cdef dgemm_t _dgemm = NULL
+
+
+def _bind_blas():
+    global _dgemm
+    from scipy.linalg import cython_blas
+    capsule = cython_blas.__pyx_capi__["dgemm"]
+    _dgemm = <dgemm_t>PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule))
+
+
+_bind_blas()
+
+
+cdef inline void gemm(bint ta, bint tb, int m, int n, int k, double alpha, const double *a, int lda,
+                      const double *b, int ldb, double beta, double *c, int ldc) noexcept nogil:
+    """Row-major C (m x n) = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n
+    (column-major BLAS on the transposes: C^T = op(B)^T op(A)^T)."""
+    cdef char transa = b'T' if ta else b'N'
+    cdef char transb = b'T' if tb else b'N'
+    if m == 0 or n == 0:
+        return
+    _dgemm(&transb, &transa, &n, &m, &k, &alpha, <double *>b, &ldb, <double *>a, &lda, &beta, c, &ldc)
 
 
 # --------------------------------------------------------------------------- #
@@ -832,8 +860,8 @@ cdef inline double _softmax(double *v, int64_t n, const double *prior, double *c
 
 cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const int32_t *cd, int64_t nnz,
                          int64_t T, const double *elog_beta, const double *zeros, double alpha, int max_iter,
-                         double tol, double *varphi, double *zeta, double *dots, double *entropy, double *est,
-                         double *colsum, int *n_iter) noexcept nogil:
+                         double tol, double *varphi, double *zeta, double *ed, double *zc, double *dots,
+                         double *entropy, double *est, double *colsum, int *n_iter) noexcept nogil:
     """Document-level coordinate ascent of the online HDP (Wang et al. 2011).
 
     E is the nv x K matrix of E[log phi_kw] (word-major). Iterates
@@ -849,22 +877,22 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
     follows. (The reference code starts from a uniform zeta, which is a
     fixed point where every atom is the same mixture of topics: the updates
     never break that symmetry and the document is fitted by a single
-    distribution over topics.) ``zeros`` holds max(K, T) zeros. Returns the
-    document bound.
+    distribution over topics.) Scratch: ed (nnz x K), zc and dots (nnz x T),
+    entropy (nnz), est and colsum (T); ``zeros`` holds max(K, T) zeros.
+    Returns the document bound.
     """
     cdef int64_t t, k, p, best
     cdef int it = 0
-    cdef bint sticks
-    cdef double coef, d, g, h, dg, elv, el1mv, cum, acc, cross = 0.0
+    cdef double d, g, h, dg, elv, el1mv, cum, acc, cross = 0.0
     cdef double bound = 0.0, old = -INFINITY, conv = INFINITY
     cdef double *row = varphi
-    cdef const double *erow
+    for p in range(nnz):                                     # the document's rows of E
+        memcpy(ed + p * K, E + wd[p] * K, K * sizeof(double))
     for k in range(K):                                       # document scores of the topics
         row[k] = elog_beta[k]
     for p in range(nnz):
-        erow = E + wd[p] * K
         for k in range(K):
-            row[k] += cd[p] * erow[k]
+            row[k] += cd[p] * ed[p * K + k]
     for t in range(T if T < K else K):                       # ranks, in colsum
         best = 0
         for k in range(1, K):
@@ -875,38 +903,31 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
     for t in range(K, T):                                    # more atoms than topics: cycle
         colsum[t] = colsum[t % K]
     for p in range(nnz):
-        erow = E + wd[p] * K
         for t in range(T):
-            zeta[p * T + t] = erow[<int64_t>colsum[t]]
+            zeta[p * T + t] = ed[p * K + <int64_t>colsum[t]]
         _softmax(zeta + p * T, T, NULL, NULL)
     for t in range(T):
         est[t] = 0.0
     while it < max_iter and (it < 5 or conv < 0.0 or conv > tol):
-        sticks = it >= 3
         bound = 0.0
-        for t in range(T):                                   # varphi
-            row = varphi + t * K
-            for k in range(K):
-                row[k] = elog_beta[k] if sticks else 0.0
-            for p in range(nnz):
-                coef = zeta[p * T + t] * cd[p]
-                if coef != 0.0:
-                    erow = E + wd[p] * K
-                    for k in range(K):
-                        row[k] += coef * erow[k]
-            _softmax(row, K, elog_beta, &cross)
+        for p in range(nnz):                                 # varphi = (c zeta)^T ed (+ E[log beta])
+            for t in range(T):
+                zc[p * T + t] = cd[p] * zeta[p * T + t]
+        if it >= 3:
+            for t in range(T):
+                memcpy(varphi + t * K, elog_beta, K * sizeof(double))
+        gemm(True, False, T, K, nnz, 1.0, zc, T, ed, K, 1.0 if it >= 3 else 0.0, varphi, K)
+        if nnz == 0 and it < 3:
+            memset(varphi, 0, T * K * sizeof(double))
+        for t in range(T):
+            _softmax(varphi + t * K, K, elog_beta, &cross)
             bound += cross
+        gemm(False, True, nnz, T, K, 1.0, ed, K, varphi, K, 0.0, dots, T)     # dots = ed varphi^T
         for t in range(T):
             colsum[t] = 0.0
         for p in range(nnz):                                 # zeta
-            erow = E + wd[p] * K
             for t in range(T):
-                row = varphi + t * K
-                d = 0.0
-                for k in range(K):
-                    d += row[k] * erow[k]
-                dots[p * T + t] = d
-                zeta[p * T + t] = d + est[t] if sticks else d
+                zeta[p * T + t] = dots[p * T + t] + est[t] if it >= 3 else dots[p * T + t]
             _softmax(zeta + p * T, T, zeros, &entropy[p])   # entropy[p] = -sum_t zeta log zeta
             for t in range(T):
                 colsum[t] += cd[p] * zeta[p * T + t]
@@ -966,12 +987,13 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
         raise ValueError(f"need at least one topic and one document atom, got {K} and {T}")
     for j in range(S):
         maxnnz = max(maxnnz, ptr[j + 1] - ptr[j])
-    elogphi = np.empty((nv, K), dtype=np.float64)       # word-major E[log phi]
+    elogphi_k = np.empty((K, nv), dtype=np.float64)     # E[log phi], topic-major (row reads)
     digtot = np.empty(K, dtype=np.float64)
     varphi = np.empty((S, T, K), dtype=np.float64)
     zeta = np.empty((nnz, T), dtype=np.float64)
     blockt = np.zeros((nv, K), dtype=np.float64)
-    cdef double[:, ::1] ev = elogphi, bt = blockt, zv = zeta
+    cdef double[:, ::1] ek = elogphi_k, bt = blockt, zv = zeta
+    cdef double[:, ::1] ev
     cdef double[::1] dt = digtot
     cdef double[:, :, ::1] vv = varphi
     cdef double *scratch = NULL
@@ -981,20 +1003,23 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     cdef int it
     for k in range(K):
         dt[k] = bnp_digamma(W * eta + scale * row_tilde[rows[k]])
+    for k in prange(K, nogil=True, schedule="static", num_threads=n_threads):
+        for v in range(nv):
+            ek[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - dt[k]
+    elogphi = np.ascontiguousarray(elogphi_k.T)        # word-major: a document gathers rows
+    ev = elogphi
     with nogil:
-        for v in prange(nv, schedule="static", num_threads=n_threads):
-            for k in range(K):
-                ev[v, k] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - dt[k]
         with parallel(num_threads=n_threads):
-            scratch = <double *>malloc((maxnnz * T + maxnnz + 2 * T + 1) * sizeof(double))
+            scratch = <double *>malloc((maxnnz * (K + 2 * T + 1) + 2 * T + 1) * sizeof(double))
             if scratch != NULL:
                 for j in prange(S, schedule="dynamic"):
                     bound[j] = wpb_document(&ev[0, 0], K, &words[ptr[j]] if ptr[j] < nnz else NULL,
                                             &counts[ptr[j]] if ptr[j] < nnz else NULL, ptr[j + 1] - ptr[j],
                                             T, &elog_beta[0], &zr[0], alpha, max_iter, tol,
                                             &vv[j, 0, 0], &zv[ptr[j], 0] if ptr[j] < nnz else NULL, scratch,
-                                            scratch + maxnnz * T, scratch + maxnnz * T + maxnnz,
-                                            scratch + maxnnz * T + maxnnz + T, &it)
+                                            scratch + maxnnz * K, scratch + maxnnz * (K + T),
+                                            scratch + maxnnz * (K + 2 * T), scratch + maxnnz * (K + 2 * T + 1),
+                                            scratch + maxnnz * (K + 2 * T + 1) + T, &it)
                     n_iter[j] = it
                 free(scratch)
             else:
