@@ -650,7 +650,9 @@ class OnlineEstimator(BaseEstimator):
         """Append a record to ``history_``; True when a callback asks to stop."""
         drv = self._driver
         record = {"documents": drv["documents"], "updates": drv["updates"], "rho": drv["rho"],
-                  "n_components": self._state.n_components, "train_seconds": drv["seconds"]}
+                  "n_components": self._state.n_components,
+                  "n_used": int((self._size_key() >= 1.0).sum()),
+                  "train_seconds": drv["seconds"]}
         if heldout is not None:
             self._finalize()
             record["heldout_loglik"] = float(self.score(heldout))

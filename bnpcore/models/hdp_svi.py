@@ -104,6 +104,9 @@ class TruncationFreeSVI(_OnlineHDP):
         E[beta_k] (the uninstantiated remainder is left out).
     n_components_ : int
     history_ : list of dict
+        Records: documents, updates, rho, n_components, n_used (topics with
+        at least one expected word), train_seconds (and heldout_loglik when
+        held-out data are given to ``fit``).
 
     References
     ----------
