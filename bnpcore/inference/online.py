@@ -673,6 +673,8 @@ class OnlineEstimator(BaseEstimator):
     # -- persistence -----------------------------------------------------------------
     def save(self, path):
         """Save the model and everything needed to resume training (``bnpcore.load``)."""
+        if getattr(self, "_state", None) is None:
+            self._check_fitted()
         arrays = self._state.to_arrays()
         self._ckpt_words, self._ckpt_row_tilde = arrays["words"], arrays["row_tilde"]
         self._ckpt_sizes, self._ckpt_scale = arrays["sizes"], float(arrays["scale"])

@@ -183,7 +183,13 @@ class OnlineVB(_OnlineHDP):
     atoms (zeta), fitted by coordinate ascent per document (the first three
     iterations without the stick terms); then natural-gradient steps with
     ``rho_t = (learning_offset + t)^-learning_decay`` floored at S/D. The
-    same algorithm as gensim's ``HdpModel`` (T = n_topics, K = n_atoms).
+    same algorithm as gensim's ``HdpModel`` (T = n_topics, K = n_atoms), with
+    one deliberate difference: the document iterations start from atom t on
+    the document's t-th best topic. The reference code (and gensim) start from
+    a uniform word-to-atom distribution, which is a fixed point of the
+    updates (all atoms stay identical), so a document stops after two
+    iterations as a single mixture of topics, before the stick terms enter
+    (measured with gensim 4.4 on KOS: 2.3 iterations per document).
 
     Parameters
     ----------
