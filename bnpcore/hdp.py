@@ -2,5 +2,6 @@
 Gibbs (G-HDP), truncation-free SVI and the online VB baseline."""
 from bnpcore.models.hdp_collapsed import CollapsedVB
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs
+from bnpcore.models.hdp_svi import OnlineVB, TruncationFreeSVI
 
-__all__ = ["CollapsedVB", "DirectAssignmentGibbs"]
+__all__ = ["CollapsedVB", "DirectAssignmentGibbs", "TruncationFreeSVI", "OnlineVB"]

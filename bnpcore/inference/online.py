@@ -641,6 +641,8 @@ class OnlineEstimator(BaseEstimator):
         """Remove components whose size (``_size_key``) is below ``prune_threshold``
         ([TF] §3: fewer than one document / word, E10)."""
         keep = self._size_key() >= self.prune_threshold
+        if self._state.truncated and not keep.any():
+            keep[0] = True          # a truncated model keeps its largest component
         if not keep.all():
             self._state.remove(keep)
 
@@ -648,7 +650,9 @@ class OnlineEstimator(BaseEstimator):
         """Append a record to ``history_``; True when a callback asks to stop."""
         drv = self._driver
         record = {"documents": drv["documents"], "updates": drv["updates"], "rho": drv["rho"],
-                  "n_components": self._state.n_components, "train_seconds": drv["seconds"]}
+                  "n_components": self._state.n_components,
+                  "n_used": int((self._size_key() >= 1.0).sum()),
+                  "train_seconds": drv["seconds"]}
         if heldout is not None:
             self._finalize()
             record["heldout_loglik"] = float(self.score(heldout))
@@ -669,6 +673,8 @@ class OnlineEstimator(BaseEstimator):
     # -- persistence -----------------------------------------------------------------
     def save(self, path):
         """Save the model and everything needed to resume training (``bnpcore.load``)."""
+        if getattr(self, "_state", None) is None:
+            self._check_fitted()
         arrays = self._state.to_arrays()
         self._ckpt_words, self._ckpt_row_tilde = arrays["words"], arrays["row_tilde"]
         self._ckpt_sizes, self._ckpt_scale = arrays["sizes"], float(arrays["scale"])

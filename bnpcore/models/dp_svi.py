@@ -121,8 +121,9 @@ class TruncationFreeSVI(_OnlineDPMixture):
         E[pi_k] (the uninstantiated remainder is left out, E13).
     n_components_ : int
     history_ : list of dict
-        Records: documents, updates, rho, n_components, train_seconds
-        (and heldout_loglik when held-out data are given to ``fit``).
+        Records: documents, updates, rho, n_components, n_used (components
+        with at least one expected document), train_seconds (and
+        heldout_loglik when held-out data are given to ``fit``).
 
     References
     ----------

@@ -264,6 +264,21 @@ def test_periodic_checkpoints_and_partial_fit_resume(tmp_path):
     assert bnpcore.base.load(tmp_path / "c.npz")._driver["documents"] == 42
 
 
+def test_pickle_round_trip_continues_identically():
+    import pickle
+    X, _ = random_corpus(16, n_docs=40)
+    a = mixture.TruncationFreeSVI(batch_size=5, random_state=2).partial_fit(X[np.arange(20)])
+    b = pickle.loads(pickle.dumps(a))
+    a.partial_fit(X[np.arange(20, 40)])
+    b.partial_fit(X[np.arange(20, 40)])
+    assert_same_model(a, b)
+
+
+def test_save_before_fit_raises(tmp_path):
+    with pytest.raises(bnpcore.base.NotFittedError):
+        mixture.TruncationFreeSVI().save(tmp_path / "x.npz")
+
+
 def test_truncated_baseline_resumes_exactly(tmp_path):
     X, _ = random_corpus(10, n_docs=30)
     params = dict(n_components=6, batch_size=4, n_epochs=2, random_state=1)
