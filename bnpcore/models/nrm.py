@@ -616,7 +616,7 @@ class EP(_StreamingBase):
         self.shuffle = shuffle
         self.random_state = random_state
 
-    def fit(self, X, y=None, heldout=None):
+    def fit(self, X, y=None, heldout=None, eval_at=None):
         """ADF pass plus EP epochs over the documents of X.
 
         Parameters
@@ -624,7 +624,9 @@ class EP(_StreamingBase):
         X : Corpus or matrix
             Training documents (processed in order, or shuffled once with ``shuffle``).
         heldout : Corpus, optional
-            Documents scored after every epoch (``history_[e]["heldout"]``).
+            Documents scored after the epochs in ``eval_at`` (``history_[e]["heldout"]``).
+        eval_at : collection of int, optional
+            Epochs (1 = the ADF pass) after which ``heldout`` is scored; None: all.
         """
         docs = as_corpus(X)
         p = self._prior()
@@ -642,11 +644,12 @@ class EP(_StreamingBase):
         t0 = time.perf_counter()
         merged = _adf_pass(st, docs, p, sites=sites)
         self._sites = sites
-        self._epoch_done(p, 1, float("nan"), merged, time.perf_counter() - t0, heldout)
+        evaluate = (lambda e: heldout) if eval_at is None else (lambda e: heldout if e in eval_at else None)
+        self._epoch_done(p, 1, float("nan"), merged, time.perf_counter() - t0, evaluate(1))
         for epoch in range(2, max_passes + 1):
             t0 = time.perf_counter()
             change, merged = self._ep_epoch(p)
-            self._epoch_done(p, epoch, change, merged, time.perf_counter() - t0, heldout)
+            self._epoch_done(p, epoch, change, merged, time.perf_counter() - t0, evaluate(epoch))
             if change < tol:
                 break
         self.n_iter_ = len(self.history_)
@@ -754,14 +757,16 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         self.n_samples = n_samples
         self.random_state = random_state
 
-    def fit(self, X, y=None, heldout=None, eval_every=1):
+    def fit(self, X, y=None, heldout=None, eval_at=None):
         """Run the sampler on the documents of X.
 
         Parameters
         ----------
         heldout : Corpus, optional
-            Scored with the state of every ``eval_every``-th sweep and of every
-            kept sample (``history_[s]["heldout"]``).
+            Scored with the state of the sweeps in ``eval_at``
+            (``history_[s - 1]["heldout"]``).
+        eval_at : collection of int, optional
+            Sweeps (1-based) whose state is scored on ``heldout``; None: all.
         """
         docs = as_corpus(X)
         p = _check_prior(self)
@@ -770,7 +775,6 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         n_samples = check_int(self.n_samples, "n_samples", minimum=1)
         if n_samples > n_sweeps:
             raise ValueError(f"n_samples={n_samples} exceeds n_sweeps={n_sweeps}")
-        eval_every = check_int(eval_every, "eval_every", minimum=1)
         if heldout is not None:
             heldout = as_corpus(heldout, n_words=docs.n_words)
         rng = check_random_state(self.random_state)
@@ -810,7 +814,7 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
             if keep:
                 samples_z.append(z.copy())
                 samples_u.append(u)
-            if heldout is not None and (keep or sweep % eval_every == 0 or sweep == 1):
+            if heldout is not None and (eval_at is None or sweep in eval_at):
                 entry["heldout"] = float(np.sum(self._sample_log_predictive(z, u, heldout, p)))
             self.history_.append(entry)
         self._samples_z = np.array(samples_z)

@@ -100,6 +100,8 @@ def test_ep_stops_at_tolerance_and_reports():
     assert ep.n_iter_ == len(ep.history_) <= 30
     assert ep.n_iter_ == 30 or ep.history_[-1]["change"] < 1e-3
     assert all("heldout" in h for h in ep.history_)
+    ep = EP(max_passes=4, tol=0.0, **KW).fit(X, heldout=X[:10], eval_at={1, 3})
+    assert ["heldout" in h for h in ep.history_] == [True, False, True, False]
     assert ep.sites_nbytes_ == ep._sites.ptr.nbytes + 12 * ep._sites.nnz
     r = ep.transform(X)
     assert np.allclose(r.sum(axis=1), 1)
