@@ -23,7 +23,7 @@ from scipy.special import logsumexp
 
 from bnpcore._validation import check_int, check_positive, check_random_state
 from bnpcore.base import BaseEstimator, TopicMixin
-from bnpcore.corpus import as_corpus
+from bnpcore.corpus import Corpus, as_corpus
 from bnpcore.evaluation import mixture_log_predictive
 from bnpcore.kernels import _nrm
 
@@ -852,6 +852,25 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         lw = self._log_weights(sizes[used], u, p)
         lam = np.vstack([p["eta"] + counts, np.full((1, train.n_words), p["eta"])])
         return mixture_log_predictive(lw, lam, docs, multinomial_coef=True)
+
+    def save(self, path):
+        """Save parameters, fitted attributes, the kept samples and the training
+        documents they index (``score`` works on the loaded model)."""
+        train = self._docs if hasattr(self, "_docs") else None
+        if train is not None:
+            self._train_indptr, self._train_indices, self._train_counts = train.indptr, train.indices, train.counts
+            self._persist = ("_samples_z", "_samples_u", "_train_indptr", "_train_indices", "_train_counts")
+        try:
+            return super().save(path)
+        finally:
+            if train is not None:
+                del self._train_indptr, self._train_indices, self._train_counts, self._persist
+
+    def _after_load(self):
+        if hasattr(self, "_train_indptr"):
+            self._docs = Corpus._from_arrays(self._train_indptr, self._train_indices, self._train_counts,
+                                             int(self.n_words_), self.vocabulary_)
+            del self._train_indptr, self._train_indices, self._train_counts
 
     def score_samples(self, X):
         """Per-document log predictive, averaged over the kept samples (the mean of

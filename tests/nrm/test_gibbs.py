@@ -124,3 +124,14 @@ def test_gibbs_grows_capacity_mid_sweep():
     assert m.n_components_ > 16
     assert np.array_equal(np.sort(m.cluster_sizes_)[::-1], m.cluster_sizes_)
     assert m.cluster_sizes_.sum() == 40
+
+
+def test_save_load_keeps_the_samples(tmp_path):
+    from bnpcore.base import load
+    rng = np.random.default_rng(1)
+    X = rng.poisson(1.0, size=(30, 12))
+    m = CollapsedGibbs(a=2.0, sigma=0.5, tau=1.0, n_sweeps=6, n_samples=3, random_state=2).fit(X)
+    m.save(tmp_path / "g.npz")
+    m2 = load(tmp_path / "g.npz")
+    assert m2.score(X[:5]) == m.score(X[:5])
+    np.testing.assert_array_equal(m2.labels_, m.labels_)
