@@ -14,7 +14,6 @@ Posterior of the auxiliary variable U (E28): bnpcore uses the derived
 (``u_posterior="corrected"``); the exponent printed in [NRM] (6), (21) and supp
 (17), (34), ``n - a K``, is available as ``u_posterior="paper"``.
 """
-import numbers
 import time
 
 import numpy as np
@@ -310,10 +309,6 @@ class _NRMMixin(TopicMixin):
     """Prediction shared by the three estimators: responsibilities, predictive
     log-likelihood ([NRM] section 4; ALGORITHMS.md 8.5)."""
 
-    def _components(self):
-        """(log weights incl. the new cluster's last, lambda rows incl. the prior row)."""
-        raise NotImplementedError
-
     def _check_docs(self, X):
         self._check_fitted()
         return as_corpus(X, n_words=self.n_words_)
@@ -372,7 +367,10 @@ _STREAM_DOC = """
         pair first, each cluster at most once per round.
     merge_every : int, default 1000
     merge_threshold : float, default 0.95
-        Deliberately conservative: distinct KOS clusters rarely exceed 0.9.
+        Deliberately conservative ([NRM]: merging often removes the small
+        clusters that make the NGGP better than the DP): after one ADF pass
+        over KOS the most similar pair of clusters has cosine 0.88 and 99% of
+        the pairs are below 0.6, while duplicated bars clusters exceed 0.97.
     min_responsibility : float, default 1e-10
         Responsibilities at or below this are set to 0 (not renormalised) so that
         updates, and EP's stored sites, are sparse. 0 keeps every one.
@@ -567,7 +565,8 @@ class EP(_StreamingBase):
 
     Stored per document (the sites): the clusters k and responsibilities
     qbar_ik > ``min_responsibility``, as a CSR (8 bytes per document plus 12
-    per entry; one or two entries per KOS document, about 60 kB in all). The
+    per entry; about 3.5 entries per KOS document, 140 kB for the 2,744
+    training documents; ``sites_nbytes_``). The
     cluster parameters implied by the sites, lambda_k = eta + sum_i qbar_ik x_i
     and S_k = sum_i qbar_ik, are recomputed from them at the start of every
     epoch. Merges (if enabled) run during the ADF pass as in ``ADF`` and once

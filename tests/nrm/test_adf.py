@@ -4,8 +4,7 @@ import pytest
 
 from bnpcore.base import load
 from bnpcore.corpus import Corpus
-from bnpcore.kernels import _nrm
-from bnpcore.mixture import ADF, EP
+from bnpcore.mixture import ADF
 from bnpcore.models.nrm import _Clusters, _Sites, _adf_pass
 
 from nrm_reference import adf_ref, log_kappa_ref, make_bars, mode_ref
