@@ -370,7 +370,8 @@ _STREAM_DOC = """
         Deliberately conservative ([NRM]: merging often removes the small
         clusters that make the NGGP better than the DP): after one ADF pass
         over KOS the most similar pair of clusters has cosine 0.88 and 99% of
-        the pairs are below 0.6, while duplicated bars clusters exceed 0.97.
+        the pairs are below 0.6; on the 8 x 8 bars data (eta = 0.5) the most
+        similar pair is below 0.9 (four seeds), so only near-copies merge.
     min_responsibility : float, default 1e-10
         Responsibilities at or below this are set to 0 (not renormalised) so that
         updates, and EP's stored sites, are sparse. 0 keeps every one.
