@@ -97,6 +97,8 @@ ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes"
 # Estimators the command line can train: name -> ("module:Class", default keyword
 # arguments for the bundled KOS corpus). Every algorithm family registers here.
 MODELS = {}
+# An estimator is registered once it passes the contract suite of tests/api
+# (history through BaseEstimator._report, test_kwargs for tiny corpora).
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = None
