@@ -140,8 +140,18 @@ static inline double bnp_dlgamma(double x, double n) {
         return log(prod);
     }
     /* lgamma(x) = lgamma(x+s) - sum log(x+i): the shift terms of x and x+n
-     * combine to sum_i log1p(n / (x+i)). */
-    while (x < 10.0) { shift += log1p(n / x); x += 1.0; }
+     * combine to sum_i log1p(a_i), a_i = n / (x+i), taken as one log1p(D) with
+     * D = prod_i (1 + a_i) - 1 accumulated as D += a_i (1 + D) (positive terms:
+     * no cancellation however small n is). */
+    if (x < 10.0) {
+        double x0 = x, d = 0.0;
+        while (x < 10.0) { double a = n / x; d += a * (1.0 + d); x += 1.0; }
+        if (isfinite(d)) {
+            shift = log1p(d);
+        } else {                    /* n / x beyond ~1e30: the product overflows */
+            for (x = x0; x < 10.0; x += 1.0) shift += log1p(n / x);
+        }
+    }
     y = x + n;
     return (x - 0.5) * log1p(n / x) + n * log(y) - n
            - n / (x * y) * bnp__lgamma_tail_diff(1.0 / x, 1.0 / y) - shift;
