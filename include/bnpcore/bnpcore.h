@@ -20,6 +20,8 @@
  *   Stirling numbers .... bnp_stirling_t, a table of log(s(n, m) / n!) (unsigned,
  *                         first kind) grown on demand; the Antoniak distribution
  *
+ * Accuracy: the special functions and their differences have relative error
+ * below 1e-12 for x in [1e-10, 1e10] and n up to 1e7 (bnpcore tests/kernels).
  * Domain errors of special functions return NaN; functions that allocate
  * return 0 on success and -1 on failure (nothing is changed on failure).
  * Notation and formulas: shared/ALGORITHMS.md section 2.
