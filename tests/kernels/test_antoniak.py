@@ -30,9 +30,7 @@ def test_pmf_sums_to_one_and_moments(n, c):
 
 
 @pytest.mark.parametrize("n, c", CASES + [(10**6, 1e-10), (10**7, 3.0), (3, 1e8)])
-def test_mean_and_variance_formulas(n, c):
-    mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 50
+def test_mean_and_variance_formulas(n, c, mpmath):
     cc = mpmath.mpf(c)
     dpsi = mpmath.digamma(cc + n) - mpmath.digamma(cc)
     dtri = mpmath.polygamma(1, cc + n) - mpmath.polygamma(1, cc)
