@@ -20,6 +20,8 @@
  *   Stirling numbers .... bnp_stirling_t, a table of log(s(n, m) / n!) (unsigned,
  *                         first kind) grown on demand; the Antoniak distribution
  *
+ * Accuracy: the special functions and their differences have relative error
+ * below 1e-12 for x in [1e-10, 1e10] and n up to 1e7 (bnpcore tests/kernels).
  * Domain errors of special functions return NaN; functions that allocate
  * return 0 on success and -1 on failure (nothing is changed on failure).
  * Notation and formulas: shared/ALGORITHMS.md section 2.
@@ -140,8 +142,18 @@ static inline double bnp_dlgamma(double x, double n) {
         return log(prod);
     }
     /* lgamma(x) = lgamma(x+s) - sum log(x+i): the shift terms of x and x+n
-     * combine to sum_i log1p(n / (x+i)). */
-    while (x < 10.0) { shift += log1p(n / x); x += 1.0; }
+     * combine to sum_i log1p(a_i), a_i = n / (x+i), taken as one log1p(D) with
+     * D = prod_i (1 + a_i) - 1 accumulated as D += a_i (1 + D) (positive terms:
+     * no cancellation however small n is). */
+    if (x < 10.0) {
+        double x0 = x, d = 0.0;
+        while (x < 10.0) { double a = n / x; d += a * (1.0 + d); x += 1.0; }
+        if (isfinite(d)) {
+            shift = log1p(d);
+        } else {                    /* n / x beyond ~1e30: the product overflows */
+            for (x = x0; x < 10.0; x += 1.0) shift += log1p(n / x);
+        }
+    }
     y = x + n;
     return (x - 0.5) * log1p(n / x) + n * log(y) - n
            - n / (x * y) * bnp__lgamma_tail_diff(1.0 / x, 1.0 / y) - shift;

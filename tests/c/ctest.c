@@ -147,6 +147,8 @@ static void test_dirmult(void) {
         double ref = lgamma(3.0) - lgamma(6.0) + lgamma(2.5) - lgamma(0.5) + lgamma(2.5) - lgamma(1.5);
         CLOSE(bnp_log_dirmult(ids, cnt, 2, lam, 3.0), ref, 1e-13, 0.0);
         CHECK(bnp_log_dirmult(ids, cnt, 0, lam, 3.0) == 0.0);      /* empty document */
+        /* chain rule: the sequence 0, 2, 0 has p = prod_i (lam_w + c_w) / (Lambda + i) */
+        CLOSE(bnp_log_dirmult(ids, cnt, 2, lam, 3.0), log(0.5 / 3.0 * 1.5 / 4.0 * 1.5 / 5.0), 1e-14, 0.0);
     }
 }
 

@@ -77,6 +77,7 @@ def test_beta_ks(a, b):
     x = rng.beta(a, b, N, random_state=31)
     assert ((x >= 0) & (x <= 1)).all()
     assert stats.kstest(x, stats.beta(a, b).cdf).pvalue > P_MIN
+    assert stats.ks_2samp(x, np.random.default_rng(33).beta(a, b, N)).pvalue > P_MIN
 
 
 @pytest.mark.parametrize("a, b", [(1e-3, 1e-3), (1e-6, 2.0), (0.5, 1e-4)])

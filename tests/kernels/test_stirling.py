@@ -22,9 +22,7 @@ def exact_rows(n_max):
     return rows
 
 
-def test_exact_big_integer_recurrence_up_to_300():
-    mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 40
+def test_exact_big_integer_recurrence_up_to_300(mpmath):
     from bnpcore.kernels.stirling import antoniak_logpmf
 
     rows = exact_rows(300)
@@ -61,9 +59,7 @@ def table5000():
     return StirlingTable(5000)
 
 
-def test_row_identities_in_log_space_up_to_5000(table5000):
-    mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 30
+def test_row_identities_in_log_space_up_to_5000(table5000, mpmath):
     from bnpcore.kernels.special import logsumexp
 
     for n in range(1, 5001):
@@ -109,9 +105,7 @@ def test_cap(table5000):
     np.testing.assert_array_equal(t.row(50), table5000.row(50))
 
 
-def test_row_beyond_the_cap():
-    mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 30
+def test_row_beyond_the_cap(mpmath):
     from bnpcore.kernels.special import logsumexp
 
     n = stirling.MAX_N + 1
