@@ -202,3 +202,14 @@ def test_slot_growth_beyond_capacity():
                                   random_state=0).fit(X)
     assert model.n_components_ > 16
     assert np.array_equal(np.unique(model._z), np.arange(model.n_components_))   # every topic is used
+
+
+def test_transform_with_disjoint_topics_is_exact():
+    # topics on disjoint words: every token of a word of topic 1 must be assigned to topic 1
+    model = DirectAssignmentGibbs(random_state=0)
+    model.topics_ = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.25, 0.75]])
+    model.weights_ = np.array([0.6, 0.3])
+    model.alpha_, model.n_components_ = 2.0, 2
+    theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4), n_sweeps=5, burn_in=2)
+    np.testing.assert_allclose(theta, [[2.0 * 0.6 / 5, (3 + 2.0 * 0.3) / 5], [(5 + 2.0 * 0.6) / 7, 2.0 * 0.3 / 7]],
+                               rtol=1e-12)
