@@ -355,9 +355,9 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         h = self._h
         if self.alpha is None:
             h["E_alpha"] = h["G_alpha"] = float(model.alpha_)
-        if self.gamma is None:
-            h["E_gamma"], h["Elog_gamma"] = float(model.gamma_), np.log(model.gamma_)
         if self.learn_weights:
+            if self.gamma is None:
+                h["E_gamma"], h["Elog_gamma"] = float(model.gamma_), np.log(model.gamma_)
             w = np.zeros(K)
             w[:model.n_components_] = model.weights_
             w[model.n_components_:] = model.beta_new_ / max(K - model.n_components_, 1)
