@@ -62,31 +62,41 @@ def test_reference_partition_prior_sums_to_one():
     assert abs(log_norm) < 1e-12
 
 
-def test_exact_posterior_over_partitions():
-    """Chi-square of the sampler's partitions against exact enumeration (ALGORITHMS.md 10.6)."""
-    docs = [[0, 1], [0, 0, 1]]
-    doc_of = [0, 0, 1, 1, 1]
-    words = [0, 1, 0, 0, 1]
-    eta_tot = 1.0
-    parts, probs, _ = hdp_partition_posterior(doc_of, words, 2, 0.7, 1.3, eta_tot / 2)
+def _partition_chi2_pvalue(docs, n_words, alpha, gamma, eta_tot, n_sweeps, thin, seed):
+    """Run the sampler with fixed concentrations and compare its token partitions (topics
+    relabelled by first appearance) with the exact posterior by Pearson's chi-square."""
+    corpus = Corpus(docs, n_words=n_words)
+    words, tok_ptr = corpus.tokens()                  # the sampler's token order
+    doc_of = np.repeat(np.arange(len(docs)), np.diff(tok_ptr)).tolist()
+    parts, probs, _ = hdp_partition_posterior(doc_of, words.tolist(), n_words, alpha, gamma, eta_tot / n_words)
     index = {p: i for i, p in enumerate(parts)}
-    n_sweeps, thin = 100000, 2        # thinning: successive sweeps are correlated
     counts = np.zeros(len(parts))
 
     def record(model, it):
-        if it % thin == 0:
+        if it % thin == 0:           # thinning: successive sweeps are correlated
             counts[index[canonical(model._z)]] += 1
 
-    DirectAssignmentGibbs(init_topics=2, n_iter=n_sweeps, burn_in=0, eta_tot=eta_tot, alpha=0.7, gamma=1.3,
-                          random_state=3).fit(Corpus(docs, n_words=2), callback=record)
+    DirectAssignmentGibbs(init_topics=2, n_iter=n_sweeps, burn_in=0, eta_tot=eta_tot, alpha=alpha, gamma=gamma,
+                          random_state=seed).fit(corpus, callback=record)
     expected = probs * counts.sum()
     big = expected >= 5
     obs, exp = counts[big], expected[big]
     if not big.all():
         obs, exp = np.append(obs, counts[~big].sum()), np.append(exp, expected[~big].sum())
     chi2 = ((obs - exp) ** 2 / exp).sum()
-    p = stats.chi2.sf(chi2, len(obs) - 1)
-    assert p > 1e-3, (p, np.c_[obs, exp])
+    return stats.chi2.sf(chi2, len(obs) - 1)
+
+
+def test_exact_posterior_over_partitions():
+    """Chi-square of the sampler's partitions against exact enumeration (ALGORITHMS.md 10.6):
+    2 documents with (2, 3) tokens, W = 2, alpha = 0.7, gamma = 1.3 fixed (52 partitions)."""
+    assert _partition_chi2_pvalue([[0, 1], [0, 0, 1]], 2, 0.7, 1.3, 1.0, 100000, 2, 3) > 1e-3
+
+
+@pytest.mark.slow
+def test_exact_posterior_over_partitions_larger():
+    """3 documents with (3, 2, 2) tokens over 3 words (877 partitions), other concentrations."""
+    assert _partition_chi2_pvalue([[2, 0, 1], [1, 1], [2, 0]], 3, 2.5, 0.4, 0.6, 400000, 2, 5) > 1e-3
 
 
 def test_draw_tables_moments():
