@@ -5,8 +5,8 @@ Same split for everyone: 10% of each document's tokens held out
 of every system is computed by ``bnpcore.evaluation.token_log_likelihood`` from
 that system's own document-topic proportions and topic-word distributions of
 its final state (a single sample for both samplers). Topic prior 100/W per
-word for the samplers (tomotopy's ``eta``), alpha and gamma resampled (bnpcore)
-or optimised (tomotopy's default ``optim_interval``). One thread everywhere;
+word for the samplers (tomotopy's ``eta``), alpha and gamma resampled (bnpcore);
+tomotopy with its default alpha/gamma optimisation and with alpha = gamma = 1 fixed. One thread everywhere;
 tokens/s = training tokens x sweeps / training seconds (gensim: one online pass).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_hdp.py --sweeps 200 --init-topics 100
@@ -38,12 +38,22 @@ def bench_bnpcore(train, test, args):
 
 def bench_tomotopy(train, test, args):
     try:
-        import tomotopy as tp
+        import tomotopy  # noqa: F401
     except ImportError:
         print("tomotopy not installed: skipped", file=sys.stderr)
         return None
+    rows = []
+    for optimise in ([True, False] if args.tomotopy_optim == "both" else [args.tomotopy_optim == "on"]):
+        rows += _tomotopy_rows(train, test, args, optimise)
+    return rows
+
+
+def _tomotopy_rows(train, test, args, optimise):
+    import tomotopy as tp
     W = train.n_words
     mdl = tp.HDPModel(initial_k=args.init_topics, alpha=1.0, eta=100.0 / W, gamma=1.0, seed=args.seed)
+    if not optimise:
+        mdl.optim_interval = 0            # alpha = gamma = 1 fixed (bnpcore's prior means)
     kept = []
     for j in range(train.n_docs):
         lo, hi = train.indptr[j], train.indptr[j + 1]
@@ -72,7 +82,7 @@ def bench_tomotopy(train, test, args):
         n_jk[j] = np.bincount(np.asarray(doc.topics), minlength=mdl.k)[live]
     n_k = n_jk.sum(0)
     smooth = (n_jk + mdl.alpha * n_k / n_k.sum()) / (n_jk.sum(1) + mdl.alpha)[:, None]
-    settings = f"init {args.init_topics}, {args.sweeps} sweeps"
+    settings = f"init {args.init_topics}, {args.sweeps} sw" + (", opt a,g" if optimise else ", a=g=1")
     return [Row("tomotopy", "HDPModel get_topic_dist", settings, 1, secs, train.n_tokens * args.sweeps / secs,
                 len(live), token_log_likelihood(raw, phi, test)),
             Row("tomotopy", "HDPModel smoothed theta", settings, 1, secs, train.n_tokens * args.sweeps / secs,
@@ -107,6 +117,8 @@ def main(argv=None):
     ap.add_argument("--init-topics", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip", nargs="*", default=[], choices=["bnpcore", "tomotopy", "gensim"])
+    ap.add_argument("--tomotopy-optim", default="both", choices=["on", "off", "both"],
+                    help="tomotopy's own alpha/gamma optimisation (its default) or alpha = gamma = 1 fixed")
     args = ap.parse_args(argv)
     X = load_kos()
     train, test = X.split_tokens(0.1, random_state=args.seed, mode="doc_tokens")

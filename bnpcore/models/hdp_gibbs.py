@@ -6,6 +6,7 @@ G-HDP100 by Teh, Kurihara & Welling (2007). Specification: ALGORITHMS.md 4.4.
 import time
 
 import numpy as np
+from scipy.special import gammaln
 
 from bnpcore._validation import check_int, check_positive, check_random_state
 from bnpcore.base import BaseEstimator, TopicMixin
@@ -311,7 +312,6 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
 
     def _log_likelihood(self):
         """Collapsed log p(x | z) = sum_k [log DM(n_k. | eta)] of the current sample."""
-        from scipy.special import gammaln
         K = self._K
         nwk = self._n_wk[:, :K]
         nz = nwk[nwk > 0]
