@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy
 from Cython.Build import cythonize
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = Path(__file__).resolve().parent
 CYSRC = HERE / "build" / "cysrc"
@@ -85,7 +85,7 @@ def extensions():
 
 
 setup(
-    packages=["bnpcore", "bnpcore.kernels", "bnpcore.include", "bnpcore.datasets"],
+    packages=find_packages(include=["bnpcore", "bnpcore.*"]) + ["bnpcore.kernels", "bnpcore.include"],
     package_dir={"bnpcore.kernels": "pyx", "bnpcore.include": "include"},
     package_data={
         "bnpcore.kernels": ["*.pxd", "*.pyx"],

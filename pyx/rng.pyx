@@ -12,6 +12,8 @@ cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int64_t
 
+from bnpcore._validation import check_int, check_positive, check_random_state
+
 cnp.import_array()
 
 
@@ -23,24 +25,18 @@ cdef bnp_bitgen_t *bitgen_of(object generator) except NULL:
     return <bnp_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
 
 
-def _generator(random_state):
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    return np.random.default_rng(random_state)
-
-
-def _check_positive(value, name):
-    arr = np.asarray(value, dtype=np.float64)
-    if not np.all(arr > 0):  # also rejects NaN
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return float(arr) if arr.ndim == 0 else arr
+def _check_size(size):
+    """An int or a tuple of ints, all >= 0 (the shape of the output)."""
+    if isinstance(size, tuple):
+        return tuple(check_int(k, "size", minimum=0) for k in size)
+    return check_int(size, "size", minimum=0)
 
 
 def gamma(shape, size, random_state=None, log=False):
     """``size`` draws of Gamma(shape, 1) (their logs when ``log``; finite for tiny shapes)."""
-    cdef double a = _check_positive(shape, "shape")
-    gen = _generator(random_state)
-    out = np.empty(size, dtype=np.float64)
+    cdef double a = check_positive(shape, "shape")
+    out = np.empty(_check_size(size), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i
@@ -53,9 +49,9 @@ def gamma(shape, size, random_state=None, log=False):
 
 def beta(a, b, size, random_state=None, log=False):
     """``size`` draws of Beta(a, b) (their logs when ``log``)."""
-    cdef double av = _check_positive(a, "a"), bv = _check_positive(b, "b")
-    gen = _generator(random_state)
-    out = np.empty(size, dtype=np.float64)
+    cdef double av = check_positive(a, "a"), bv = check_positive(b, "b")
+    out = np.empty(_check_size(size), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i
@@ -68,11 +64,16 @@ def beta(a, b, size, random_state=None, log=False):
 
 def dirichlet(alpha, size, random_state=None, log=False):
     """``size`` draws of Dirichlet(alpha), shape (size, len(alpha)) (logs when ``log``)."""
-    al = np.ascontiguousarray(_check_positive(np.atleast_1d(alpha), "alpha"), dtype=np.float64)
-    if al.ndim != 1:
-        raise ValueError("alpha must be one-dimensional")
-    gen = _generator(random_state)
-    out = np.empty((int(size), al.shape[0]), dtype=np.float64)
+    al = np.asarray(alpha)
+    if al.dtype.kind not in "iuf":
+        raise TypeError(f"alpha must be an array of real numbers, got dtype {al.dtype}")
+    al = np.ascontiguousarray(al, dtype=np.float64)
+    if al.ndim != 1 or al.shape[0] == 0:
+        raise ValueError(f"alpha must be a non-empty one-dimensional array, got shape {al.shape}")
+    if not np.all(np.isfinite(al) & (al > 0)):
+        raise ValueError("alpha must be positive and finite")
+    out = np.empty((check_int(size, "size", minimum=0), al.shape[0]), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef const double[::1] av = al
     cdef double[:, ::1] ov = out
     cdef bnp_bitgen_t *g = bitgen_of(gen)
@@ -89,8 +90,8 @@ def dirichlet(alpha, size, random_state=None, log=False):
 
 def normal(size, random_state=None):
     """``size`` standard normal draws (Marsaglia's polar method)."""
-    gen = _generator(random_state)
-    out = np.empty(size, dtype=np.float64)
+    out = np.empty(_check_size(size), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i

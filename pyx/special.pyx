@@ -27,6 +27,8 @@ from libc.math cimport INFINITY
 
 cnp.import_array()
 
+ABI_VERSION = BNPCORE_ABI_VERSION  # of the header these modules were compiled with
+
 ctypedef double (*unary_t)(double) noexcept nogil
 ctypedef double (*binary_t)(double, double) noexcept nogil
 
@@ -66,15 +68,17 @@ cdef double logsumexp_array(const double *v, Py_ssize_t n) noexcept nogil:
 
 
 def _as_float64(x, name):
+    """x as a C-contiguous float64 array (0-d for a scalar); TypeError unless real numbers."""
     arr = np.asarray(x)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a real number or array, got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.float64)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a real number or an array of real numbers, "
+                        f"got dtype {arr.dtype}")
+    return np.asarray(arr, dtype=np.float64, order="C")
 
 
 cdef object _unary(unary_t f, x):
-    cdef cnp.ndarray xa = _as_float64(x, "x")
-    cdef cnp.ndarray out = np.empty_like(xa)
+    xa = _as_float64(x, "x")
+    out = np.empty_like(xa)
     cdef const double[::1] xv = xa.reshape(-1)
     cdef double[::1] ov = out.reshape(-1)
     cdef Py_ssize_t i, n = xv.shape[0]
@@ -86,8 +90,8 @@ cdef object _unary(unary_t f, x):
 
 cdef object _binary(binary_t f, x, n):
     xa, na = np.broadcast_arrays(_as_float64(x, "x"), _as_float64(n, "n"))
-    xa = np.ascontiguousarray(xa)
-    na = np.ascontiguousarray(na)
+    xa = np.asarray(xa, order="C")
+    na = np.asarray(na, order="C")
     out = np.empty(xa.shape, dtype=np.float64)
     cdef const double[::1] xv = xa.reshape(-1)
     cdef const double[::1] nv = na.reshape(-1)
@@ -136,19 +140,26 @@ def xdpsi(x, n):
 
 
 def logsumexp(a, axis=None):
-    """log(sum(exp(a))) along ``axis`` (all entries when None), -inf for empty input."""
+    """log(sum(exp(a))) along ``axis`` (an int; all entries when None).
+
+    -inf for an empty reduction or when every entry is -inf, +inf if any entry
+    is +inf, NaN if any is NaN. Equivalent to ``scipy.special.logsumexp(a, axis)``.
+    """
     arr = _as_float64(a, "a")
     if axis is None:
-        arr = arr.reshape(1, -1)
+        arr = arr.reshape(1, arr.size)
     else:
-        arr = np.ascontiguousarray(np.moveaxis(arr, axis, -1))
-    lead = arr.shape[:-1]
-    flat = np.ascontiguousarray(arr.reshape(-1, arr.shape[-1]))
+        arr = np.moveaxis(arr, axis, -1)
+    # no negative indexing here: the module is compiled with wraparound=False,
+    # which applies to Python tuples too
+    lead = arr.shape[:arr.ndim - 1]
+    cols = arr.shape[arr.ndim - 1]
+    flat = np.ascontiguousarray(arr).reshape(int(np.prod(lead, dtype=np.int64)), cols)
     out = np.empty(flat.shape[0], dtype=np.float64)
     cdef const double[:, ::1] v = flat
     cdef double[::1] ov = out
-    cdef Py_ssize_t i, rows = v.shape[0], cols = v.shape[1]
+    cdef Py_ssize_t i, rows = v.shape[0], ncols = v.shape[1]
     with nogil:
         for i in range(rows):
-            ov[i] = bnp_logsumexp(&v[i, 0], cols) if cols > 0 else -INFINITY
+            ov[i] = bnp_logsumexp(&v[i, 0], ncols) if ncols > 0 else -INFINITY
     return out[0] if axis is None else out.reshape(lead)

@@ -17,6 +17,8 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t
 from bnpcore.kernels.rng cimport bitgen_of
 
+from bnpcore._validation import check_int, check_positive, check_random_state
+
 cnp.import_array()
 
 MAX_N = BNP_STIRLING_MAX_N
@@ -29,21 +31,11 @@ cdef int64_t sample_tables(const bnp_stirling_t *t, int64_t n, double c, bnp_bit
 
 
 def _check_n(n, name="n"):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(n).__name__}")
-    if n < 0:
-        raise ValueError(f"{name} must be non-negative, got {n}")
-    return int(n)
+    return check_int(n, name, minimum=0)
 
 
 def _check_concentration(c):
-    try:
-        c = float(c)
-    except (TypeError, ValueError):
-        raise TypeError(f"concentration must be a real number, got {type(c).__name__}") from None
-    if not c > 0 or c == np.inf:
-        raise ValueError(f"concentration must be positive and finite, got {c}")
-    return c
+    return check_positive(c, "concentration")
 
 
 cdef class StirlingTable:
@@ -108,15 +100,21 @@ cdef class StirlingTable:
         return out
 
 
-def _log_row(int64_t n):
-    """log s(n, m), m = 1..n: from the shared table up to its cap, else computed alone."""
-    if n <= BNP_STIRLING_MAX_N:
-        return _shared_table(n).row(n)
-    row = np.empty(n, dtype=np.float64)
-    work = np.empty(n, dtype=np.float64)
+def log_stirling1_row(n):
+    """log s(n, m) for m = 1..n, as an array of length n (empty for n = 0).
+
+    Rows up to ``MAX_N`` come from a table kept by this module (grown to n on
+    first use and kept: n (n + 1) / 2 doubles); longer rows are computed alone
+    in O(n^2) time and O(n) memory, and not kept.
+    """
+    cdef int64_t nn = _check_n(n)
+    if nn <= BNP_STIRLING_MAX_N:
+        return _shared_table(nn).row(nn)
+    row = np.empty(nn, dtype=np.float64)
+    work = np.empty(nn, dtype=np.float64)
     cdef double[::1] rv = row, wv = work
     with nogil:
-        bnp_log_stirling1_row(n, &rv[0], &wv[0])
+        bnp_log_stirling1_row(nn, &rv[0], &wv[0])
     return row
 
 
@@ -131,14 +129,14 @@ def log_stirling1(n, m):
         raise ValueError(f"m must not exceed n, got n={n}, m={m}")
     if m == 0:
         return 0.0 if n == 0 else -np.inf
-    return float(_log_row(n)[m - 1])
+    return float(log_stirling1_row(n)[m - 1])
 
 
 def antoniak_logpmf(n, c):
     """log p(m | n, c) for m = 1..n (array of length n; empty for n = 0)."""
     n, c = _check_n(n), _check_concentration(c)
     m = np.arange(1, n + 1)
-    return _log_row(n) + m * np.log(c) - bnp_antoniak_log_norm(n, c)
+    return log_stirling1_row(n) + m * np.log(c) - bnp_antoniak_log_norm(n, c)
 
 
 def antoniak_mean(n, c):
@@ -173,9 +171,9 @@ def antoniak_sample(n, c, size=None, random_state=None, method="auto"):
         raise ValueError(f"method must be 'auto', 'table' or 'crp', got {method!r}")
     if method == "table" and n > BNP_STIRLING_MAX_N:
         raise ValueError(f"method='table' serves n <= {BNP_STIRLING_MAX_N}; use 'crp'")
-    gen = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
+    out = np.empty(1 if size is None else check_int(size, "size", minimum=0), dtype=np.int64)
+    gen = check_random_state(random_state)
     cdef StirlingTable table = _shared_table(n) if method != "crp" else StirlingTable(0)
-    out = np.empty(1 if size is None else int(size), dtype=np.int64)
     cdef int64_t[::1] ov = out
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i

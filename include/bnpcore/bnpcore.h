@@ -65,24 +65,36 @@ static inline double bnp__digamma_tail(double y) {
            + r2 * (1.0 / 132 + r2 * (-691.0 / 32760 + r2 * (1.0 / 12)))))));
 }
 
-/* log Gamma(x) for x > 0 (NaN otherwise, +inf at 0). Thread-safe (no signgam). */
-static inline double bnp_lgamma(double x) {
-    double prod = 1.0, shift = 0.0;
-    if (!(x >= 0.0)) return NAN;
-    if (x == 0.0) return INFINITY;
-    if (isinf(x)) return INFINITY;
-    while (x < 10.0) { prod *= x; x += 1.0; }
-    if (prod != 1.0) shift = log(prod);
-    return (x - 0.5) * log(x) - x + BNP_LOG_2PI_HALF + bnp__lgamma_tail(x) - shift;
+/* Differences of the series tails without cancellation, for y = x + n with
+ * r = 1/x, s = 1/y: since s^p - r^p = (s - r) h_(p-1)(s, r), where
+ * h_q(s, r) = sum_(j=0..q) s^j r^(q-j) has only positive terms,
+ *   S(y) - S(x) = (s - r) * bnp__lgamma_tail_diff(r, s),
+ *   T(y) - T(x) = (s - r) * bnp__digamma_tail_diff(r, s),
+ * and s - r = -n / (x y) is exact to rounding however small n is. */
+static inline double bnp__lgamma_tail_diff(double r, double s) {
+    const double a[7] = {1.0 / 12, -1.0 / 360, 1.0 / 1260, -1.0 / 1680, 1.0 / 1188,
+                         -691.0 / 360360, 1.0 / 156};
+    double h = 1.0, rp = 1.0, acc = a[0];          /* h_0 = 1; term k uses h_(2k) */
+    int k;
+    for (k = 1; k < 7; ++k) {
+        rp *= r; h = rp + s * h;
+        rp *= r; h = rp + s * h;
+        acc += a[k] * h;
+    }
+    return acc;
 }
 
-/* Digamma psi(x) for x > 0 (NaN for x <= 0). */
-static inline double bnp_digamma(double x) {
-    double acc = 0.0;
-    if (!(x > 0.0)) return NAN;
-    if (isinf(x)) return INFINITY;
-    while (x < 10.0) { acc -= 1.0 / x; x += 1.0; }
-    return acc + log(x) - 0.5 / x - bnp__digamma_tail(x);
+static inline double bnp__digamma_tail_diff(double r, double s) {
+    const double b[7] = {1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132,
+                         -691.0 / 32760, 1.0 / 12};
+    double h = 1.0, rp = 1.0, acc = 0.0;           /* term k uses h_(2k+1) */
+    int k;
+    for (k = 0; k < 7; ++k) {
+        rp *= r; h = rp + s * h;
+        acc += b[k] * h;
+        rp *= r; h = rp + s * h;
+    }
+    return acc;
 }
 
 /* Trigamma psi'(x) for x > 0. */
@@ -125,12 +137,29 @@ static inline double bnp_dlgamma(double x, double n) {
     while (x < 10.0) { shift += log1p(n / x); x += 1.0; }
     y = x + n;
     return (x - 0.5) * log1p(n / x) + n * log(y) - n
-           + bnp__lgamma_tail(y) - bnp__lgamma_tail(x) - shift;
+           - n / (x * y) * bnp__lgamma_tail_diff(1.0 / x, 1.0 / y) - shift;
+}
+
+/* log Gamma(x) for x > 0 (NaN otherwise, +inf at 0). Thread-safe (no signgam).
+ * Around its zeros x = 1 and x = 2 it is the difference from the zero,
+ * lgamma(1 + t) = dlgamma(1, t), so that it keeps its relative accuracy there. */
+static inline double bnp_lgamma(double x) {
+    double prod = 1.0, shift = 0.0;
+    if (!(x >= 0.0)) return NAN;
+    if (x == 0.0) return INFINITY;
+    if (isinf(x)) return INFINITY;
+    if (x >= 0.5 && x < 3.0) {     /* x - 1, 1 - x, x - 2, 2 - x are exact here */
+        if (x < 1.5) return x >= 1.0 ? bnp_dlgamma(1.0, x - 1.0) : -bnp_dlgamma(x, 1.0 - x);
+        return x >= 2.0 ? bnp_dlgamma(2.0, x - 2.0) : -bnp_dlgamma(x, 2.0 - x);
+    }
+    while (x < 10.0) { prod *= x; x += 1.0; }
+    if (prod != 1.0) shift = log(prod);
+    return (x - 0.5) * log(x) - x + BNP_LOG_2PI_HALF + bnp__lgamma_tail(x) - shift;
 }
 
 /* psi(x + n) - psi(x) for x > 0, n >= 0, without cancellation (also for x tiny). */
 static inline double bnp_dpsi(double x, double n) {
-    double acc = 0.0, y, t1, rest;
+    double acc = 0.0, y;
     if (!(x > 0.0) || !(n >= 0.0)) return NAN;
     if (n == 0.0) return 0.0;
     if (isinf(n)) return INFINITY;
@@ -141,12 +170,22 @@ static inline double bnp_dpsi(double x, double n) {
     }
     while (x < 10.0) { acc += n / (x * (x + n)); x += 1.0; }
     y = x + n;
-    /* log(y/x) - 1/(2y) + 1/(2x) - (T(y) - T(x)); the leading term of T is
-     * 1/(12 z^2), whose difference is written out exactly. */
-    t1 = n * (x + y) / (12.0 * x * x * y * y);
-    rest = (bnp__digamma_tail(y) - 1.0 / (12.0 * y * y))
-         - (bnp__digamma_tail(x) - 1.0 / (12.0 * x * x));
-    return acc + log1p(n / x) + n / (2.0 * x * y) + t1 - rest;
+    /* log(y/x) - (1/(2y) - 1/(2x)) - (T(y) - T(x)): three positive terms */
+    return acc + log1p(n / x) + n / (x * y) * (0.5 + bnp__digamma_tail_diff(1.0 / x, 1.0 / y));
+}
+
+/* Digamma psi(x) for x > 0 (NaN for x <= 0).  On [1, 2] it is the difference
+ * from its root, psi(x) = psi(r) + (psi(x) - psi(r)) with r the double nearest
+ * the root, so that it keeps its relative accuracy where psi(x) is tiny. */
+static inline double bnp_digamma(double x) {
+    const double root = 1.4616321449683622, at_root = -9.2412655217294275e-17;
+    double acc = 0.0;
+    if (!(x > 0.0)) return NAN;
+    if (isinf(x)) return INFINITY;
+    if (x >= 1.0 && x <= 2.0)      /* x - root and root - x are exact here */
+        return x >= root ? at_root + bnp_dpsi(root, x - root) : at_root - bnp_dpsi(x, root - x);
+    while (x < 10.0) { acc -= 1.0 / x; x += 1.0; }
+    return acc + log(x) - 0.5 / x - bnp__digamma_tail(x);
 }
 
 /* x * (psi(x + n) - psi(x)): the mean of the Antoniak distribution, exact as
@@ -158,19 +197,24 @@ static inline double bnp_xdpsi(double x, double n) {
     return x * bnp_dpsi(x, n);
 }
 
-/* log-sum-exp of v[0..n); -inf when n == 0 or every entry is -inf. */
+/* log-sum-exp of v[0..n); -inf when n == 0 or every entry is -inf, +inf if
+ * an entry is +inf, NaN if an entry is NaN. */
 static inline double bnp_logsumexp(const double *v, int64_t n) {
     double m = -INFINITY, s = 0.0;
     int64_t i;
     for (i = 0; i < n; ++i) if (v[i] > m) m = v[i];
-    if (isinf(m)) return m;
+    if (isinf(m)) {                         /* NaN entries were skipped by the max */
+        for (i = 0; i < n; ++i) if (isnan(v[i])) return NAN;
+        return m;
+    }
     for (i = 0; i < n; ++i) s += exp(v[i] - m);
     return m + log(s);
 }
 
+/* log(exp(a) + exp(b)), with the same conventions as bnp_logsumexp. */
 static inline double bnp_logaddexp(double a, double b) {
     double m = a > b ? a : b;
-    if (isinf(m)) return m;                 /* both -inf, or one +inf */
+    if (isinf(m)) return (isnan(a) || isnan(b)) ? NAN : m;   /* both -inf, or a +inf */
     return m + log1p(exp(-fabs(a - b)));
 }
 
