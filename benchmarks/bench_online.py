@@ -26,10 +26,10 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kos_data  # noqa: E402
 from harness import Row, print_table  # noqa: E402
 
 from bnpcore import hdp  # noqa: E402
+from bnpcore.cli import load_data  # noqa: E402
 from bnpcore.evaluation import hdp_heldout_log_likelihood  # noqa: E402
 
 ETA, GAMMA, ALPHA, KAPPA, TAU0 = 0.01, 1.0, 1.0, 0.6, 1.0
@@ -83,9 +83,10 @@ def main(argv=None):
     parser.add_argument("--atoms", type=int, default=15)
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data", default=None, help="UCI docword file (default: KOS)")
+    parser.add_argument("--data", default="kos", help="'kos' or a UCI docword.*.txt[.gz] file")
+    parser.add_argument("--vocab", default=None, help="vocab.*.txt of a UCI --data file")
     args = parser.parse_args(argv)
-    corpus = kos_data.load(args.data)
+    corpus = load_data(args.data, args.vocab)
     train, test = corpus.split_documents(0.1, random_state=args.seed)
     n_docs = args.epochs * train.n_docs
     print(f"{corpus}: {train.n_docs} training, {test.n_docs} held-out documents; {n_docs} documents seen; "

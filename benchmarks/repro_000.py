@@ -23,13 +23,10 @@ the end. Example (the shared machine: single-threaded, in the background)::
 import argparse
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kos_data  # noqa: E402
-
-from bnpcore import hdp, mixture  # noqa: E402
+from bnpcore import hdp, mixture
+from bnpcore.cli import load_data
 
 BATCH_SIZES = (1, 2, 5, 10, 50, 100, 500)
 
@@ -47,7 +44,7 @@ def estimators(model, S, args):
 
 
 def run(model, S, name, est, train, test, args):
-    fit = dict(eval_every=max(train.n_docs // args.records_per_epoch, 1))
+    fit = {}
     if args.seconds is not None:
         est.set_params(n_epochs=10 ** 6)
         fit["max_seconds"] = args.seconds
@@ -56,10 +53,11 @@ def run(model, S, name, est, train, test, args):
     seconds = time.perf_counter() - start
     t0 = time.perf_counter()
     heldout = est.score(test)
+    every = max(len(est.history_) // args.trajectory_points, 1)      # one record per minibatch: thin it
     return {"model": model, "S": S, "algorithm": name, "heldout_loglik": heldout,
             "n_components": est.n_components_, "n_used": est.history_[-1]["n_used"] if est.history_ else None,
             "documents": est.n_documents_seen_, "train_seconds": seconds, "score_seconds": time.perf_counter() - t0,
-            "trajectory": [(r["documents"], r["n_components"], r["n_used"]) for r in est.history_]}
+            "trajectory": [(r["documents"], r["n_components"], r["n_used"]) for r in est.history_[::every]]}
 
 
 def print_table(results):
@@ -83,12 +81,14 @@ def main(argv=None):
     parser.add_argument("--truncation", type=int, default=300)
     parser.add_argument("--prune-every", type=int, default=20000)
     parser.add_argument("--samples", type=int, default=1000, help="HDP importance samples per held-out document")
-    parser.add_argument("--records-per-epoch", type=int, default=2)
+    parser.add_argument("--trajectory-points", type=int, default=100,
+                        help="records of the number of components kept per run")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data", default=None, help="UCI docword file (default: KOS)")
+    parser.add_argument("--data", default="kos", help="'kos' or a UCI docword.*.txt[.gz] file")
+    parser.add_argument("--vocab", default=None, help="vocab.*.txt of a UCI --data file")
     parser.add_argument("--out", default="repro_000.jsonl")
     args = parser.parse_args(argv)
-    corpus = kos_data.load(args.data)
+    corpus = load_data(args.data, args.vocab)
     train, test = corpus.split_documents(0.1, random_state=args.seed)
     budget = f"{args.seconds} s per run" if args.seconds else f"{args.epochs} epochs ({args.epochs * train.n_docs} documents)"
     print(f"[TF] 000 reproduction on {corpus}: {train.n_docs} training / {test.n_docs} held-out documents; {budget}; "

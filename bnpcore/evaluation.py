@@ -20,6 +20,8 @@ document_completion            per-word log-lik. of held-out tokens        [SM] 
 mixture_log_likelihood         log p(document) under a mixture of          [TF] S.3
                                multinomials (point estimates)
 dp_heldout_log_likelihood      its per-word total over held-out documents  [TF] S.3
+hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] S.3
+                               under an HDP, by importance sampling
 mixture_log_predictive         log p(document) under a mixture of          [NRM] section 4
                                Dirichlet-multinomials
 hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] S.3

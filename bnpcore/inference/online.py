@@ -11,7 +11,8 @@ Every stochastic (streaming) estimator shares this outer loop
 3. take the natural-gradient step ``Nst <- (1 - rho_t) Nst + rho_t (n / S) stats``
    on the global statistics, where ``n`` is the corpus size;
 4. reorder components by size, prune small ones every ``prune_every`` documents,
-   record progress, evaluate held-out data, write checkpoints.
+   record progress (``BaseEstimator._report``, once per minibatch), evaluate
+   held-out data, write checkpoints.
 
 The global state of every stick-breaking model (DP mixture, HDP, and their
 truncated baselines) is a :class:`StickState`: variational Dirichlet
@@ -348,13 +349,14 @@ class MinibatchStream:
 
 
 class EarlyStopping:
-    """Callback: stop when ``key`` of ``history_`` has not improved by more than
-    ``min_delta`` for ``patience`` consecutive records (higher is better).
+    """Callback for ``BaseEstimator.reporting``: stop when ``key`` has not
+    improved by more than ``min_delta`` over ``patience`` consecutive records
+    that hold it (higher is better; records without it are ignored).
 
     Examples
     --------
-    >>> est.fit(train, heldout=test, eval_every=1000,          # doctest: +SKIP
-    ...         callbacks=[EarlyStopping(patience=3)])
+    >>> with est.reporting(EarlyStopping(patience=3)):           # doctest: +SKIP
+    ...     est.fit(train, heldout=test, eval_every=1000)
     """
 
     def __init__(self, patience=3, min_delta=0.0, key="heldout_loglik"):
@@ -476,9 +478,14 @@ class OnlineEstimator(BaseEstimator):
             check_int(self.total_samples, "total_samples")
 
     # -- fitting -----------------------------------------------------------------
-    def fit(self, X, y=None, *, heldout=None, eval_every=None, callbacks=(), progress=False,
-            checkpoint=None, checkpoint_every=None, max_documents=None, max_seconds=None, resume=False):
+    def fit(self, X, y=None, *, heldout=None, eval_every=None, progress=False, checkpoint=None,
+            checkpoint_every=None, max_documents=None, max_seconds=None, resume=False):
         """Fit on a corpus: ``n_epochs`` passes in random order, minibatches of ``batch_size``.
+
+        Every minibatch adds a record to ``history_`` (``BaseEstimator._report``:
+        iteration = updates so far, documents, rho, n_components, n_used,
+        train_seconds); a callback installed with ``reporting`` sees each
+        record and stops the fit by returning True (e.g. :class:`EarlyStopping`).
 
         Parameters
         ----------
@@ -486,16 +493,12 @@ class OnlineEstimator(BaseEstimator):
             Training documents; n (the corpus size of the n/S scaling) is
             ``total_samples`` if set, else ``X.n_docs``.
         heldout : Corpus, optional
-            Documents scored with ``score`` at every record of ``history_``
-            (key ``"heldout_loglik"``).
+            Documents scored with ``score`` every ``eval_every`` documents; the
+            record of that minibatch gets the key ``"heldout_loglik"``.
         eval_every : int, optional
-            Add a record to ``history_`` every ``eval_every`` documents (default:
-            at the end of every epoch).
-        callbacks : sequence of callables
-            ``callback(estimator, record)`` after every record; a callback that
-            returns True stops the fit (see :class:`EarlyStopping`).
+            Documents between held-out evaluations (default: one epoch).
         progress : bool
-            Show a tqdm progress bar (if tqdm is installed).
+            Show a tqdm progress bar over documents (if tqdm is installed).
         checkpoint : str or path, optional
             File that ``save`` writes every ``checkpoint_every`` documents and
             when the fit stops early.
@@ -523,48 +526,46 @@ class OnlineEstimator(BaseEstimator):
             self._stream = MinibatchStream(X.n_docs, self.batch_size)
         stream = self._stream
         target = self.n_epochs * X.n_docs
-        if eval_every is None:
-            eval_every = X.n_docs
 
         def batches():
             while stream.documents_done < target:
                 yield stream.next(self._rng)
 
-        self._run(X, batches(), heldout, eval_every, callbacks, progress, checkpoint, checkpoint_every,
-                  max_documents, max_seconds, total=target - stream.documents_done)
+        self._run(X, batches(), heldout, X.n_docs if eval_every is None else eval_every, progress, checkpoint,
+                  checkpoint_every, max_documents, max_seconds, total=target - stream.documents_done)
         return self
 
-    def partial_fit(self, X, y=None, *, total_samples=None, heldout=None, eval_every=None, callbacks=()):
+    def partial_fit(self, X, y=None, *, total_samples=None, heldout=None, eval_every=None):
         """Continue training on the next documents of a stream.
 
         ``X`` is split into minibatches of ``batch_size`` documents in the
-        given order (no shuffling). The first call on an unfitted estimator
-        initialises it.
+        given order (no shuffling); each adds a record to ``history_``. The
+        first call on an unfitted estimator initialises it.
 
         The n/S scaling of the statistics and the learning-rate floor S/n
-        need the corpus size n: the ``total_samples`` argument (or the
-        constructor parameter), i.e. the number of documents the stream
-        represents. When neither is given, n is the number of documents seen so
-        far: the model then always describes the stream seen so far as the
-        whole corpus (with the truncation-free schedule this is exactly the
-        running average of [TF] §3, i.e. the batch update on everything seen).
+        need the corpus size n: the number of documents the stream represents,
+        from the ``total_samples`` argument, else the constructor parameter,
+        else the value of the previous ``fit``. When none is known, n is the
+        number of documents seen so far: the model then always describes the
+        stream seen so far as the whole corpus (with the truncation-free
+        schedule this is exactly the running average of [TF] §3, i.e. the batch
+        update on everything seen).
 
-        ``heldout``, ``eval_every`` and ``callbacks`` are as in ``fit``
-        (records are added every ``eval_every`` documents; the callbacks'
-        stop requests end this call).
+        ``heldout`` and ``eval_every`` are as in ``fit`` (no evaluation unless
+        ``eval_every`` is given); a ``reporting`` callback that returns True
+        ends this call early.
         """
         X = as_corpus(X, n_words=getattr(self, "n_features_in_", None))
         if getattr(self, "_state", None) is None:
             self._check_params()
             self._start(X, None)
-        if total_samples is None:
-            total_samples = self.total_samples
-        if total_samples is not None:
-            total_samples = check_int(total_samples, "total_samples")
-        self._driver["total"] = total_samples
+        for value in (total_samples, self.total_samples):
+            if value is not None:
+                self._driver["total"] = check_int(value, "total_samples")
+                break
         bs = self.batch_size
         self._run(X, (np.arange(s, min(s + bs, X.n_docs)) for s in range(0, X.n_docs, bs)),
-                  heldout, eval_every, callbacks, False, None, None, None, None, total=X.n_docs)
+                  heldout, eval_every, False, None, None, None, None, total=X.n_docs)
         return self
 
     def _start(self, X, total):
@@ -580,8 +581,8 @@ class OnlineEstimator(BaseEstimator):
         self.vocabulary_ = X.vocabulary
         self._finalize()
 
-    def _run(self, X, batches, heldout, eval_every, callbacks, progress, checkpoint, checkpoint_every,
-             max_documents, max_seconds, total):
+    def _run(self, X, batches, heldout, eval_every, progress, checkpoint, checkpoint_every, max_documents,
+             max_seconds, total):
         drv = self._driver
         if eval_every is not None:
             check_int(eval_every, "eval_every")
@@ -600,8 +601,12 @@ class OnlineEstimator(BaseEstimator):
                 drv["seconds"] += time.perf_counter() - tick
                 now = drv["documents"]
                 bar.update(now - before, K=self._state.n_components)
-                if eval_every is not None and now // eval_every > before // eval_every:
-                    stopped = self._record(heldout, callbacks)
+                metrics = {"documents": now, "rho": drv["rho"], "n_components": self._state.n_components,
+                           "n_used": int((self._size_key() >= 1.0).sum()), "train_seconds": drv["seconds"]}
+                if heldout is not None and eval_every is not None and now // eval_every > before // eval_every:
+                    self._finalize()
+                    metrics["heldout_loglik"] = float(self.score(heldout))
+                stopped = self._report(drv["updates"], **metrics)
                 if (max_documents is not None and now - start_docs >= max_documents) or \
                         (max_seconds is not None and time.perf_counter() - start_time >= max_seconds):
                     stopped = True
@@ -645,19 +650,6 @@ class OnlineEstimator(BaseEstimator):
             keep[0] = True          # a truncated model keeps its largest component
         if not keep.all():
             self._state.remove(keep)
-
-    def _record(self, heldout, callbacks):
-        """Append a record to ``history_``; True when a callback asks to stop."""
-        drv = self._driver
-        record = {"documents": drv["documents"], "updates": drv["updates"], "rho": drv["rho"],
-                  "n_components": self._state.n_components,
-                  "n_used": int((self._size_key() >= 1.0).sum()),
-                  "train_seconds": drv["seconds"]}
-        if heldout is not None:
-            self._finalize()
-            record["heldout_loglik"] = float(self.score(heldout))
-        self.history_.append(record)
-        return any(bool(cb(self, record)) for cb in callbacks)
 
     # -- fitted attributes ---------------------------------------------------------
     def _finalize(self):

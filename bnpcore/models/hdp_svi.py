@@ -154,7 +154,7 @@ class TruncationFreeSVI(_OnlineHDP):
                               int(self.local_sweeps), self.new_component == "exact", rng, self._stirling)
 
     def __getstate__(self):
-        state = dict(self.__dict__)
+        state = super().__getstate__()
         state.pop("_stirling", None)
         return state
 

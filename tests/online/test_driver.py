@@ -232,11 +232,13 @@ def assert_same_model(a, b):
 def test_checkpoint_resume_equals_uninterrupted_run(tmp_path, stop_at):
     X, _ = random_corpus(7, n_docs=45)
     params = dict(eta=0.3, batch_size=4, n_epochs=3, prune_every=40, random_state=123)
-    full = mixture.TruncationFreeSVI(**params).fit(X, eval_every=20)
+    test, _ = random_corpus(17, n_docs=10)
+    full = mixture.TruncationFreeSVI(**params).fit(X, heldout=test, eval_every=20)
     path = tmp_path / "ckpt.npz"
-    part = mixture.TruncationFreeSVI(**params).fit(X, eval_every=20, checkpoint=path, max_documents=stop_at)
+    part = mixture.TruncationFreeSVI(**params).fit(X, heldout=test, eval_every=20, checkpoint=path,
+                                                   max_documents=stop_at)
     assert part._driver["documents"] < 3 * X.n_docs
-    resumed = bnpcore.base.load(path).fit(X, eval_every=20, resume=True)
+    resumed = bnpcore.base.load(path).fit(X, heldout=test, eval_every=20, resume=True)
     assert_same_model(full, resumed)
     with pytest.raises(ValueError, match="resume"):
         resumed.fit(X, resume=True)              # complete: nothing to resume
@@ -287,19 +289,26 @@ def test_truncated_baseline_resumes_exactly(tmp_path):
     assert_same_model(full, bnpcore.base.load(tmp_path / "s.npz").fit(X, resume=True))
 
 
-def test_heldout_history_and_early_stopping():
+def test_history_heldout_and_early_stopping():
+    """One record per minibatch through BaseEstimator._report; held-out scores
+    every eval_every documents; a reporting callback stops the fit."""
     X, _ = random_corpus(11, n_docs=80)
     train, test = X[np.arange(60)], X[np.arange(60, 80)]
-    calls = []
+    seen = []
     est = mixture.TruncationFreeSVI(batch_size=5, n_epochs=4, random_state=0)
-    est.fit(train, heldout=test, eval_every=15, callbacks=[lambda e, r: calls.append(r["documents"])])
-    assert [r["documents"] for r in est.history_] == list(range(15, 241, 15))
-    assert calls == [r["documents"] for r in est.history_]
-    assert all(np.isfinite(r["heldout_loglik"]) for r in est.history_)
-    assert est.history_[-1]["heldout_loglik"] == pytest.approx(est.score(test))
+    with est.reporting(lambda e, r: seen.append(r)):
+        est.fit(train, heldout=test, eval_every=15)
+    assert [r["iteration"] for r in est.history_] == list(range(1, 49))
+    assert [r["documents"] for r in est.history_] == list(range(5, 241, 5))
+    assert seen == est.history_
+    scored = [r for r in est.history_ if "heldout_loglik" in r]
+    assert [r["documents"] for r in scored] == list(range(15, 241, 15))
+    assert all(np.isfinite(r["heldout_loglik"]) for r in scored)
+    assert scored[-1]["heldout_loglik"] == pytest.approx(est.score(test))
     stop = mixture.TruncationFreeSVI(batch_size=5, n_epochs=50, random_state=0)
-    stop.fit(train, heldout=test, eval_every=15, callbacks=[EarlyStopping(patience=2, min_delta=1.0)])
-    assert len(stop.history_) == 3 and stop._stream is not None        # stopped early, resumable
+    with stop.reporting(EarlyStopping(patience=2, min_delta=1.0)):
+        stop.fit(train, heldout=test, eval_every=15)
+    assert stop.history_[-1]["documents"] == 45 and stop._stream is not None        # stopped early, resumable
 
 
 def test_early_stopping_logic():
@@ -307,6 +316,14 @@ def test_early_stopping_logic():
     values = [1.0, 1.05, 1.5, 1.55, 1.58]
     assert [es(None, {"heldout_loglik": v}) for v in values] == [False, False, False, False, True]
     assert es(None, {"documents": 3}) is False
+
+
+def test_partial_fit_after_fit_keeps_the_corpus_size():
+    X, _ = random_corpus(18, n_docs=40)
+    est = mixture.TruncationFreeSVI(batch_size=10, random_state=0).fit(X)
+    est.partial_fit(X[np.arange(10)])
+    assert est._driver["total"] == 40 and est._driver["documents"] == 50
+    assert est.history_[-1]["iteration"] == 5
 
 
 def test_progress_bar_does_not_change_the_fit():
