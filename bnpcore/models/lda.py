@@ -358,7 +358,8 @@ class _LDA(TopicMixin, BaseEstimator):
             online average over samples after ``burn_in``).
         callback : callable, optional
             ``callback(record)`` after every iteration (record as in
-            ``history_``); returning True stops training.
+            ``history_``); returning True stops training. Callbacks installed
+            with ``est.reporting(cb)`` (``bnpcore.base``) are called as well.
 
         Returns
         -------
@@ -390,8 +391,8 @@ class _LDA(TopicMixin, BaseEstimator):
         self.history_ = []
 
         def report(iteration, **metrics):
-            self.history_.append({"iteration": iteration, **metrics})
-            return bool(callback(self.history_[-1])) if callback is not None else False
+            stop = self._report(iteration, **metrics)
+            return (callback is not None and bool(callback(self.history_[-1]))) or stop
 
         self.n_iter_ = run_batch(state, n_iter, report, heldout=heldout, burn_in=burn_in, tol=tol)
         self._set_fitted(state, corpus)
