@@ -132,7 +132,7 @@ MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_topics": 300, "n_atoms": 
                            {"n_topics": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 
 # The model ``bnpcore fit`` trains when none is named.
-FLAGSHIP = None
+FLAGSHIP = "hdp-tf-svi"
 
 
 def get_model(name):
