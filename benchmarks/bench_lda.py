@@ -22,13 +22,15 @@ thread), two ways:
   c_jw) and R a dense nnz x K matrix like CVB0's responsibilities, so the loop
   also reads the nnz x K doubles a CVB0 sweep must read (and write back).
 
-CVB0's time per sweep (between sweeps, initialisation excluded) is reported
-against both.
+CVB0's time per sweep (median over 10 sweeps after the first, so neither the
+initialisation nor the periodic recount of the counts) is reported against
+both. All three are process CPU times: wall-clock on a shared machine mostly
+measures the neighbours.
 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_lda.py [--topics 50,100] [--sweeps 200]
-        [--vb-iterations 50] [--gensim-passes 10] [--data kos]
+        [--vb-iterations 50] [--gensim-passes 10] [--seeds 1] [--systems bnpcore,tomotopy,...] [--data kos]
 """
 import argparse
 import logging
@@ -39,7 +41,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from bnpcore.cli import load_data
+from bnpcore.kernels import _lda
 from bnpcore.lda import CollapsedGibbs, CollapsedVB
+from bnpcore.models.lda import SequentialState
 
 try:
     from harness import normalize_rows, print_table, threads_note, timed_row
@@ -127,11 +131,18 @@ def gensim_vb(train, K, passes, alpha, eta, seed):
     return fit, lambda m: (normalize_rows(m.inference(bows)[0]), m.get_topics())
 
 
-def multiply_add_floors(train, K, repeats=7):
-    """Seconds for nnz x K multiply-adds (scipy's compiled CSR kernel, one
-    thread): ``X @ B`` (B dense W x K, cached) and ``P @ R`` (R dense nnz x K,
-    streamed); best of ``repeats``."""
+def cvb0_against_floors(train, K, alpha, eta, repeats=7):
+    """CPU seconds of one CVB0 sweep and of nnz x K multiply-adds done by scipy's
+    compiled CSR kernel (one thread): ``X @ B`` (B dense W x K, cached) and
+    ``P @ R`` (R dense nnz x K, streamed)."""
     rng = np.random.default_rng(0)
+    state = SequentialState(train, K, np.full(K, alpha), np.full(train.n_words, eta), rng, _lda.MODE_CVB0, -1)
+    state.sweep()
+    sweeps = []
+    for _ in range(10):
+        start = time.process_time()
+        state.sweep()
+        sweeps.append(time.process_time() - start)
     X = train.matrix.astype(np.float64)
     B = rng.random((train.n_words, K))
     docs = np.repeat(np.arange(train.n_docs), np.diff(train.indptr))
@@ -142,12 +153,12 @@ def multiply_add_floors(train, K, repeats=7):
     def best(product):
         out = np.inf
         for _ in range(repeats):
-            start = time.perf_counter()
+            start = time.process_time()
             product()
-            out = min(out, time.perf_counter() - start)
+            out = min(out, time.process_time() - start)
         return out
 
-    return best(lambda: X @ B), best(lambda: P @ R)
+    return float(np.median(sweeps)), best(lambda: X @ B), best(lambda: P @ R)
 
 
 def main(argv=None):
@@ -158,7 +169,8 @@ def main(argv=None):
     parser.add_argument("--gensim-passes", type=int, default=10)
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--eta", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split and first fit seed")
+    parser.add_argument("--seeds", type=int, default=1, help="fits per system (seeds seed, seed+1, ...)")
     parser.add_argument("--systems", default="bnpcore,tomotopy,lda,sklearn,gensim")
     parser.add_argument("--data", default="kos", help="'kos' (bundled) or a UCI docword file")
     args = parser.parse_args(argv)
@@ -176,31 +188,36 @@ def main(argv=None):
             ("sklearn", "batch VB", sklearn_vb, "iterations"),
             ("gensim", "online VB (LdaModel)", gensim_vb, "passes")]
     for K in (int(k) for k in args.topics.split(",")):
-        rows, cvb0 = [], None
-        for system, algorithm, make, kind in runs:
-            if system not in systems:
-                continue
-            its = {"sweeps": args.sweeps, "iterations": args.vb_iterations, "passes": args.gensim_passes}[kind]
-            try:
-                fit, extract = make(train, K, its, args.alpha, args.eta, args.seed)
-            except ImportError as exc:
-                print(f"skipping {system}: {exc}")
-                continue
-            models = []
-            row = timed_row(system, algorithm, f"K={K}, {its} {kind}", 1, fit,
-                            lambda m: models.append(m) or extract(m), train, heldout, iterations=its)
-            rows.append(row)
-            if algorithm == "CVB0":
-                cvb0 = models[0]
-            print(f"  {system} {algorithm}: {row.train_seconds:.2f} s, held-out {row.heldout_loglik:.4f}", flush=True)
+        rows = []
+        for seed in range(args.seed, args.seed + args.seeds):
+            for system, algorithm, make, kind in runs:
+                if system not in systems:
+                    continue
+                its = {"sweeps": args.sweeps, "iterations": args.vb_iterations, "passes": args.gensim_passes}[kind]
+                try:
+                    fit, extract = make(train, K, its, args.alpha, args.eta, seed)
+                except ImportError as exc:
+                    print(f"skipping {system}: {exc}")
+                    continue
+                row = timed_row(system, algorithm, f"K={K}, {its} {kind}, seed {seed}", 1, fit, extract, train,
+                                heldout, iterations=its)
+                rows.append(row)
+                print(f"  {system} {algorithm} seed {seed}: {row.train_seconds:.2f} s, held-out "
+                      f"{row.heldout_loglik:.4f}", flush=True)
         print()
         print_table(rows)
-        if cvb0 is not None:
-            seconds = [rec["seconds"] for rec in cvb0.history_]
-            per_sweep = (seconds[-1] - seconds[0]) / (len(seconds) - 1)     # initialisation excluded
-            compute, stream = multiply_add_floors(train, K)
-            print(f"\nCVB0 at K={K}: {per_sweep * 1e3:.1f} ms per sweep. Floors of nnz x K = {train.nnz * K:.3g} "
-                  f"multiply-adds (scipy CSR, 1 thread): X @ B {compute * 1e3:.1f} ms (ratio "
+        if args.seeds > 1:
+            print(f"\nover {args.seeds} seeds (mean; held-out mean +- sd):")
+            for key in dict.fromkeys((r.system, r.algorithm) for r in rows):
+                group = [r for r in rows if (r.system, r.algorithm) == key]
+                ll = np.array([r.heldout_loglik for r in group])
+                print(f"  {key[0]:10} {key[1]:22} {np.mean([r.train_seconds for r in group]):8.2f} s "
+                      f"{np.mean([r.tokens_per_second for r in group]):12.0f} tokens/s   held-out "
+                      f"{ll.mean():.4f} +- {ll.std(ddof=1):.4f}")
+        if "bnpcore" in systems:
+            per_sweep, compute, stream = cvb0_against_floors(train, K, args.alpha, args.eta)
+            print(f"\nCVB0 at K={K}, CPU time: {per_sweep * 1e3:.1f} ms per sweep. Floors of nnz x K = "
+                  f"{train.nnz * K:.3g} multiply-adds (scipy CSR, 1 thread): X @ B {compute * 1e3:.1f} ms (ratio "
                   f"{per_sweep / compute:.2f}); P @ R streaming nnz x K doubles {stream * 1e3:.1f} ms "
                   f"(ratio {per_sweep / stream:.2f})")
         print()
