@@ -11,141 +11,154 @@ per-word log-likelihood of the held-out tokens under each system's document
 proportions and topics of the training documents ([HYB] eq 30; samplers from
 their final counts, (n + prior) / (N + total prior)).
 
-The CVB0 floor: one sweep must at least do nnz x K multiply-adds (every
+The CVB0 floor: a sweep must at least do nnz x K multiply-adds (every
 (pair, topic) responsibility feeds the counts). We time that many multiply-adds
-as a plain loop over the same data: the sparse-dense product ``X @ B`` of the
-training counts (D x W, nnz non-zeros) with a dense W x K matrix (scipy's
-compiled CSR kernel, one thread), and report CVB0's time per sweep over it.
+as plain loops over the same data with scipy's compiled CSR kernel (one
+thread), two ways:
+
+* compute floor: ``X @ B``, X the training counts (D x W, nnz non-zeros) and B
+  a dense W x K matrix (the operand rows stay in cache);
+* streaming floor: ``P @ R``, P the pair-to-document matrix (D x nnz, entry
+  c_jw) and R a dense nnz x K matrix like CVB0's responsibilities, so the loop
+  also reads the nnz x K doubles a CVB0 sweep must read (and write back).
+
+CVB0's time per sweep (median over 10 sweeps after the first, so neither the
+initialisation nor the periodic recount of the counts) is reported against
+both. All three are process CPU times: wall-clock on a shared machine mostly
+measures the neighbours.
 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_lda.py [--topics 50,100] [--sweeps 200]
-        [--vb-iterations 50] [--gensim-passes 10] [--kos DIR]
+        [--vb-iterations 50] [--gensim-passes 10] [--seeds 1] [--systems bnpcore,tomotopy,...] [--data kos]
 """
 import argparse
+import logging
 import os
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
-from bnpcore.evaluation import token_log_likelihood
+from bnpcore.cli import load_data
+from bnpcore.kernels import _lda
 from bnpcore.lda import CollapsedGibbs, CollapsedVB
+from bnpcore.models.lda import SequentialState
 
 try:
-    from harness import Row, print_table
-    from repro_004 import load_kos_corpus
+    from harness import normalize_rows, print_table, threads_note, timed_row
 except ImportError:      # imported from elsewhere than benchmarks/
-    from benchmarks.harness import Row, print_table
-    from benchmarks.repro_004 import load_kos_corpus
+    from benchmarks.harness import normalize_rows, print_table, threads_note, timed_row
 
 
-def eq30(ndk, nkw, alpha, eta, heldout):
-    """Held-out per-word log-likelihood from document-topic (D x K) and
-    topic-word (K x W) counts of one sample."""
-    doc_topic = (ndk + alpha) / (ndk.sum(axis=1, keepdims=True) + alpha * ndk.shape[1])
-    topic_word = (nkw + eta) / (nkw.sum(axis=1, keepdims=True) + eta * nkw.shape[1])
-    return token_log_likelihood(doc_topic, topic_word, heldout)
+def from_counts(ndk, nkw, alpha, eta):
+    """(doc_topic, topic_word) of one sample's counts: (n + prior) / (N + total prior)."""
+    return normalize_rows(ndk + alpha), normalize_rows(nkw + eta)
 
 
-def normalised(a):
-    a = np.asarray(a, dtype=np.float64)
-    return a / a.sum(axis=1, keepdims=True)
+# -- collapsed Gibbs (scored on the final sample) ------------------------------
 
-
-# -- collapsed Gibbs -----------------------------------------------------------
-
-def bnpcore_cgs(train, heldout, K, sweeps, alpha, eta, seed):
+def bnpcore_cgs(train, K, sweeps, alpha, eta, seed):
     est = CollapsedGibbs(n_components=K, alpha=alpha, eta=eta, n_iter=sweeps, burn_in=sweeps, random_state=seed)
-    start = time.perf_counter()
-    est.fit(train)
-    seconds = time.perf_counter() - start
-    return seconds, token_log_likelihood(est.doc_topic_, est.topics_, heldout)
+    return lambda: est.fit(train), lambda m: (m.doc_topic_, m.topics_)
 
 
-def tomotopy_cgs(train, heldout, K, sweeps, alpha, eta, seed):
+def tomotopy_cgs(train, K, sweeps, alpha, eta, seed):
     import tomotopy as tp
     mdl = tp.LDAModel(k=K, alpha=alpha, eta=eta, seed=seed)
     mdl.optim_interval = 0                       # fixed priors, as everywhere else
     words, ptr = train.tokens()
     names = np.array([str(w) for w in range(train.n_words)])
-    kept = []
-    for j in range(train.n_docs):
-        if ptr[j + 1] > ptr[j]:
-            mdl.add_doc(names[words[ptr[j]:ptr[j + 1]]].tolist())
-            kept.append(j)
+    kept = [j for j in range(train.n_docs) if ptr[j + 1] > ptr[j]]
+    for j in kept:
+        mdl.add_doc(names[words[ptr[j]:ptr[j + 1]]].tolist())
     mdl.train(0, workers=1)                      # builds the model (not timed)
-    start = time.perf_counter()
-    mdl.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
-    seconds = time.perf_counter() - start
-    ids = np.array([int(v) for v in mdl.used_vocabs])
-    nkw = np.zeros((K, train.n_words))
-    for k in range(K):
-        nkw[k, ids] = np.asarray(mdl.get_topic_word_dist(k, normalize=False), dtype=np.float64) - mdl.eta
-    ndk = np.zeros((train.n_docs, K))
-    for j, doc in zip(kept, mdl.docs):
-        ndk[j] = np.asarray(doc.get_topic_dist(normalize=False), dtype=np.float64) - alpha
-    return seconds, eq30(np.round(ndk), np.round(nkw), alpha, eta, heldout)
+
+    def fit():
+        mdl.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
+        return mdl
+
+    def extract(m):
+        ids = np.array([int(v) for v in m.used_vocabs])
+        nkw = np.zeros((K, train.n_words))
+        for k in range(K):
+            nkw[k, ids] = np.asarray(m.get_topic_word_dist(k, normalize=False), dtype=np.float64) - m.eta
+        ndk = np.zeros((train.n_docs, K))
+        for j, doc in zip(kept, m.docs):
+            ndk[j] = np.asarray(doc.get_topic_dist(normalize=False), dtype=np.float64) - alpha
+        return from_counts(np.round(ndk), np.round(nkw), alpha, eta)   # tomotopy stores float32
+
+    return fit, extract
 
 
-def lda_cgs(train, heldout, K, sweeps, alpha, eta, seed):
+def lda_cgs(train, K, sweeps, alpha, eta, seed):
     import lda
+    logging.getLogger("lda").setLevel(logging.WARNING)
     X = train.matrix.astype(np.int64)
     mdl = lda.LDA(n_topics=K, n_iter=sweeps, alpha=alpha, eta=eta, random_state=seed, refresh=10 ** 9)
-    import logging
-    logging.getLogger("lda").setLevel(logging.WARNING)
-    start = time.perf_counter()
-    mdl.fit(X)
-    seconds = time.perf_counter() - start
-    return seconds, eq30(mdl.ndz_.astype(np.float64), mdl.nzw_.astype(np.float64), alpha, eta, heldout)
+    return lambda: mdl.fit(X), lambda m: from_counts(m.ndz_, m.nzw_, alpha, eta)
 
 
-# -- variational ---------------------------------------------------------------
+# -- variational -----------------------------------------------------------------
 
-def bnpcore_cvb0(train, heldout, K, iterations, alpha, eta, seed):
+def bnpcore_cvb0(train, K, iterations, alpha, eta, seed):
     est = CollapsedVB(order=0, n_components=K, alpha=alpha, eta=eta, max_iter=iterations, tol=None,
                       random_state=seed)
-    start = time.perf_counter()
-    est.fit(train)
-    seconds = time.perf_counter() - start
-    return seconds, token_log_likelihood(est.doc_topic_, est.topics_, heldout)
+    return lambda: est.fit(train), lambda m: (m.doc_topic_, m.topics_)
 
 
-def sklearn_vb(train, heldout, K, iterations, alpha, eta, seed):
+def sklearn_vb(train, K, iterations, alpha, eta, seed):
     from sklearn.decomposition import LatentDirichletAllocation
     mdl = LatentDirichletAllocation(n_components=K, doc_topic_prior=alpha, topic_word_prior=eta,
                                     learning_method="batch", max_iter=iterations, evaluate_every=-1, n_jobs=1,
                                     random_state=seed)
     X = train.matrix.astype(np.float64)
-    start = time.perf_counter()
-    mdl.fit(X)
-    seconds = time.perf_counter() - start
-    return seconds, token_log_likelihood(mdl.transform(X), normalised(mdl.components_), heldout)
+    return lambda: mdl.fit(X), lambda m: (m.transform(X), normalize_rows(m.components_))
 
 
-def gensim_vb(train, heldout, K, passes, alpha, eta, seed):
+def gensim_vb(train, K, passes, alpha, eta, seed):
     from gensim.models import LdaModel
+    logging.getLogger("gensim").setLevel(logging.WARNING)
     bows = [list(zip(train.indices[train.indptr[j]:train.indptr[j + 1]].tolist(),
                      train.counts[train.indptr[j]:train.indptr[j + 1]].tolist())) for j in range(train.n_docs)]
     id2word = {w: str(w) for w in range(train.n_words)}
-    start = time.perf_counter()
-    mdl = LdaModel(corpus=bows, id2word=id2word, num_topics=K, alpha=np.full(K, alpha), eta=eta, passes=passes,
-                   chunksize=2000, iterations=50, eval_every=None, random_state=seed, dtype=np.float64)
-    seconds = time.perf_counter() - start
-    gamma, _ = mdl.inference(bows)
-    return seconds, token_log_likelihood(normalised(gamma), mdl.get_topics(), heldout)
+
+    def fit():
+        return LdaModel(corpus=bows, id2word=id2word, num_topics=K, alpha=np.full(K, alpha), eta=eta,
+                        passes=passes, chunksize=2000, iterations=50, eval_every=None, random_state=seed,
+                        dtype=np.float64)
+
+    return fit, lambda m: (normalize_rows(m.inference(bows)[0]), m.get_topics())
 
 
-def multiply_add_floor(train, K, repeats=7):
-    """Seconds for nnz x K multiply-adds: ``X @ B`` with X the training counts
-    (CSR) and B dense W x K (scipy's compiled CSR kernel, single thread)."""
+def cvb0_against_floors(train, K, alpha, eta, repeats=7):
+    """CPU seconds of one CVB0 sweep and of nnz x K multiply-adds done by scipy's
+    compiled CSR kernel (one thread): ``X @ B`` (B dense W x K, cached) and
+    ``P @ R`` (R dense nnz x K, streamed)."""
+    rng = np.random.default_rng(0)
+    state = SequentialState(train, K, np.full(K, alpha), np.full(train.n_words, eta), rng, _lda.MODE_CVB0, -1)
+    state.sweep()
+    sweeps = []
+    for _ in range(10):
+        start = time.process_time()
+        state.sweep()
+        sweeps.append(time.process_time() - start)
     X = train.matrix.astype(np.float64)
-    B = np.random.default_rng(0).random((train.n_words, K))
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        X @ B
-        best = min(best, time.perf_counter() - start)
-    return best
+    B = rng.random((train.n_words, K))
+    docs = np.repeat(np.arange(train.n_docs), np.diff(train.indptr))
+    P = sp.csr_matrix((train.counts.astype(np.float64), (docs, np.arange(train.nnz))),
+                      shape=(train.n_docs, train.nnz))
+    R = rng.random((train.nnz, K))
+
+    def best(product):
+        out = np.inf
+        for _ in range(repeats):
+            start = time.process_time()
+            product()
+            out = min(out, time.process_time() - start)
+        return out
+
+    return float(np.median(sweeps)), best(lambda: X @ B), best(lambda: P @ R)
 
 
 def main(argv=None):
@@ -156,43 +169,57 @@ def main(argv=None):
     parser.add_argument("--gensim-passes", type=int, default=10)
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--eta", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split and first fit seed")
+    parser.add_argument("--seeds", type=int, default=1, help="fits per system (seeds seed, seed+1, ...)")
     parser.add_argument("--systems", default="bnpcore,tomotopy,lda,sklearn,gensim")
-    parser.add_argument("--kos", help="directory of docword.kos.txt.gz and vocab.kos.txt")
+    parser.add_argument("--data", default="kos", help="'kos' (bundled) or a UCI docword file")
     args = parser.parse_args(argv)
     if os.environ.get("OMP_NUM_THREADS") != "1":
         print("note: set OMP_NUM_THREADS=1 for single-thread timings")
+    print(threads_note())
     systems = args.systems.split(",")
-    corpus = load_kos_corpus(args.kos)
+    corpus = load_data(args.data)
     train, heldout = corpus.split_tokens(0.1, random_state=args.seed, mode="corpus_tokens")
     N = train.n_tokens
     print(f"KOS training part: {train.n_docs} docs, {N} tokens, nnz {train.nnz}; held out {heldout.n_tokens} "
           f"tokens; alpha = {args.alpha}, eta = {args.eta}")
     runs = [("bnpcore", "CGS", bnpcore_cgs, "sweeps"), ("tomotopy", "CGS (LDAModel)", tomotopy_cgs, "sweeps"),
-            ("lda", "CGS", lda_cgs, "sweeps"), ("bnpcore", "CVB0", bnpcore_cvb0, "vb"),
-            ("sklearn", "batch VB", sklearn_vb, "vb"), ("gensim", "online VB (LdaModel)", gensim_vb, "passes")]
+            ("lda", "CGS", lda_cgs, "sweeps"), ("bnpcore", "CVB0", bnpcore_cvb0, "iterations"),
+            ("sklearn", "batch VB", sklearn_vb, "iterations"),
+            ("gensim", "online VB (LdaModel)", gensim_vb, "passes")]
     for K in (int(k) for k in args.topics.split(",")):
         rows = []
-        for system, algorithm, fn, kind in runs:
-            if system not in systems:
-                continue
-            its = {"sweeps": args.sweeps, "vb": args.vb_iterations, "passes": args.gensim_passes}[kind]
-            try:
-                seconds, ll = fn(train, heldout, K, its, args.alpha, args.eta, args.seed)
-            except ImportError as exc:
-                print(f"skipping {system}: {exc}")
-                continue
-            unit = "passes" if kind == "passes" else ("sweeps" if kind == "sweeps" else "iterations")
-            rows.append(Row(system, algorithm, f"K={K}, {its} {unit}", 1, seconds, N * its / seconds, K, ll))
-            print(f"  {system} {algorithm}: {seconds:.2f} s, held-out {ll:.4f}", flush=True)
+        for seed in range(args.seed, args.seed + args.seeds):
+            for system, algorithm, make, kind in runs:
+                if system not in systems:
+                    continue
+                its = {"sweeps": args.sweeps, "iterations": args.vb_iterations, "passes": args.gensim_passes}[kind]
+                try:
+                    fit, extract = make(train, K, its, args.alpha, args.eta, seed)
+                except ImportError as exc:
+                    print(f"skipping {system}: {exc}")
+                    continue
+                row = timed_row(system, algorithm, f"K={K}, {its} {kind}, seed {seed}", 1, fit, extract, train,
+                                heldout, iterations=its)
+                rows.append(row)
+                print(f"  {system} {algorithm} seed {seed}: {row.train_seconds:.2f} s, held-out "
+                      f"{row.heldout_loglik:.4f}", flush=True)
         print()
         print_table(rows)
-        cvb0 = next((r for r in rows if r.algorithm == "CVB0"), None)
-        if cvb0 is not None:
-            floor = multiply_add_floor(train, K)
-            per_sweep = cvb0.train_seconds / args.vb_iterations
-            print(f"\nCVB0 at K={K}: {per_sweep * 1e3:.1f} ms per sweep; floor (nnz x K = {train.nnz * K:.3g} "
-                  f"multiply-adds as X @ B, scipy CSR, 1 thread): {floor * 1e3:.1f} ms; ratio {per_sweep / floor:.2f}")
+        if args.seeds > 1:
+            print(f"\nover {args.seeds} seeds (mean; held-out mean +- sd):")
+            for key in dict.fromkeys((r.system, r.algorithm) for r in rows):
+                group = [r for r in rows if (r.system, r.algorithm) == key]
+                ll = np.array([r.heldout_loglik for r in group])
+                print(f"  {key[0]:10} {key[1]:22} {np.mean([r.train_seconds for r in group]):8.2f} s "
+                      f"{np.mean([r.tokens_per_second for r in group]):12.0f} tokens/s   held-out "
+                      f"{ll.mean():.4f} +- {ll.std(ddof=1):.4f}")
+        if "bnpcore" in systems:
+            per_sweep, compute, stream = cvb0_against_floors(train, K, args.alpha, args.eta)
+            print(f"\nCVB0 at K={K}, CPU time: {per_sweep * 1e3:.1f} ms per sweep. Floors of nnz x K = "
+                  f"{train.nnz * K:.3g} multiply-adds (scipy CSR, 1 thread): X @ B {compute * 1e3:.1f} ms (ratio "
+                  f"{per_sweep / compute:.2f}); P @ R streaming nnz x K doubles {stream * 1e3:.1f} ms "
+                  f"(ratio {per_sweep / stream:.2f})")
         print()
 
 

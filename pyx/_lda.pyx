@@ -23,7 +23,7 @@ import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, threadid
 from libc.math cimport exp, fabs, log, INFINITY
-from libc.stdint cimport int32_t, int64_t, INT32_MAX
+from libc.stdint cimport int32_t, int64_t
 
 from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform
 from bnpcore.kernels.special cimport bnp_digamma
@@ -65,6 +65,9 @@ cdef extern from *:
     #define BNP_PREFETCH(p) __builtin_prefetch(p)
     #else
     #define BNP_PREFETCH(p) ((void)0)
+    #endif
+    #if defined(_MSC_VER)
+    #define restrict __restrict
     #endif
 
     /* The per-pair loops below are compiled twice, for AVX2 and for the baseline
@@ -162,6 +165,13 @@ cdef inline double normalise_log(double *lw, int64_t n) noexcept nogil:
 # counts from state
 # ---------------------------------------------------------------------------
 
+def _partition_sizes(counts, int threshold):
+    """(sampled tokens, variational pairs) of the pairs' counts at ``threshold``."""
+    c = np.asarray(counts)
+    sampled = c <= threshold
+    return int(c[sampled].sum(dtype=np.int64)), int(np.count_nonzero(~sampled))
+
+
 def count_samples(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
                   int threshold, const int32_t[::1] z,                                              # IN
                   int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk):                       # OUT
@@ -174,6 +184,13 @@ def count_samples(const int64_t[::1] indptr, const int32_t[::1] indices, const i
     """
     cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], j, p, zi = 0, c
     cdef int32_t w, t
+    n_tokens, _ = _partition_sizes(counts, threshold)
+    if z.shape[0] != n_tokens:
+        raise ValueError(f"z has {z.shape[0]} topics for {n_tokens} sampled tokens")
+    if n_tokens and not (0 <= np.min(z) and np.max(z) < K):
+        raise ValueError(f"topics in z must lie in [0, {K})")
+    if ndk.shape[0] != D or nwk.shape[1] != K or nk.shape[0] != K:
+        raise ValueError("count arrays do not match the corpus and topics")
     with nogil:
         ndk[:, :] = 0
         nwk[:, :] = 0
@@ -189,8 +206,6 @@ def count_samples(const int64_t[::1] indptr, const int32_t[::1] indices, const i
                     ndk[j, t] += 1
                     nwk[w, t] += 1
                     nk[t] += 1
-    if zi != z.shape[0]:
-        raise ValueError(f"z has {z.shape[0]} topics for {zi} sampled tokens")
 
 
 def count_expected(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
@@ -209,6 +224,9 @@ def count_expected(const int64_t[::1] indptr, const int32_t[::1] indices, const 
     cdef bint with_var = var_dk is not None
     if with_var and (var_wk is None or var_k is None):
         raise ValueError("give all three variance arrays or none")
+    _, n_rows = _partition_sizes(counts, threshold)
+    if r.shape[0] != n_rows or r.shape[1] != K or ndk.shape[0] != D or nk.shape[0] != K:
+        raise ValueError(f"r must have one row of {K} per variational pair ({n_rows}), ndk one row per document")
     with nogil:
         ndk[:, :] = 0
         nwk[:, :] = 0
@@ -238,8 +256,6 @@ def count_expected(const int64_t[::1] indptr, const int32_t[::1] indices, const 
                 nk[k] += ndk[j, k]
                 if with_var:
                     var_k[k] += var_dk[j, k]
-    if row != r.shape[0]:
-        raise ValueError(f"r has {r.shape[0]} rows for {row} variational pairs")
 
 
 # ---------------------------------------------------------------------------
@@ -445,8 +461,8 @@ def cgs_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
     cdef int32_t w, t
     cdef SparseGibbs s
     cdef bnp_bitgen_t *g = bitgen_of(generator)
-    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
-        raise ValueError("z must hold one topic per token")
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64) or ndk.shape[0] != D:
+        raise ValueError("z must hold one topic per token and ndk one row per document")
     with generator.bit_generator.lock, nogil:
         _sg_bind(&s, ndk, nwk, nk, wtopics, wlen, alpha, eta_tot, scratch, iscratch)
         for j in range(D):
@@ -723,6 +739,15 @@ def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, cons
         raise ValueError("CVB0 updates take no samples")
     if work.shape[0] < 2 * K or r.shape[1] != K or alpha.shape[0] != K:
         raise ValueError("arrays disagree on the number of topics")
+    n_tokens, n_rows = _partition_sizes(counts, threshold)
+    if z.shape[0] != n_tokens or r.shape[0] != n_rows:
+        raise ValueError(f"need {n_tokens} sampled topics and {n_rows} responsibility rows, "
+                         f"got {z.shape[0]} and {r.shape[0]}")
+    if vb_dk.shape[0] != D or (n_tokens and (cg_dk.shape[0] != D or cg_dk.shape[1] != K or cg_k.shape[0] != K)):
+        raise ValueError("count arrays do not match the corpus and topics")
+    if st_k.shape[0] and (st_dk.shape[0] != st_k.shape[0] or st_wk.shape[0] != st_k.shape[0]
+                          or st_dk.shape[1] != D or st_k.shape[1] != K or st_wk.shape[1] != vb_wk.shape[0]):
+        raise ValueError("sample stacks do not match the count arrays")
     a.K = K
     a.mode = mode
     a.threshold = threshold

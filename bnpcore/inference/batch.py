@@ -12,6 +12,7 @@ A batch model is any object with
   (to average samples for the final estimate).
 """
 import math
+import time
 
 from bnpcore.evaluation import PredictiveAverage, token_log_likelihood
 
@@ -28,9 +29,10 @@ def run_batch(model, n_iter, report, *, heldout=None, burn_in=None, tol=None):
         Maximum number of sweeps.
     report : callable
         ``report(iteration, **metrics) -> bool`` after every sweep (the
-        estimator's progress hook); a true return value stops. ``metrics`` are
-        the model's diagnostics plus, with ``heldout``, ``heldout_loglik``
-        and ``perplexity``.
+        estimator's ``_report``); a true return value stops. ``metrics`` are
+        ``seconds`` (cumulative time in sweeps, evaluation excluded), the
+        model's diagnostics and, with ``heldout``, ``heldout_loglik`` and
+        ``perplexity``.
     heldout : Corpus, optional
         Held-out tokens of the training documents, scored after every sweep:
         [HYB] eq 30 on the current state or, for samplers (``burn_in`` given)
@@ -53,11 +55,15 @@ def run_batch(model, n_iter, report, *, heldout=None, burn_in=None, tol=None):
     in topic models, UAI, section 7, eqs (30)-(31).
     """
     average = PredictiveAverage(heldout) if heldout is not None and burn_in is not None else None
+    seconds = 0.0
     for it in range(n_iter):
+        start = time.perf_counter()
         metrics = model.sweep()
         sampling = burn_in is not None and it >= burn_in
         if sampling:
             model.collect()
+        seconds += time.perf_counter() - start
+        metrics["seconds"] = seconds
         if heldout is not None:
             doc_topic, topic_word = model.predictive()
             if sampling:

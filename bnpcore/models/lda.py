@@ -342,7 +342,7 @@ class _LDA(TopicMixin, BaseEstimator):
         raise NotImplementedError
 
     # -- fit -----------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None, callback=None):
+    def fit(self, X, y=None, heldout=None):
         """Fit the model to the documents ``X``.
 
         Parameters
@@ -356,10 +356,9 @@ class _LDA(TopicMixin, BaseEstimator):
             iteration ``history_`` records the per-word held-out
             log-likelihood and perplexity ([HYB] eq 30; samplers: eq 31, the
             online average over samples after ``burn_in``).
-        callback : callable, optional
-            ``callback(record)`` after every iteration (record as in
-            ``history_``); returning True stops training. Callbacks installed
-            with ``est.reporting(cb)`` (``bnpcore.base``) are called as well.
+
+        Progress callbacks (and early stopping) go through
+        ``estimator.reporting(callback)``; see ``bnpcore.base``.
 
         Returns
         -------
@@ -382,19 +381,12 @@ class _LDA(TopicMixin, BaseEstimator):
                                  "give the held-out tokens of the training documents")
             if heldout.n_tokens == 0:
                 raise ValueError("heldout has no tokens")
-        if callback is not None and not callable(callback):
-            raise TypeError("callback must be callable")
         rng = check_random_state(self.random_state)
         for name in self._fitted_names() + list(self._persist):     # forget a previous fit
             self.__dict__.pop(name, None)
         state = self._make_state(corpus, alpha, eta, rng, optimize)
         self.history_ = []
-
-        def report(iteration, **metrics):
-            stop = self._report(iteration, **metrics)
-            return (callback is not None and bool(callback(self.history_[-1]))) or stop
-
-        self.n_iter_ = run_batch(state, n_iter, report, heldout=heldout, burn_in=burn_in, tol=tol)
+        self.n_iter_ = run_batch(state, n_iter, self._report, heldout=heldout, burn_in=burn_in, tol=tol)
         self._set_fitted(state, corpus)
         return self
 
@@ -516,8 +508,8 @@ _ATTRS = """
     alpha_, eta_ : ndarray
         Final priors (changed only by ``optimize_hyperparameters``).
     history_ : list of dict
-        One record per iteration: ``iteration`` and the algorithm's
-        diagnostics (``delta``: mean absolute change of the responsibilities
+        One record per iteration: ``iteration``, ``seconds`` (cumulative
+        training time, evaluation excluded) and the algorithm's diagnostics (``delta``: mean absolute change of the responsibilities
         per token; ``bound``: B_SVB), plus ``heldout_loglik`` and
         ``perplexity`` when ``fit`` got ``heldout``.
     n_components_, n_iter_, n_features_in_, vocabulary_

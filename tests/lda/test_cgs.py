@@ -126,3 +126,20 @@ def test_large_counts_and_tiny_priors():
         state.sweep()
     assert state.nk.sum() == corpus.n_tokens
     assert np.all(state.z >= 0) and np.all(state.z < K)
+
+
+def test_kernels_reject_inconsistent_state():
+    corpus = Corpus([[0, 1, 1], [2]], n_words=3)
+    K = 2
+    ndk, nwk, nk = np.zeros((2, K), np.int32), np.zeros((3, K), np.int32), np.zeros(K, np.int64)
+    args = (corpus.indptr, corpus.indices, corpus.counts, ALL)
+    with pytest.raises(ValueError, match="sampled tokens"):
+        _lda.count_samples(*args, np.zeros(3, np.int32), ndk, nwk, nk)        # 4 tokens
+    with pytest.raises(ValueError, match="lie in"):
+        _lda.count_samples(*args, np.array([0, 1, 2, 0], np.int32), ndk, nwk, nk)
+    with pytest.raises(ValueError, match="responsibility rows"):
+        _lda.sequential_sweep(corpus.indptr, corpus.indices, corpus.counts, np.ones(K), np.ones(3), 3.0,
+                              _lda.MODE_CVB0, -1, False, True, np.full((2, K), 0.5), np.zeros(0, np.int32),
+                              np.zeros((2, K)), np.zeros((3, K)), np.zeros(K), None, None, None, ndk, nwk, nk,
+                              np.zeros((0, 2, K), np.int32), np.zeros((0, 3, K), np.int32), np.zeros((0, K), np.int64),
+                              np.zeros(2 * K), None)
