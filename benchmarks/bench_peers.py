@@ -3,7 +3,7 @@ scored by the same bnpcore function as bnpcore's estimators.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_peers.py                  # all peers
     python benchmarks/bench_peers.py --only tomotopy-lda lda --sweeps 500
-    python benchmarks/bench_peers.py --bnpcore hdp-cvb                  # add registered bnpcore models
+    python benchmarks/bench_peers.py --bnpcore hdp-cvb --bnpcore-iterations 50   # add registered models
 
 Peers (``pip install .[bench]``): gensim ``LdaModel`` (online VB) and
 ``HdpModel`` (online VB, Wang et al. 2011), scikit-learn
@@ -29,7 +29,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Row, bnpcore_row, normalize_rows, print_table, threads_note,  # noqa: E402
+from harness import (bnpcore_row, normalize_rows, print_table, threads_note,  # noqa: E402
                      timed_row, token_split)
 
 
@@ -193,10 +193,17 @@ def run_registered(names, observed, heldout, cfg):
         spec = get_model(name)
         params = spec.load_class()._param_names()
         overrides = {"random_state": cfg.seed} if "random_state" in params else {}
+        if cfg.bnpcore_iterations is not None:
+            if spec.iteration_param() is None:
+                raise ValueError(f"model {name} has no iteration parameter")
+            overrides[spec.iteration_param()] = cfg.bnpcore_iterations
         if "n_threads" in params:
             overrides["n_threads"] = cfg.threads
         print(f"running bnpcore {name} ...", flush=True)
-        rows.append(bnpcore_row(spec.make(**overrides), observed, heldout, algorithm=name))
+        est = spec.make(**overrides)
+        shown = [p for p in ("n_components", spec.iteration_param()) if p in params]
+        settings = ", ".join(f"{p}={getattr(est, p)}" for p in shown) or None
+        rows.append(bnpcore_row(est, observed, heldout, algorithm=name, settings=settings))
     return rows
 
 
@@ -213,6 +220,7 @@ def parse_args(argv=None):
                    help=f"peers to run (default all: {', '.join(PEERS)})")
     p.add_argument("--bnpcore", nargs="*", default=[], metavar="MODEL",
                    help="registered bnpcore models to run first (bnpcore list)")
+    p.add_argument("--bnpcore-iterations", type=int, help="iterations of the bnpcore models (default: registry's)")
     return p.parse_args(argv)
 
 

@@ -38,13 +38,13 @@ class Row:
 def print_table(rows, reference="bnpcore"):
     """Print rows with the time ratio to the first row of the ``reference`` system."""
     ref = next((r.train_seconds for r in rows if r.system == reference), None)
-    head = f"{'system':10} {'algorithm':22} {'settings':26} {'thr':>3} {'train s':>9} {'tokens/s':>11} " \
+    head = f"{'system':10} {'algorithm':22} {'settings':30} {'thr':>3} {'train s':>9} {'tokens/s':>11} " \
            f"{'topics':>6} {'heldout ll':>10} {'time/bnp':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
         ratio = f"{r.train_seconds / ref:8.2f}" if ref else "       -"
-        print(f"{r.system:10} {r.algorithm:22} {r.settings:26} {r.threads:3d} {r.train_seconds:9.2f} "
+        print(f"{r.system:10} {r.algorithm:22} {r.settings:30} {r.threads:3d} {r.train_seconds:9.2f} "
               f"{r.tokens_per_second:11.0f} {r.topics_used:6d} {r.heldout_loglik:10.4f} {ratio}")
 
 
@@ -112,7 +112,7 @@ def bnpcore_row(estimator, observed, heldout, algorithm=None, settings=None, ite
 
 def _changed_params(estimator):
     text = repr(estimator)
-    return text[text.index("(") + 1:-1][:26]
+    return text[text.index("(") + 1:-1]
 
 
 def threads_note():

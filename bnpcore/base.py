@@ -40,7 +40,9 @@ Progress and early stopping
 ---------------------------
 An estimator calls ``self._report(iteration, **metrics)`` after each
 iteration (``iteration`` counts completed iterations from 1; metrics are
-scalars such as ``elbo=...``, ``n_topics=...``). ``_report`` appends
+scalars such as ``elbo=...``, ``n_topics=...``; wall-clock times go under keys
+ending in ``seconds``, the only entries allowed to differ between two fits with
+the same ``random_state``). ``_report`` appends
 ``{"iteration": iteration, **metrics}`` to ``history_`` and passes it to the
 callback installed with :meth:`BaseEstimator.reporting`, if any; it returns
 True when the callback asks to stop, and the estimator then ends ``fit``
@@ -57,9 +59,9 @@ Persistence
 :data:`FORMAT_VERSION`): the constructor parameters, every public attribute
 ending in ``_`` and the private names listed in the class attribute
 ``_persist`` (resume state such as sampler assignments or a random generator).
-Arrays are stored as arrays; everything else must be JSON-able (numbers,
-strings, None, lists, dicts with string keys; tuples come back as lists) or a
-NumPy array or ``Generator`` inside such a value. :func:`load` rebuilds the
+Arrays are stored as arrays; everything else must be numbers, strings, None,
+lists, tuples, dicts with string keys, or NumPy scalars, arrays and
+``Generator``s inside such values (NumPy scalars come back as Python numbers). :func:`load` rebuilds the
 estimator and calls its optional ``_after_load()`` hook (to rebuild caches).
 Estimators also pickle.
 """
@@ -286,10 +288,10 @@ def _encode(value, name):
         return {"__ndarray__": value.tolist(), "dtype": value.dtype.str, "shape": list(value.shape)}
     if isinstance(value, np.random.Generator):
         return {"__generator__": type(value.bit_generator).__name__, "state": value.bit_generator.state}
-    if isinstance(value, tuple):   # tagged, so that tuple parameters load as tuples
-        return {"__tuple__": [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, list):
         return [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):   # e.g. (shape, rate) priors: must come back as tuples
+        return {"__tuple__": [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             raise TypeError(f"{name}: only dicts with string keys can be saved")

@@ -15,10 +15,11 @@ or a :class:`Model`, which can also name the iteration parameter:
 
 * ``"module:Class"``: the estimator class (imported only when used);
 * ``kwargs``: constructor arguments for the bundled KOS corpus (``bnpcore fit``);
-* ``test_kwargs``: overrides of ``kwargs`` for fast fits on tiny corpora; the
-  contract tests in ``tests/api/`` build every registered model with
-  ``kwargs | test_kwargs`` (when absent: ``kwargs`` with the iteration
-  parameter set to 5);
+* ``test_kwargs``: overrides of ``kwargs`` for fast fits on tiny corpora (a
+  second or less on ~40 documents); the contract tests in ``tests/api/`` build
+  every registered model with ``kwargs | test_kwargs``. When absent they use
+  ``kwargs`` with the iteration parameter set to 5, so give ``test_kwargs``
+  whenever other settings depend on it (burn-in, number of samples);
 * ``iterations``: the constructor parameter counting iterations (sweeps,
   passes), set by ``--iterations`` and used as the progress bar's total; by
   default the first of :data:`ITERATION_PARAMS` the class has.
@@ -40,6 +41,8 @@ import sys
 import time
 
 import numpy as np
+
+from bnpcore.base import TopicMixin
 
 __all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "Progress", "main"]
 
@@ -96,6 +99,25 @@ ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes"
 MODELS = {}
 # An estimator is registered once it passes the contract suite of tests/api
 # (history through BaseEstimator._report, test_kwargs for tiny corpora).
+
+# LDA family (paper 004 defaults for KOS: K = 10, alpha = eta = 0.1, 300 iterations);
+# third element: overrides for quick fits on tiny corpora.
+_LDA_SAMPLER_TEST = {"n_iter": 5, "burn_in": 2}
+MODELS.update({
+    "lda-cgs": ("bnpcore.lda:CollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "n_iter": 300},
+                _LDA_SAMPLER_TEST),
+    "lda-svb": ("bnpcore.lda:StandardVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
+                {"max_iter": 5}),
+    "lda-cvb": ("bnpcore.lda:CollapsedVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
+                {"max_iter": 5}),
+    "lda-cvb0": ("bnpcore.lda:CollapsedVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "order": 0,
+                                             "max_iter": 300}, {"max_iter": 5}),
+    "lda-svb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "n_iter": 300},
+                    _LDA_SAMPLER_TEST),
+    "lda-cvb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
+                                           "variational": "collapsed", "n_iter": 300}, _LDA_SAMPLER_TEST),
+})
+
 # Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] 000 §3 settings).
 MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},
                        {"batch_size": 5, "n_epochs": 2})
@@ -218,7 +240,6 @@ def heldout_score(est, observed, heldout, doc_topic=None):
     """``est.heldout_log_likelihood(observed, heldout)``, reusing an already
     computed ``doc_topic = est.transform(observed)`` when the estimator keeps
     TopicMixin's default (transform + token_log_likelihood)."""
-    from bnpcore.base import TopicMixin
     if doc_topic is not None and type(est).heldout_log_likelihood is TopicMixin.heldout_log_likelihood:
         from bnpcore.evaluation import token_log_likelihood
         return token_log_likelihood(doc_topic, est.get_topics(), heldout)
@@ -226,12 +247,9 @@ def heldout_score(est, observed, heldout, doc_topic=None):
 
 
 def _print_score(est, observed, heldout, doc_topic=None):
-    if not hasattr(est, "heldout_log_likelihood"):
-        return None
     ll = heldout_score(est, observed, heldout, doc_topic)
     print(f"held-out per-word log-likelihood: {ll:.4f} (perplexity {np.exp(-ll):.1f}) "
           f"on {heldout.n_tokens} tokens")
-    return ll
 
 
 def cmd_fit(args):
@@ -273,34 +291,34 @@ def cmd_fit(args):
         progress.close()
     seconds = time.perf_counter() - start
     n_iter = len(getattr(est, "history_", None) or [])
-    done = f"{n_iter} iterations, " if n_iter else ""
-    print(f"fitted in {seconds:.1f} s ({done}{observed.n_tokens / seconds:,.0f} training tokens/s)")
-    doc_topic = None
-    if hasattr(est, "topics_"):
+    rate = f" ({n_iter} iterations, {observed.n_tokens * n_iter / seconds:,.0f} tokens/s)" if n_iter else ""
+    print(f"fitted in {seconds:.1f} s{rate}")
+    if isinstance(est, TopicMixin):
         doc_topic = est.transform(observed)
         mass = _topic_mass(doc_topic, observed)
         order = np.argsort(-mass, kind="stable")[:args.n_topics]
         print(f"{est.get_topics().shape[0]} topics; the {len(order)} largest (share of training tokens):")
         _print_topics(est, order, args.n_words, mass)
-    _print_score(est, observed, heldout, doc_topic)
+        _print_score(est, observed, heldout, doc_topic)
     if args.output:
         est.save(args.output)
         print(f"saved to {args.output}")
     return 0
 
 
-def _load_model(path):
+def _load_topic_model(path):
     from bnpcore.base import load
     try:
-        return load(path)
+        est = load(path)
     except FileNotFoundError:
         raise _Error(f"model file {path!r} does not exist") from None
+    if not isinstance(est, TopicMixin):
+        raise _Error(f"{path} holds a {type(est).__name__}, which has no topics")
+    return est
 
 
 def cmd_topics(args):
-    est = _load_model(args.model)
-    if not hasattr(est, "top_words"):
-        raise _Error(f"{type(est).__name__} has no topics")
+    est = _load_topic_model(args.model)
     n = est.get_topics().shape[0]
     count = n if args.n_topics < 0 else min(args.n_topics, n)
     print(f"{type(est).__name__}: {n} topics")
@@ -309,14 +327,12 @@ def cmd_topics(args):
 
 
 def cmd_evaluate(args):
-    est = _load_model(args.model)
+    est = _load_topic_model(args.model)
     corpus = load_data(args.data, args.vocab)
-    n_words = getattr(est, "n_features_in_", None) or est.get_topics().shape[1]
+    n_words = est.get_topics().shape[1]
     if corpus.n_words != n_words:
         raise _Error(f"the model has {n_words} words, the data {corpus.n_words}")
-    observed, heldout = _split(corpus, args)
-    if _print_score(est, observed, heldout) is None:
-        print(f"score: {est.score(corpus):.4f}")
+    _print_score(est, *_split(corpus, args))
     return 0
 
 

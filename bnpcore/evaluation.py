@@ -24,6 +24,8 @@ hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] 
                                under an HDP, by importance sampling
 mixture_log_predictive         log p(document) under a mixture of          [NRM] section 4
                                Dirichlet-multinomials
+hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] S.3
+                               under an HDP (importance sampling)
 =============================  ==========================================  ====================
 """
 import numpy as np
@@ -375,6 +377,78 @@ def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True, n_thre
 # -- [TF] S.3: HDP held-out likelihood by importance sampling ------------------
 
 _IS_CHUNK = 4   # documents per random stream: results do not depend on the number of threads
+
+
+def _hdp_importance_sampling(topics, prior, docs, burnin, n_samples, random_state, n_threads, doc_counts=False):
+    """Run the [TF] S.3 kernel: per-document log-likelihoods (and the topic counts
+    of the final Gibbs sweep when ``doc_counts``)."""
+    topics = np.ascontiguousarray(topics, dtype=np.float64)
+    prior = np.ascontiguousarray(prior, dtype=np.float64)
+    rng = check_random_state(random_state)
+    generators = spawn_generators(rng, (docs.n_docs + _IS_CHUNK - 1) // _IS_CHUNK)
+    loglik = np.empty(docs.n_docs)
+    counts = np.empty((docs.n_docs if doc_counts else 0, topics.shape[0]))
+    hdp_heldout(docs.indptr, docs.indices, docs.counts, topics, prior, int(burnin), int(n_samples), generators,
+                _IS_CHUNK, loglik, counts, effective_n_threads(n_threads))
+    return loglik, counts
+
+
+def hdp_heldout_log_likelihood(topics, weights, alpha, docs, burnin=50, n_samples=1000, random_state=None,
+                               n_threads=None, per_document=False):
+    """[TF] S.3 held-out per-word log-likelihood of an HDP topic model.
+
+    The fitted HDP is reduced to LDA with topics ``phihat`` and document prior
+    Dirichlet(alpha * pihat) over the instantiated topics (the leftover stick
+    mass is dropped, E13), and each document's ``log p(x_j | phihat, pihat)``
+    is estimated by importance sampling (ALGORITHMS.md §8.4; Griffiths &
+    Steyvers 2004, Wallach et al. 2009): ``burnin`` collapsed Gibbs sweeps on
+    the topic assignments with the topics fixed build the proposal
+    ``q(pi) = Dirichlet(alpha pihat + n)``, from which ``n_samples`` draws are
+    weighted. The estimate is consistent but biased low in log space; compare
+    models only under the same ``burnin`` and ``n_samples``.
+
+    Parameters
+    ----------
+    topics : ndarray of shape (n_topics, n_words)
+        phihat, rows sum to 1.
+    weights : ndarray of shape (n_topics,)
+        pihat = E[beta], non-negative, summing to at most 1.
+    alpha : float
+        Document-level concentration.
+    docs : Corpus
+        Held-out documents.
+    burnin : int, default 50
+    n_samples : int, default 1000
+        Importance samples R per document.
+    random_state : int, Generator or None
+        Seeds one random stream per chunk of documents.
+    n_threads : int, optional
+    per_document : bool, default False
+        Return the array of per-document log-likelihoods instead.
+
+    Returns
+    -------
+    float (per held-out word) or ndarray of shape (n_docs,)
+    """
+    docs = as_corpus(docs)
+    topics = np.asarray(topics, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    alpha = check_positive(alpha, "alpha")
+    check_int(burnin, "burnin", minimum=0)
+    check_int(n_samples, "n_samples", minimum=1)
+    if topics.ndim != 2 or topics.shape[1] != docs.n_words or weights.shape != (topics.shape[0],):
+        raise ValueError(f"topics {topics.shape} and weights {weights.shape} do not match "
+                         f"{docs.n_words} words")
+    if topics.shape[0] == 0:
+        raise ValueError("the model has no topics")
+    if not (np.all(np.isfinite(topics)) and np.all(topics >= 0) and np.all(weights > 0)):
+        raise ValueError("topics must be non-negative and weights positive")
+    loglik, _ = _hdp_importance_sampling(topics, alpha * weights, docs, burnin, n_samples, random_state, n_threads)
+    if per_document:
+        return loglik
+    if docs.n_tokens == 0:
+        raise ValueError("the held-out documents have no tokens")
+    return float(loglik.sum() / docs.n_tokens)
 
 
 def _hdp_importance_sampling(topics, prior, docs, burnin, n_samples, random_state, n_threads, doc_counts=False):

@@ -4,4 +4,4 @@ from bnpcore.models.hdp_collapsed import CollapsedVB
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs
 from bnpcore.models.hdp_svi import OnlineVB, TruncationFreeSVI
 
-__all__ = ["CollapsedVB", "DirectAssignmentGibbs", "OnlineVB", "TruncationFreeSVI"]
+__all__ = ["CollapsedVB", "DirectAssignmentGibbs", "TruncationFreeSVI", "OnlineVB"]

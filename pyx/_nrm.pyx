@@ -436,6 +436,11 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     variation between old and new site]. Returns the first unprocessed
     document (stop, or earlier when a slot or site space is needed).
 
+    E[K] over the other documents needs prod_{l != i} (1 - q_lk): log P_k is
+    kept as a sum of log(1 - q) with q clamped at 1 - 1e-15, so removing a site
+    is a subtraction in log space, stable even for q_ik ~ 1 (no division by
+    1 - q_ik, ALGORITHMS.md 6.4).
+
     Equivalent, for document i (dense)::
 
         S -= qbar[i]; lam -= qbar[i][:, None] * x_i          # cavity

@@ -1,11 +1,25 @@
 """Random variates of the C core, driven by any ``numpy.random.Generator``.
 
-The kernels draw through the generator's own bit generator (``bitgen_t``), so a
-seeded ``Generator`` reproduces a run exactly. The samplers are small exact
-implementations (Marsaglia-Tsang gamma, computed in log space below shape 1 so
-that shapes like 1e-6 stay finite); the tests check them against their
-distributions. These wrappers exist for testing and for Python users; kernels
-call the ``bnp_rng_*`` functions directly.
+The C samplers draw through the generator's own bit generator (numpy's
+``bitgen_t``), so a seeded ``Generator`` reproduces a run exactly, whatever its
+bit generator (PCG64, Philox, MT19937, SFC64). They are small exact
+implementations: Marsaglia-Tsang gamma, computed in log space below shape 1 so
+that shapes like 1e-6 stay finite; beta and Dirichlet from gammas normalised in
+log space; Marsaglia's polar normal. Their draws follow the same distributions as
+numpy's samplers but are not numpy's draws. The tests check them against their
+distributions (KS and log-moment tests).
+
+Public names (stable; downstream code may rely on them):
+
+``gamma(shape, size, random_state=None, log=False)``, ``beta(a, b, size, ...)``,
+``dirichlet(alpha, size, ...)``, ``normal(size, random_state=None)``
+    Vectorised draws, mostly for testing and for Python users.
+
+At C level (``cimport bnpcore.kernels.rng``): ``bnp_bitgen_t`` and the header's
+``bnp_rng_*`` functions (nogil), and the exported ``bitgen_of(generator)``, which
+gives the ``bnp_bitgen_t *`` of a Generator; draw inside
+``with generator.bit_generator.lock, nogil:``. One Generator per thread or chunk
+(``SeedSequence.spawn``), never a shared one without its lock.
 """
 import numpy as np
 cimport numpy as cnp
@@ -33,7 +47,25 @@ def _check_size(size):
 
 
 def gamma(shape, size, random_state=None, log=False):
-    """``size`` draws of Gamma(shape, 1) (their logs when ``log``; finite for tiny shapes)."""
+    """Draws of Gamma(shape, 1).
+
+    Parameters
+    ----------
+    shape : float
+        Positive, finite.
+    size : int or tuple of int
+        Shape of the output.
+    random_state : None, int, SeedSequence or numpy.random.Generator
+        A Generator is used (and advanced) as it is.
+    log : bool, default False
+        Return the logs of the draws: finite even for shapes like 1e-6, whose
+        draws underflow to 0.
+
+    Returns
+    -------
+    ndarray of float64, shape ``size``
+        Distributed as ``Generator.standard_gamma(shape, size)`` (or its log).
+    """
     cdef double a = check_positive(shape, "shape")
     out = np.empty(_check_size(size), dtype=np.float64)
     gen = check_random_state(random_state)
@@ -48,7 +80,11 @@ def gamma(shape, size, random_state=None, log=False):
 
 
 def beta(a, b, size, random_state=None, log=False):
-    """``size`` draws of Beta(a, b) (their logs when ``log``)."""
+    """Draws of Beta(a, b), ``G_a / (G_a + G_b)`` from two log-gamma draws.
+
+    Parameters as :func:`gamma` (``a``, ``b`` positive and finite); distributed as
+    ``Generator.beta(a, b, size)``, or its log when ``log``.
+    """
     cdef double av = check_positive(a, "a"), bv = check_positive(b, "b")
     out = np.empty(_check_size(size), dtype=np.float64)
     gen = check_random_state(random_state)
@@ -63,7 +99,23 @@ def beta(a, b, size, random_state=None, log=False):
 
 
 def dirichlet(alpha, size, random_state=None, log=False):
-    """``size`` draws of Dirichlet(alpha), shape (size, len(alpha)) (logs when ``log``)."""
+    """Draws of Dirichlet(alpha), normalised log-gamma draws.
+
+    Parameters
+    ----------
+    alpha : array_like of float, shape (k,)
+        Positive, finite concentrations (k >= 1).
+    size : int
+        Number of draws.
+    random_state, log
+        As for :func:`gamma`; with ``log`` the rows are log-probabilities
+        (``logsumexp(row) == 0``), finite for tiny alpha.
+
+    Returns
+    -------
+    ndarray of float64, shape (size, k)
+        Distributed as ``Generator.dirichlet(alpha, size)`` (or its log).
+    """
     al = np.asarray(alpha)
     if al.dtype.kind not in "iuf":
         raise TypeError(f"alpha must be an array of real numbers, got dtype {al.dtype}")
@@ -89,7 +141,10 @@ def dirichlet(alpha, size, random_state=None, log=False):
 
 
 def normal(size, random_state=None):
-    """``size`` standard normal draws (Marsaglia's polar method)."""
+    """Standard normal draws (Marsaglia's polar method), shape ``size``.
+
+    Distributed as ``Generator.standard_normal(size)``.
+    """
     out = np.empty(_check_size(size), dtype=np.float64)
     gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)

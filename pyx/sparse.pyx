@@ -1,5 +1,20 @@
-"""Count-matrix helpers of the C core (CSR documents x words, int64 row pointers,
-int32 word ids and counts)."""
+"""Count-matrix helpers of the C core: documents x words in CSR form, with int64
+row pointers and int32 word ids and counts (bnpcore.Corpus holds exactly these).
+
+Public names (stable; downstream code may rely on them):
+
+``expand_tokens(indptr, indices, counts)``
+    One word id per token, document by document, and the token offsets.
+
+At C level (``cimport bnpcore.kernels.sparse``): ``bnp_csr_t`` (borrows the
+caller's arrays) with ``bnp_csr_row_nnz``, ``bnp_csr_row_total`` and
+``bnp_csr_expand``; the inline ``csr_view(indptr, indices, counts, n_cols)``
+that wraps three memoryviews in a ``bnp_csr_t``; and ``bnp_rows_t``, a growable
+dense component x vocabulary array (``bnp_rows_init``, ``bnp_rows_reserve``,
+``bnp_rows_add`` (a zero row), ``bnp_rows_remove`` (the last row moves into the
+gap), ``bnp_rows_row``, ``bnp_rows_free``) for models whose number of
+components changes while they run.
+"""
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t

@@ -1,11 +1,13 @@
 """Special functions of the C core, vectorised over NumPy arrays.
 
 Every function here is the float64 C implementation in ``bnpcore/bnpcore.h``
-applied elementwise (with NumPy broadcasting for the two-argument ones).
-Arguments must be real; values outside the domain (x <= 0, n < 0, NaN) give
-NaN, as ``scipy.special`` does.
+applied elementwise (with NumPy broadcasting for the two-argument ones; a scalar
+gives a NumPy scalar). Arguments must be real numbers (integer or float dtypes;
+anything else is a TypeError); values outside the domain (x <= 0, n < 0, NaN)
+give NaN, as ``scipy.special`` does.
 
-Equivalent SciPy expressions (the test oracles):
+Public names (stable; downstream code may rely on them), with the equivalent
+SciPy expressions that are also the test oracles:
 
 ==========================  =========================================
 ``digamma(x)``              ``scipy.special.psi(x)``
@@ -16,10 +18,22 @@ Equivalent SciPy expressions (the test oracles):
 ``dpsi(x, n)``              ``psi(x + n) - psi(x)``
 ``xdpsi(x, n)``             ``x * (psi(x + n) - psi(x))``
 ``logsumexp(a, axis)``      ``scipy.special.logsumexp(a, axis)``
+``ABI_VERSION``             ``BNPCORE_ABI_VERSION`` of the header these modules were built with
+``OPENMP``                  whether they were built with OpenMP
 ==========================  =========================================
 
-The differences are computed without cancellation, so they stay accurate
-where the SciPy expressions lose all digits (x tiny, n small relative to x).
+Accuracy (tests/kernels/test_special.py, against SciPy and mpmath): relative
+error below 1e-12 for x in [1e-10, 1e10] and n up to 1e7, integer or not,
+including near the zeros of gammaln (x = 1, 2) and digamma (x = 1.4616...); the
+differences are computed without cancellation, so they stay accurate where the
+SciPy expressions lose all digits (x large and n small, x tiny). Near the zero
+of dlgamma(x, n) ~ n psi(x) (x at digamma's root, n -> 0) the error is absolute,
+below 1e-14 n.
+
+At C level (``cimport bnpcore.kernels.special``): the header's ``bnp_*``
+functions (inline, nogil, thread-safe) and the exported pointer-plus-length
+functions ``digamma_array``, ``trigamma_array``, ``gammaln_array``,
+``dlgamma_array``, ``dpsi_array`` and ``logsumexp_array``.
 """
 import numpy as np
 cimport numpy as cnp
@@ -27,7 +41,10 @@ from libc.math cimport INFINITY
 
 cnp.import_array()
 
-ABI_VERSION = BNPCORE_ABI_VERSION  # of the header these modules were compiled with
+# How these modules were built: the header's C interface version, and whether
+# OpenMP was on (setup.py turns it on when the compiler supports it).
+ABI_VERSION = BNPCORE_ABI_VERSION
+OPENMP = bool(BNP_OPENMP)
 
 ctypedef double (*unary_t)(double) noexcept nogil
 ctypedef double (*binary_t)(double, double) noexcept nogil

@@ -116,7 +116,9 @@ class CollapsedVB(TopicMixin, BaseEstimator):
     (10)-(12) with P+, E+, V+ (14). The posterior is truncated at
     ``n_components`` topics, reordered by expected size every iteration; the
     variational bound (18) (with the corrections of ALGORITHMS.md 4.3) is
-    recorded every iteration.
+    recorded every iteration. E and V of the counts are updated incrementally
+    during a sweep (update (15) needs them) and rebuilt from scratch after it,
+    together with Z, which only the auxiliary expectations and the bound use.
 
     With ``learn_weights=False`` and a fixed ``alpha`` the document prior is
     ``alpha / K`` per topic and no hyperparameter is learned: this is exactly
@@ -210,7 +212,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- validation ------------------------------------------------------------
-    def _validate(self, n_words):
+    def _validate(self):
         check_int(self.n_components, "n_components", 1)
         check_int(self.n_iter, "n_iter", 0)
         for name in ("alpha", "gamma"):
@@ -245,7 +247,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
             ``callback(self, iteration)`` after every iteration; return True to stop.
         """
         X = as_corpus(X)
-        self._validate(X.n_words)
+        self._validate()
         if X.n_tokens == 0:
             raise ValueError("the corpus has no tokens")
         if heldout is not None:
@@ -333,6 +335,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         self._r = np.ascontiguousarray(r, dtype=self.r_dtype)
         self._init_hyper(X.n_words, K)
         self._statistics()
+        self.bound_ = self._bound()
 
     def _init_from_gibbs(self, X, model):
         z = getattr(model, "_z", None)
@@ -352,9 +355,9 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         h = self._h
         if self.alpha is None:
             h["E_alpha"] = h["G_alpha"] = float(model.alpha_)
-        if self.gamma is None:
-            h["E_gamma"], h["Elog_gamma"] = float(model.gamma_), np.log(model.gamma_)
         if self.learn_weights:
+            if self.gamma is None:
+                h["E_gamma"], h["Elog_gamma"] = float(model.gamma_), np.log(model.gamma_)
             w = np.zeros(K)
             w[:model.n_components_] = model.weights_
             w[model.n_components_:] = model.beta_new_ / max(K - model.n_components_, 1)

@@ -6,6 +6,7 @@ G-HDP100 by Teh, Kurihara & Welling (2007). Specification: ALGORITHMS.md 4.4.
 import time
 
 import numpy as np
+from scipy.special import gammaln
 
 from bnpcore._validation import check_int, check_positive, check_random_state
 from bnpcore.base import BaseEstimator, TopicMixin
@@ -311,7 +312,6 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
 
     def _log_likelihood(self):
         """Collapsed log p(x | z) = sum_k [log DM(n_k. | eta)] of the current sample."""
-        from scipy.special import gammaln
         K = self._K
         nwk = self._n_wk[:, :K]
         nz = nwk[nwk > 0]
@@ -334,6 +334,8 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         relabel[order] = np.arange(self._K, dtype=np.int32)
         self._z = relabel[self._z]
         self._beta = self.weights_.copy()
+        for name in ("_n_jk", "_n_wk", "_n_k", "_m_k", "_words", "_tok_ptr", "_table"):
+            delattr(self, name)             # working arrays; topics_, doc_topic_ and _z keep the state
 
     # -- using a fitted model ----------------------------------------------------
     def transform(self, X, n_sweeps=50, burn_in=20):

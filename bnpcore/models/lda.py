@@ -27,6 +27,10 @@ __all__ = ["CollapsedGibbs", "StandardVB", "CollapsedVB", "Hybrid", "svb_bound",
 
 _ALL_SAMPLED = np.iinfo(np.int32).max   # threshold that samples every pair
 _NONE_SAMPLED = -1                      # threshold that samples no pair
+# Sequential sweeps update the expected counts incrementally; rounding drifts them
+# from sum c r by ~1e-15 relative per sweep. Recomputing them from r (a second pass
+# over the nnz x K responsibilities) every few sweeps keeps that bounded.
+_RECOUNT_EVERY = 10
 
 
 # ---------------------------------------------------------------------------
@@ -122,6 +126,14 @@ def svb_bound(alpha, eta, doc_lengths, ndk, nwk, entropy):
 # ---------------------------------------------------------------------------
 # states: counts plus one kernel call per sweep (protocol of run_batch)
 # ---------------------------------------------------------------------------
+
+def _random_rows(rng, n, K):
+    """n random responsibility rows (uniform weights + 1e-3, normalised), in place."""
+    r = rng.random((n, K))
+    r += 1e-3
+    r /= r.sum(axis=1, keepdims=True)
+    return r
+
 
 class _State:
     """Priors, corpus and the predictive shared by all states."""
@@ -219,8 +231,7 @@ class SequentialState(_State):
         sampled = c.counts <= threshold
         self.n_vb_tokens = int(c.counts[~sampled].sum(dtype=np.int64))
         self.z = rng.integers(0, K, size=int(c.counts[sampled].sum(dtype=np.int64)), dtype=np.int32)
-        r = rng.random((int((~sampled).sum()), K)) + 1e-3
-        self.r = r / r.sum(axis=1, keepdims=True)
+        self.r = _random_rows(rng, int((~sampled).sum()), K)
         self.vb_dk = np.zeros((c.n_docs, K))
         self.vb_wk = np.zeros((c.n_words, K))
         self.vb_k = np.zeros(K)
@@ -237,7 +248,8 @@ class SequentialState(_State):
             S = n_samples if len(self.z) else 0
             self.stack = (np.zeros((S, c.n_docs, K), dtype=np.int32), np.zeros((S, c.n_words, K), dtype=np.int32),
                           np.zeros((S, K), dtype=np.int64))
-        self.work = np.empty(K)
+        self.work = np.empty(2 * K)
+        self.n_sweeps = 0
 
     def _recount(self):
         c = self.corpus
@@ -261,7 +273,9 @@ class SequentialState(_State):
             delta, entropy = self._run(False, True, self.stack)
         else:
             delta, entropy = self._run(True, True, self.stack)
-        self._recount()     # exact counts again after a sweep of incremental updates
+        self.n_sweeps += 1
+        if self.n_sweeps % _RECOUNT_EVERY == 0:
+            self._recount()
         record = {"delta": delta / max(self.n_vb_tokens, 1)}
         if self.mode == _lda.MODE_SVB and len(self.z) == 0:
             record["bound"] = svb_bound(self.alpha, self.eta, self.lengths, self.vb_dk, self.vb_wk, entropy)
@@ -282,8 +296,7 @@ class ParallelSVBState(_State):
         super().__init__(corpus, alpha, eta, optimize)
         K, c = n_topics, corpus
         self.n_threads = n_threads
-        r = rng.random((c.nnz, K)) + 1e-3
-        self.r = r / r.sum(axis=1, keepdims=True)
+        self.r = _random_rows(rng, c.nnz, K)
         self.ndk = np.zeros((c.n_docs, K))
         self.nwk = np.zeros((c.n_words, K))
         self.nk = np.zeros(K)
@@ -345,7 +358,8 @@ class _LDA(TopicMixin, BaseEstimator):
             online average over samples after ``burn_in``).
         callback : callable, optional
             ``callback(record)`` after every iteration (record as in
-            ``history_``); returning True stops training.
+            ``history_``); returning True stops training. Callbacks installed
+            with ``est.reporting(cb)`` (``bnpcore.base``) are called as well.
 
         Returns
         -------
@@ -377,8 +391,8 @@ class _LDA(TopicMixin, BaseEstimator):
         self.history_ = []
 
         def report(iteration, **metrics):
-            self.history_.append({"iteration": iteration, **metrics})
-            return bool(callback(self.history_[-1])) if callback is not None else False
+            stop = self._report(iteration, **metrics)
+            return (callback is not None and bool(callback(self.history_[-1]))) or stop
 
         self.n_iter_ = run_batch(state, n_iter, report, heldout=heldout, burn_in=burn_in, tol=tol)
         self._set_fitted(state, corpus)

@@ -39,7 +39,7 @@ def test_round_trip_of_nested_values_and_generators(fitted, tiny_corpus, tmp_pat
     gen.random(3)
     fitted.history_.append({"iteration": 99, "counts": np.arange(3, dtype=np.int16),
                             "k": np.int64(4), "x": np.float32(0.5), "pair": (1, "a")})
-    fitted.extra_ = {"nested": [np.array([[1.5, 2.0]]), None, True]}
+    fitted.extra_ = {"nested": [np.array([[1.5, 2.0]]), None, True, [(2.0, 3.0)]]}
     fitted.set_params(random_state=gen)
     fitted.save(tmp_path / "m.npz")
     loaded = load(tmp_path / "m.npz")
@@ -47,7 +47,7 @@ def test_round_trip_of_nested_values_and_generators(fitted, tiny_corpus, tmp_pat
     assert rec["counts"].dtype == np.int16 and rec["counts"].tolist() == [0, 1, 2]
     assert rec["k"] == 4 and rec["x"] == 0.5 and rec["pair"] == (1, "a")
     np.testing.assert_array_equal(loaded.extra_["nested"][0], [[1.5, 2.0]])
-    assert loaded.extra_["nested"][1:] == [None, True]
+    assert loaded.extra_["nested"][1:] == [None, True, [(2.0, 3.0)]]
     assert isinstance(loaded.random_state, np.random.Generator)
     assert loaded.random_state.random() == gen.random()    # same stream position
 

@@ -218,3 +218,17 @@ def test_heldout_score_reuses_transform_but_respects_overrides(tiny_corpus, toy_
             return -1.0
     est.__class__ = SampleAveraged
     assert cli.heldout_score(est, observed, heldout, theta) == -1.0
+
+
+def test_models_without_topics_are_refused(capsys, tmp_path, kos_is_tiny):
+    from bnpcore.base import BaseEstimator
+
+    class Counter(BaseEstimator):
+        def __init__(self, scale=1.0):
+            self.scale = scale
+    est = Counter()
+    est.total_ = 3
+    est.save(tmp_path / "c.npz")
+    for command in ("topics", "evaluate"):
+        code, _, err = run(capsys, command, str(tmp_path / "c.npz"))
+        assert_one_line_error(code, err, "holds a Counter, which has no topics")

@@ -85,3 +85,13 @@ def test_tomotopy_estimates_match_its_sampled_assignments(tiny_corpus):
     np.testing.assert_allclose(doc_topic.sum(axis=1), 1.0, rtol=1e-5)
     empty = np.flatnonzero(observed.doc_lengths == 0)
     assert len(empty) and np.allclose(doc_topic[empty], 1 / 3)
+
+
+def test_registered_bnpcore_models_join_the_table(toy_registry, tiny_corpus):
+    observed, heldout = tiny_corpus.split_tokens(0.2, random_state=0)
+    cfg = bench_peers.parse_args(["--bnpcore-iterations", "3", "--seed", "2"])
+    (row,) = bench_peers.run_registered(["toy-kmeans"], observed, heldout, cfg)
+    est = toy_registry["toy-kmeans"].make(max_iter=3, random_state=2).fit(observed)
+    assert (row.algorithm, row.settings) == ("toy-kmeans", "n_components=10, max_iter=3")
+    assert row.heldout_loglik == est.heldout_log_likelihood(observed, heldout)
+    assert row.tokens_per_second == pytest.approx(observed.n_tokens * 3 / row.train_seconds)

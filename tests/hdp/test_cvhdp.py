@@ -306,3 +306,12 @@ def test_save_load(small_fit, tmp_path):
 def test_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
         CollapsedVB(**params).fit(Corpus([[0, 1]], n_words=2))
+
+
+def test_transform_with_disjoint_topics_is_exact():
+    model = CollapsedVB()
+    model.topics_ = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.25, 0.75]])
+    model.weights_ = np.array([0.6, 0.3])
+    model.alpha_, model.n_components_ = 2.0, 2
+    theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4))
+    np.testing.assert_allclose(theta, [[1.2 / 4.8, 3.6 / 4.8], [6.2 / 6.8, 0.6 / 6.8]], rtol=1e-12)

@@ -38,11 +38,9 @@ def test_matches_scipy_on_grid(name, ref, atol):
     "name, zeros",
     [("gammaln", [1.0, 2.0]), ("digamma", [X0])],
 )
-def test_relative_accuracy_near_zeros(name, zeros):
+def test_relative_accuracy_near_zeros(name, zeros, mpmath):
     # both are computed as differences from their zeros there, so even a relative
     # (not just an absolute) error bound holds
-    mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 40
     ref_f = mpmath.loggamma if name == "gammaln" else mpmath.digamma
     t = np.logspace(-15, -0.4, 60)
     x = np.concatenate([z + s * t for z in zeros for s in (1, -1)])
@@ -97,14 +95,14 @@ DIFF_N = [0, 1, 2, 3, 16, 17, 1000, 10**7,  # integers (16 is the last of the sh
 @pytest.fixture(scope="module")
 def diff_refs():
     mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 60
     rows = []
-    for x in DIFF_X:
-        for n in DIFF_N:
-            mx, mn = mpmath.mpf(x), mpmath.mpf(n)
-            dl = mpmath.loggamma(mx + mn) - mpmath.loggamma(mx)
-            dp = mpmath.digamma(mx + mn) - mpmath.digamma(mx)
-            rows.append((x, n, float(dl), float(dp), float(mx * dp)))
+    with mpmath.workdps(60):
+        for x in DIFF_X:
+            for n in DIFF_N:
+                mx, mn = mpmath.mpf(x), mpmath.mpf(n)
+                dl = mpmath.loggamma(mx + mn) - mpmath.loggamma(mx)
+                dp = mpmath.digamma(mx + mn) - mpmath.digamma(mx)
+                rows.append((x, n, float(dl), float(dp), float(mx * dp)))
     return np.array(rows)
 
 
@@ -124,11 +122,9 @@ def test_dpsi_xdpsi_vs_mpmath(diff_refs, name, col):
     np.testing.assert_allclose(getattr(special, name)(x, n), ref, rtol=1e-12, atol=0)
 
 
-def test_differences_beat_the_naive_scipy_expression():
+def test_differences_beat_the_naive_scipy_expression(mpmath):
     # x large, n small: both terms of psi(x + n) - psi(x) and lgamma(x + n) - lgamma(x)
     # are ~log x, and SciPy's differences lose most digits; the C core does not
-    mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 50
     x, n = mpmath.mpf(1e6), mpmath.mpf(1e-3)
     ref = float(mpmath.digamma(x + n) - mpmath.digamma(x))
     assert special.dpsi(1e6, 1e-3) == pytest.approx(ref, rel=1e-14)

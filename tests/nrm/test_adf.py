@@ -4,8 +4,7 @@ import pytest
 
 from bnpcore.base import load
 from bnpcore.corpus import Corpus
-from bnpcore.kernels import _nrm
-from bnpcore.mixture import ADF, EP
+from bnpcore.mixture import ADF
 from bnpcore.models.nrm import _Clusters, _Sites, _adf_pass
 
 from nrm_reference import adf_ref, log_kappa_ref, make_bars, mode_ref
@@ -227,3 +226,25 @@ def test_grid_search_scores_every_point_on_a_held_out_part_of_the_subset():
     assert m.score(docs[split["test"]]) == r["score"]
     best_dp, results_dp = grid_search(docs, sigma=0.0, a_grid=(1.0, 10.0, 100.0), eta=0.75, random_state=0)
     assert set(best_dp) == {"a"} and len(results_dp) == 3
+
+
+@pytest.mark.slow
+def test_ig_overtakes_dp_as_the_stream_grows():
+    """[NRM] Figure 2: on Pitman-Yor(0.75, 1) data the IG prior (a = 1, tau = 1000) and the DP
+    (a = 100) predict alike early in the stream, the IG increasingly better later, with a
+    cluster count closer to the truth."""
+    from nrm_reference import make_py_mixture
+    X, z, _ = make_py_mixture(5000, seed=0)
+    docs = Corpus(X)
+    test = docs[np.arange(4000, 5000)]
+    gap, k = [], {}
+    for kw in (dict(a=100.0, sigma=0.0), dict(a=1.0, sigma=0.5, tau=1000.0)):
+        m = ADF(eta=0.75, **kw).partial_fit(docs[np.arange(0, 300)])
+        early = m.score(test)
+        m.partial_fit(docs[np.arange(300, 4000)])
+        gap.append((early, m.score(test)))
+        k[kw["sigma"]] = m.n_components_
+    (dp_early, dp_late), (ig_early, ig_late) = gap
+    assert ig_late - dp_late > 2 * abs(ig_early - dp_early) and ig_late - dp_late > 300
+    truth = len(set(z[:4000]))
+    assert abs(k[0.5] - truth) < abs(k[0.0] - truth)

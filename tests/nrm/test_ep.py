@@ -100,6 +100,8 @@ def test_ep_stops_at_tolerance_and_reports():
     assert ep.n_iter_ == len(ep.history_) <= 30
     assert ep.n_iter_ == 30 or ep.history_[-1]["change"] < 1e-3
     assert all("heldout" in h for h in ep.history_)
+    ep = EP(max_passes=4, tol=0.0, **KW).fit(X, heldout=X[:10], eval_at={1, 3})
+    assert ["heldout" in h for h in ep.history_] == [True, False, True, False]
     assert ep.sites_nbytes_ == ep._sites.ptr.nbytes + 12 * ep._sites.nnz
     r = ep.transform(X)
     assert np.allclose(r.sum(axis=1), 1)
@@ -114,3 +116,29 @@ def test_ep_passes_improve_on_adf_on_pitman_yor_data():
         ep = EP(eta=0.75, max_passes=4, tol=0.0, **kw).fit(train, heldout=test)
         scores = [h["heldout"] for h in ep.history_]
         assert scores[-1] > scores[0] + 50, scores
+
+
+def test_save_load_and_pickle(tmp_path):
+    import pickle
+    from bnpcore.base import load
+    X = small_corpus(seed=12, n_docs=40)
+    ep = EP(max_passes=3, **KW).fit(X)
+    ep.save(tmp_path / "ep.npz")
+    for m in (load(tmp_path / "ep.npz"), pickle.loads(pickle.dumps(ep))):
+        assert m.score(X[:5]) == ep.score(X[:5])
+        np.testing.assert_array_equal(m.transform(X[:5]), ep.transform(X[:5]))
+
+
+@pytest.mark.parametrize("cls", ["ADF", "EP", "CollapsedGibbs"])
+def test_degenerate_corpora_give_finite_answers(cls):
+    from bnpcore import mixture
+    est = getattr(mixture, cls)
+    kw = {"n_sweeps": 3, "n_samples": 2, "random_state": 0} if cls == "CollapsedGibbs" else {}
+    empty = np.zeros((6, 4), dtype=int)
+    m = est(a=1.0, sigma=0.5, tau=1.0, **kw).fit(empty)
+    assert m.score(empty) == pytest.approx(0.0, abs=1e-12)      # log p(empty document) = 0
+    huge = np.array([[10 ** 6, 0, 3], [0, 2 * 10 ** 5, 0], [10 ** 6, 1, 0]])
+    for eta in (1e-8, 0.1, 1e3):
+        m = est(a=1.0, sigma=0.5, tau=1.0, eta=eta, **kw).fit(huge)
+        assert np.isfinite(m.score(huge)) and np.all(np.isfinite(m.transform(huge)))
+        assert np.all(np.isfinite(m.topics_))

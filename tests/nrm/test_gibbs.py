@@ -100,13 +100,13 @@ def test_estimator_on_separated_clusters():
     z = np.repeat([0, 1, 2], [15, 10, 5])
     X = np.array([rng.multinomial(40, phi[k]) for k in z])
     m = CollapsedGibbs(a=1.0, sigma=0.5, tau=1.0, eta=0.1, n_sweeps=30, n_samples=5, random_state=0)
-    m.fit(X, heldout=X[:4])
+    m.fit(X, heldout=X[:4], eval_at=range(26, 31))
     assert m.n_components_ == 3 and list(m.cluster_sizes_) == [15, 10, 5]
     assert len(set(zip(m.labels_, z))) == 3
     assert m.weights_.sum() + m.weight_new_ == pytest.approx(1.0)
     np.testing.assert_allclose(m.weights_, (m.cluster_sizes_ - 0.5) / (30 - 1.5 + (m.u_ + 1.0) ** 0.5))
     assert np.allclose(m.transform(X).argmax(axis=1), m.labels_)
-    assert len(m.history_) == 30 and "heldout" in m.history_[-1]
+    assert len(m.history_) == 30 and "heldout" in m.history_[-1] and "heldout" not in m.history_[-6]
     s = m.score_samples(X[:4])
     assert s.sum() == pytest.approx(np.mean([h["heldout"] for h in m.history_[-5:]]))
     a = CollapsedGibbs(sigma=0.0, a=1.0, n_sweeps=5, n_samples=2, random_state=4).fit(X)
@@ -124,3 +124,14 @@ def test_gibbs_grows_capacity_mid_sweep():
     assert m.n_components_ > 16
     assert np.array_equal(np.sort(m.cluster_sizes_)[::-1], m.cluster_sizes_)
     assert m.cluster_sizes_.sum() == 40
+
+
+def test_save_load_keeps_the_samples(tmp_path):
+    from bnpcore.base import load
+    rng = np.random.default_rng(1)
+    X = rng.poisson(1.0, size=(30, 12))
+    m = CollapsedGibbs(a=2.0, sigma=0.5, tau=1.0, n_sweeps=6, n_samples=3, random_state=2).fit(X)
+    m.save(tmp_path / "g.npz")
+    m2 = load(tmp_path / "g.npz")
+    assert m2.score(X[:5]) == m.score(X[:5])
+    np.testing.assert_array_equal(m2.labels_, m.labels_)
