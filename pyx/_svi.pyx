@@ -913,13 +913,14 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
         for p in range(nnz):                                 # varphi = (c zeta)^T ed (+ E[log beta])
             for t in range(T):
                 zc[p * T + t] = cd[p] * zeta[p * T + t]
-        if it >= 3:
-            for t in range(T):
-                memcpy(varphi + t * K, elog_beta, K * sizeof(double))
-        gemm(True, False, T, K, nnz, 1.0, zc, T, ed, K, 1.0 if it >= 3 else 0.0, varphi, K)
-        if nnz == 0 and it < 3:
+        if nnz > 0:
+            gemm(True, False, T, K, nnz, 1.0, zc, T, ed, K, 0.0, varphi, K)
+        else:
             memset(varphi, 0, T * K * sizeof(double))
         for t in range(T):
+            if it >= 3:
+                for k in range(K):
+                    varphi[t * K + k] += elog_beta[k]
             _softmax(varphi + t * K, K, elog_beta, &cross)
             bound += cross
         gemm(False, True, nnz, T, K, 1.0, ed, K, varphi, K, 0.0, dots, T)     # dots = ed varphi^T
@@ -1008,6 +1009,10 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
             ek[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - dt[k]
     elogphi = np.ascontiguousarray(elogphi_k.T)        # word-major: a document gathers rows
     ev = elogphi
+    contrib = np.empty((max(maxnnz, 1), K), dtype=np.float64)
+    weighted = np.empty((max(maxnnz, 1), T), dtype=np.float64)
+    cdef double[:, ::1] cv = contrib, zcv = weighted
+    cdef int64_t n
     with nogil:
         with parallel(num_threads=n_threads):
             scratch = <double *>malloc((maxnnz * (K + 2 * T + 1) + 2 * T + 1) * sizeof(double))
@@ -1027,16 +1032,18 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
                     n_iter[j] = -1
         for k in range(K):
             sizes[k] = 0.0
-        for j in range(S):
+        for j in range(S):                                   # in document order: thread-independent sums
             for t in range(T):
                 for k in range(K):
                     sizes[k] += vv[j, t, k]
-            for p in range(ptr[j], ptr[j + 1]):
+            n = ptr[j + 1] - ptr[j]
+            for p in range(n):                               # contribution (c zeta) varphi, n x K
                 for t in range(T):
-                    coef = counts[p] * zv[p, t]
-                    if coef != 0.0:
-                        for k in range(K):
-                            bt[words[p], k] += coef * vv[j, t, k]
+                    zcv[p, t] = counts[ptr[j] + p] * zv[ptr[j] + p, t]
+            gemm(False, False, n, K, T, 1.0, &zcv[0, 0], T, &vv[j, 0, 0], K, 0.0, &cv[0, 0], K)
+            for p in range(n):
+                for k in range(K):
+                    bt[words[ptr[j] + p], k] += cv[p, k]
             if keep:
                 for k in range(K):
                     doc_topic[j, k] = 0.0
