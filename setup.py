@@ -7,7 +7,10 @@ and cythonized from there (numpy's meson build copies its .pxd files the same wa
 Environment switches:
   BNPCORE_NO_OPENMP=1     build without OpenMP (prange loops then run serially)
   BNPCORE_CYTHON_DEBUG=1  turn bounds/wraparound/initialized checks back on
+Changing either regenerates and recompiles every module (build/cysrc/build-config.json
+records the configuration of the last build).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -18,21 +21,32 @@ from pathlib import Path
 
 import numpy
 from Cython.Build import cythonize
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = Path(__file__).resolve().parent
 CYSRC = HERE / "build" / "cysrc"
+OPENMP_TEST = """#include <omp.h>
+int main(void) {
+    int n = 0;
+    #pragma omp parallel reduction(+:n)
+    n += 1;
+    return !(n >= 1 && omp_get_max_threads() >= 1);
+}
+"""
+
+
+def env_flag(name):
+    return os.environ.get(name, "0") not in ("", "0")
 
 
 def openmp_flags():
     """-fopenmp if the compiler builds and runs an OpenMP program, else no flags."""
-    if os.environ.get("BNPCORE_NO_OPENMP", "0") not in ("", "0"):
+    if env_flag("BNPCORE_NO_OPENMP"):
         return []
-    cc = sysconfig.get_config_var("CC") or "cc"
-    src = "#include <omp.h>\nint main(void){int n=0;\n#pragma omp parallel reduction(+:n)\nn+=1;\nreturn n<1;}\n"
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     with tempfile.TemporaryDirectory() as tmp:
         c_file, exe = Path(tmp) / "omp.c", Path(tmp) / "omp"
-        c_file.write_text(src)
+        c_file.write_text(OPENMP_TEST)
         try:
             subprocess.run(cc.split() + ["-fopenmp", str(c_file), "-o", str(exe)], check=True,
                            capture_output=True)
@@ -44,22 +58,37 @@ def openmp_flags():
 
 
 def copy_cython_sources():
-    """Mirror pyx/ as build/cysrc/bnpcore/kernels/ so cimports resolve."""
+    """Mirror pyx/ as build/cysrc/bnpcore/kernels/ so cimports resolve; returns the
+    mirrored .pyx files (stale copies of deleted sources are removed)."""
     dest = CYSRC / "bnpcore" / "kernels"
     dest.mkdir(parents=True, exist_ok=True)
     (CYSRC / "bnpcore" / "__init__.py").touch()
-    for src in sorted((HERE / "pyx").iterdir()):
-        if src.suffix in (".pyx", ".pxd", ".py"):
-            target = dest / src.name
-            if not target.exists() or target.read_bytes() != src.read_bytes():
-                shutil.copyfile(src, target)
-    return dest
+    sources = {src.name: src for src in (HERE / "pyx").iterdir() if src.suffix in (".pyx", ".pxd", ".py")}
+    for old in dest.iterdir():
+        if old.suffix in (".pyx", ".pxd", ".py") and old.name not in sources:
+            old.unlink()
+    for name, src in sorted(sources.items()):
+        target = dest / name
+        if not target.exists() or target.read_bytes() != src.read_bytes():
+            shutil.copyfile(src, target)
+    return sorted(dest / name for name in sources if name.endswith(".pyx"))
+
+
+def build_config_changed(config):
+    """True when this build's switches differ from the last build's (then every
+    module is regenerated and recompiled)."""
+    stamp = CYSRC / "build-config.json"
+    old = json.loads(stamp.read_text()) if stamp.is_file() else None
+    stamp.write_text(json.dumps(config, sort_keys=True))
+    return old != config
 
 
 def extensions():
-    dest = copy_cython_sources()
+    pyx_files = copy_cython_sources()
     omp = openmp_flags()
-    debug = os.environ.get("BNPCORE_CYTHON_DEBUG", "0") not in ("", "0")
+    debug = env_flag("BNPCORE_CYTHON_DEBUG")
+    # regenerating the C files makes them newer than the built modules: all recompile
+    changed = build_config_changed({"openmp": omp, "debug": debug})
     exts = [
         Extension(
             f"bnpcore.kernels.{pyx.stem}",
@@ -69,11 +98,12 @@ def extensions():
             extra_compile_args=["-O3"] + omp,
             extra_link_args=omp,
         )
-        for pyx in sorted(dest.glob("*.pyx"))
+        for pyx in pyx_files
     ]
     return cythonize(
         exts,
         include_path=[str(CYSRC)],
+        force=changed,
         compiler_directives={
             "language_level": 3,
             "boundscheck": debug,
@@ -85,7 +115,7 @@ def extensions():
 
 
 setup(
-    packages=["bnpcore", "bnpcore.kernels", "bnpcore.include", "bnpcore.datasets"],
+    packages=find_packages(include=["bnpcore", "bnpcore.*"]) + ["bnpcore.kernels", "bnpcore.include"],
     package_dir={"bnpcore.kernels": "pyx", "bnpcore.include": "include"},
     package_data={
         "bnpcore.kernels": ["*.pxd", "*.pyx"],

@@ -2,10 +2,36 @@
 
 Truncation-free, streaming and collapsed algorithms for HDP, DP and NGGP mixtures
 of multinomials and LDA, with typed Cython kernels over a header-only C core.
+
+Estimators live in ``bnpcore.lda``, ``bnpcore.hdp`` and ``bnpcore.mixture``
+(imported on first use); data in ``bnpcore.Corpus`` and ``bnpcore.datasets``;
+metrics in ``bnpcore.evaluation``; the command line is ``bnpcore`` /
+``python -m bnpcore``.
 """
+import importlib
 from pathlib import Path
 
+from bnpcore.base import NotFittedError, load
+from bnpcore.corpus import Corpus, as_corpus
+
 __version__ = "0.1.0"
+
+__all__ = ["Corpus", "as_corpus", "load", "NotFittedError", "get_include", "__version__",
+           "lda", "hdp", "mixture", "datasets", "evaluation"]
+
+_SUBMODULES = {"lda", "hdp", "mixture", "datasets", "evaluation", "corpus", "base", "cli", "plot"}
+
+
+def __getattr__(name):
+    # Submodules on first use (PEP 562): ``import bnpcore; bnpcore.hdp.CollapsedVB``
+    # without importing every estimator family at ``import bnpcore``.
+    if name in _SUBMODULES:
+        return importlib.import_module(f"bnpcore.{name}")
+    raise AttributeError(f"module 'bnpcore' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _SUBMODULES)
 
 
 def get_include():

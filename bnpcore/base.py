@@ -1,11 +1,71 @@
-"""What every bnpcore estimator shares: parameters, topic printing, persistence.
+"""What every bnpcore estimator shares: parameters, progress reports, topic
+printing, persistence.
 
-Estimators follow scikit-learn's conventions: ``__init__`` only stores its
-keyword arguments (validation happens in ``fit``), fitted attributes end in an
-underscore, and ``get_params``/``set_params`` make ``sklearn.base.clone`` work.
-Topic models expose ``topics_`` (K x W, rows sum to 1) and get gensim's topic
-printing from :class:`TopicMixin`.
+The estimator protocol
+----------------------
+Every estimator subclasses :class:`BaseEstimator` (topic models also
+:class:`TopicMixin`) and follows scikit-learn's conventions, so that
+``sklearn.base.clone``, grid searches and pipelines work:
+
+* ``__init__(self, *, hyper=default, ..., random_state=None)`` only stores its
+  keyword arguments, unchanged, as attributes of the same name. Every
+  parameter has a default. Nothing is validated or computed here.
+* ``fit(X, y=None) -> self``. ``X`` is a :class:`bnpcore.Corpus` or anything
+  ``Corpus`` accepts (a SciPy sparse or dense count matrix, a list of token-id
+  lists). ``y`` is ignored. ``fit`` validates the hyperparameters first
+  (``ValueError``/``TypeError`` whose message names the parameter), forgets any
+  previous fit, sets ``history_ = []`` and calls :meth:`BaseEstimator._report`
+  once per iteration (sweep, pass or minibatch).
+* ``partial_fit(X, y=None) -> self``, online and streaming estimators only: the
+  first call on an unfitted estimator initialises it, later calls continue
+  from the current state (``history_`` keeps growing).
+* ``transform(X) -> ndarray (n_docs, n_components_)``: per-document topic
+  proportions (cluster responsibilities for mixtures), non-negative rows that
+  sum to 1; an empty document gets the prior mean. ``transform`` and ``score``
+  are deterministic functions of the fitted state: randomised inference inside
+  them is seeded from ``random_state``, so calling them twice, or on a saved and
+  reloaded model, gives the same answer.
+* ``score(X, y=None) -> float``: higher is better; the class documents what it
+  is (held-out per-word log-likelihood, or the bound per word).
+* Fitted attributes end in ``_``: ``history_`` (list of per-iteration dicts,
+  see ``_report``), ``n_components_``, ``n_features_in_`` (vocabulary size W);
+  topic models ``topics_`` (K x W, rows sum to 1, largest topic first) and
+  ``vocabulary_`` (the fitted corpus's vocabulary, or None); DP models
+  ``weights_``. Methods called before ``fit`` raise :class:`NotFittedError`.
+* ``random_state``: None, an int or a ``numpy.random.Generator``; the same int
+  gives the same fit. ``n_threads`` (where present) follows
+  ``bnpcore._validation.effective_n_threads``.
+
+Progress and early stopping
+---------------------------
+An estimator calls ``self._report(iteration, **metrics)`` after each
+iteration (``iteration`` counts completed iterations from 1; metrics are
+scalars such as ``elbo=...``, ``n_topics=...``; wall-clock times go under keys
+ending in ``seconds``, the only entries allowed to differ between two fits with
+the same ``random_state``). ``_report`` appends
+``{"iteration": iteration, **metrics}`` to ``history_`` and passes it to the
+callback installed with :meth:`BaseEstimator.reporting`, if any; it returns
+True when the callback asks to stop, and the estimator then ends ``fit``
+early (leaving a valid fitted state)::
+
+    for it in range(1, self.max_iter + 1):
+        ...one sweep...
+        if self._report(it, elbo=bound):
+            break
+
+Persistence
+-----------
+``est.save(path)`` writes one ``.npz`` file (format version
+:data:`FORMAT_VERSION`): the constructor parameters, every public attribute
+ending in ``_`` and the private names listed in the class attribute
+``_persist`` (resume state such as sampler assignments or a random generator).
+Arrays are stored as arrays; everything else must be numbers, strings, None,
+lists, tuples, dicts with string keys, or NumPy scalars, arrays and
+``Generator``s inside such values (NumPy scalars come back as Python numbers). :func:`load` rebuilds the
+estimator and calls its optional ``_after_load()`` hook (to rebuild caches).
+Estimators also pickle.
 """
+import contextlib
 import importlib
 import inspect
 import json
@@ -18,19 +78,32 @@ __all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "FORMAT_VERS
 
 FORMAT_VERSION = 1
 
+# "module:qualname" -> class, for every BaseEstimator subclass defined so far;
+# load() only instantiates classes from here (never an arbitrary name from a file).
+_ESTIMATOR_CLASSES = {}
+
 
 class NotFittedError(ValueError, AttributeError):
     """Raised when a method needs a fitted estimator."""
 
 
+def _class_key(cls):
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 class BaseEstimator:
-    """Parameters, repr, fitted checks and save/load for all estimators.
+    """Parameters, repr, fitted checks, progress reports and save/load for all
+    estimators (the protocol is described in the module docstring).
 
     Subclasses list private state needed to resume training (e.g. sampler
     assignments, random generator state) in ``_persist`` so that ``save`` keeps it.
     """
 
     _persist = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _ESTIMATOR_CLASSES[_class_key(cls)] = cls
 
     @classmethod
     def _param_names(cls):
@@ -64,80 +137,196 @@ class BaseEstimator:
         if not self._fitted_names():
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
+    def __sklearn_is_fitted__(self):
+        return bool(self._fitted_names())
+
     def fit_transform(self, X, y=None, **kwargs):
         return self.fit(X, **kwargs).transform(X)
 
+    # -- progress ------------------------------------------------------------
+    def _report(self, iteration, **metrics):
+        """Record one iteration in ``history_`` and tell the callback; returns
+        True when the callback asks the estimator to stop early."""
+        record = {"iteration": int(iteration)}
+        record.update((k, v.item() if isinstance(v, np.generic) else v) for k, v in metrics.items())
+        self.__dict__.setdefault("history_", []).append(record)
+        callback = self.__dict__.get("_callback")
+        return bool(callback(self, record)) if callback is not None else False
+
+    @contextlib.contextmanager
+    def reporting(self, callback):
+        """Call ``callback(estimator, record)`` after every iteration of the
+        ``fit``/``partial_fit`` calls inside the ``with`` block; ``record`` is the
+        dict appended to ``history_``. A callback that returns True stops the fit
+        early.
+
+        Examples
+        --------
+        >>> with est.reporting(lambda est, rec: print(rec)):   # doctest: +SKIP
+        ...     est.fit(corpus)
+        """
+        previous = self.__dict__.get("_callback")
+        self._callback = callback
+        try:
+            yield self
+        finally:
+            if previous is None:
+                self.__dict__.pop("_callback", None)
+            else:
+                self._callback = previous
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_callback", None)   # callbacks (progress bars) are not part of a model
+        return state
+
     # -- persistence ---------------------------------------------------------
     def save(self, path):
-        """Save parameters and fitted state to ``path`` (an ``.npz`` file).
+        """Save parameters and fitted state to ``path`` (an ``.npz`` file, written
+        exactly at ``path``; read it back with :func:`bnpcore.load`).
 
-        The file is written to a temporary name and renamed into place, so an
-        interrupted save never leaves a corrupt model behind.
+        The file is written to a temporary name in the same directory and renamed
+        into place, so a failed or interrupted save never damages an existing file.
+        Raises ``TypeError`` naming the attribute when a value cannot be saved.
         """
         arrays, attrs = {}, {}
         for name in self._fitted_names() + list(self._persist):
             if not hasattr(self, name):
                 continue
             value = getattr(self, name)
-            if isinstance(value, np.ndarray):
+            if isinstance(value, np.ndarray) and value.dtype != object:
                 arrays["a:" + name] = value
             else:
-                attrs[name] = _to_json(value, name)
+                attrs[name] = _encode(value, name)
         meta = {
             "format_version": FORMAT_VERSION,
-            "class": f"{type(self).__module__}:{type(self).__qualname__}",
-            "params": {k: _to_json(v, k) for k, v in self.get_params().items()},
+            "bnpcore_version": _bnpcore_version(),
+            "class": _class_key(type(self)),
+            "params": {k: _encode(v, k) for k, v in self.get_params().items()},
             "attrs": attrs,
         }
+        text = json.dumps(meta)
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".bnpcore-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
-                np.savez_compressed(fh, __meta__=np.array(json.dumps(meta)), **arrays)
+                np.savez_compressed(fh, __meta__=np.array(text), **arrays)
+            os.chmod(tmp, 0o666 & ~_umask())
             os.replace(tmp, path)
         except BaseException:
-            os.unlink(tmp)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
             raise
         return path
 
 
 def load(path):
-    """Load an estimator saved with ``save``; checks the format version."""
-    with np.load(os.fspath(path), allow_pickle=False) as data:
-        if "__meta__" not in data:
-            raise ValueError(f"{path} is not a bnpcore model file")
-        meta = json.loads(str(data["__meta__"]))
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path} has model format {meta.get('format_version')}, "
-                             f"this bnpcore reads format {FORMAT_VERSION}")
-        module, _, qualname = meta["class"].partition(":")
-        if not module.startswith("bnpcore"):
-            raise ValueError(f"{path} names a class outside bnpcore: {meta['class']}")
-        cls = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        est = cls(**meta["params"])
-        for name, value in meta["attrs"].items():
-            setattr(est, name, value)
-        for key in data.files:
-            if key.startswith("a:"):
-                setattr(est, key[2:], data[key])
+    """Load an estimator saved with ``save``.
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a
+    file that is not a bnpcore model (corrupted, foreign, or written by a newer
+    format version), naming the path and the reason.
+    """
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "__meta__" not in data.files:
+                raise ValueError("no bnpcore metadata")
+            meta = json.loads(str(data["__meta__"]))
+            arrays = {key[2:]: data[key] for key in data.files if key.startswith("a:")}
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except AttributeError:   # np.load of a plain .npy gives an ndarray, which has no .files
+        raise ValueError(f"{path} is not a bnpcore model file (a plain NumPy array)") from None
+    except Exception as exc:  # zip, zlib, json and format errors of every kind
+        raise ValueError(f"{path} is not a bnpcore model file ({exc})") from None
+    version = meta.get("format_version") if isinstance(meta, dict) else None
+    if not isinstance(version, int) or not {"class", "params", "attrs"} <= meta.keys():
+        raise ValueError(f"{path} is not a bnpcore model file (bad metadata)")
+    if version != FORMAT_VERSION:
+        newer = "a newer" if version > FORMAT_VERSION else "an older"
+        raise ValueError(f"{path} has model format {version} (written by {newer} bnpcore); "
+                         f"this bnpcore {_bnpcore_version()} reads format {FORMAT_VERSION}")
+    cls = _estimator_class(meta["class"], path)
+    try:
+        est = cls(**{k: _decode(v) for k, v in meta["params"].items()})
+    except TypeError as exc:
+        raise ValueError(f"{path}: the saved parameters do not fit {meta['class']} ({exc})") from None
+    for name, value in meta["attrs"].items():
+        setattr(est, name, _decode(value))
+    for name, value in arrays.items():
+        setattr(est, name, value)
     if hasattr(est, "_after_load"):
         est._after_load()
     return est
 
 
-def _to_json(value, name):
+def _estimator_class(key, path):
+    """The BaseEstimator subclass saved as ``module:qualname``; imports bnpcore
+    modules on demand, never anything else."""
+    module = key.partition(":")[0]
+    if key not in _ESTIMATOR_CLASSES and (module == "bnpcore" or module.startswith("bnpcore.")):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    if key not in _ESTIMATOR_CLASSES:
+        raise ValueError(f"{path} holds a {key} model, which is not a bnpcore estimator available here")
+    return _ESTIMATOR_CLASSES[key]
+
+
+def _encode(value, name):
+    """A JSON-able form of ``value``; NumPy arrays and Generators inside it are tagged."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float)):
+        return value
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise TypeError(f"{name}: object arrays cannot be saved")
+        return {"__ndarray__": value.tolist(), "dtype": value.dtype.str, "shape": list(value.shape)}
     if isinstance(value, np.random.Generator):
-        raise TypeError(f"{name}: a Generator cannot be saved; use an int random_state")
-    try:
-        json.dumps(value)
-    except TypeError:
-        raise TypeError(f"{name} of type {type(value).__name__} cannot be saved") from None
+        return {"__generator__": type(value.bit_generator).__name__, "state": value.bit_generator.state}
+    if isinstance(value, list):
+        return [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):   # e.g. (shape, rate) priors: must come back as tuples
+        return {"__tuple__": [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError(f"{name}: only dicts with string keys can be saved")
+        return {k: _encode(v, f"{name}[{k!r}]") for k, v in value.items()}
+    raise TypeError(f"{name} of type {type(value).__name__} cannot be saved")
+
+
+def _decode(value):
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if "__tuple__" in value:
+            return tuple(_decode(v) for v in value["__tuple__"])
+        if "__ndarray__" in value:
+            return np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"])).reshape(value["shape"])
+        if "__generator__" in value:
+            bitgen = getattr(np.random, value["__generator__"], None)
+            if not (isinstance(bitgen, type) and issubclass(bitgen, np.random.BitGenerator)):
+                raise ValueError(f"unknown bit generator {value['__generator__']!r}")
+            gen = np.random.Generator(bitgen())
+            gen.bit_generator.state = value["state"]
+            return gen
+        return {k: _decode(v) for k, v in value.items()}
     return value
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _bnpcore_version():
+    from bnpcore import __version__
+    return __version__
 
 
 class TopicMixin:
@@ -182,3 +371,15 @@ class TopicMixin:
         for k, text in topics:
             print(f"topic {k}: {text}")
         return topics
+
+    def heldout_log_likelihood(self, observed, heldout):
+        """Per-word log-likelihood of the held-out tokens of documents whose other
+        tokens are ``observed`` (a token split, ``Corpus.split_tokens``).
+
+        The document proportions are inferred on ``observed`` by ``transform``
+        with the topics fixed, and scored with
+        :func:`bnpcore.evaluation.token_log_likelihood` ([HYB] eq 30, [CVHDP]
+        eq 16). Samplers may override this with the sample average of eq 31.
+        """
+        from bnpcore.evaluation import token_log_likelihood
+        return token_log_likelihood(self.transform(observed), self.get_topics(), heldout)

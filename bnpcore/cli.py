@@ -1,18 +1,429 @@
-"""Command line: ``bnpcore fit | topics | evaluate`` (also ``python -m bnpcore``)."""
+"""Command line: ``bnpcore fit | topics | evaluate | list`` (also ``python -m bnpcore``).
+
+Registering an estimator
+------------------------
+Every algorithm family adds its estimators to ``MODELS``: name -> entry, where
+an entry is either a tuple
+
+    MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"max_iter": 300})
+    MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"max_iter": 300}, {"max_iter": 5, "truncation": 5})
+
+or a :class:`Model`, which can also name the iteration parameter:
+
+    MODELS["hdp-cvb"] = Model("bnpcore.hdp:CollapsedVB", {"max_iter": 300},
+                              test_kwargs={"max_iter": 5}, iterations="max_iter")
+
+* ``"module:Class"``: the estimator class (imported only when used);
+* ``kwargs``: constructor arguments for the bundled KOS corpus (``bnpcore fit``);
+* ``test_kwargs``: overrides of ``kwargs`` for fast fits on tiny corpora (a
+  second or less on ~40 documents); the contract tests in ``tests/api/`` build
+  every registered model with ``kwargs | test_kwargs``. When absent they use
+  ``kwargs`` with the iteration parameter set to 5, so give ``test_kwargs``
+  whenever other settings depend on it (burn-in, number of samples);
+* ``iterations``: the constructor parameter counting iterations (sweeps,
+  passes), set by ``--iterations`` and used as the progress bar's total; by
+  default the first of :data:`ITERATION_PARAMS` the class has.
+
+``FLAGSHIP`` names the model ``bnpcore fit`` trains when ``--model`` is not given.
+
+Progress comes from the estimator's ``_report`` calls (``bnpcore.base``): the
+command line installs a progress-bar callback with ``estimator.reporting``.
+Errors are printed as one line on stderr with exit status 2 (set the
+environment variable ``BNPCORE_DEBUG=1`` to see the traceback instead).
+"""
+import argparse
+import ast
+import dataclasses
+import importlib
+import inspect
+import os
+import sys
+import time
+
+import numpy as np
+
+from bnpcore.base import TopicMixin
+
+__all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "Progress", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A registry entry (see the module docstring)."""
+    path: str
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    test_kwargs: dict = None
+    iterations: str = None
+
+    def load_class(self):
+        """The estimator class named by ``path`` (``ValueError`` if it cannot be imported)."""
+        module, _, name = self.path.partition(":")
+        try:
+            cls = importlib.import_module(module)
+            for part in name.split("."):
+                cls = getattr(cls, part)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"cannot import {self.path}: {exc}") from None
+        return cls
+
+    def iteration_param(self, cls=None):
+        """The name of the iteration-count parameter, or None."""
+        if self.iterations is not None:
+            return self.iterations
+        names = inspect.signature((cls or self.load_class()).__init__).parameters
+        return next((p for p in ITERATION_PARAMS if p in names), None)
+
+    def make(self, test=False, **overrides):
+        """An estimator built with the registered keyword arguments (plus
+        ``test_kwargs`` when ``test``) and ``overrides``."""
+        cls = self.load_class()
+        kwargs = dict(self.kwargs)
+        if test:
+            if self.test_kwargs is not None:
+                kwargs.update(self.test_kwargs)
+            elif self.iteration_param(cls) is not None:
+                kwargs[self.iteration_param(cls)] = 5
+        kwargs.update(overrides)
+        params = inspect.signature(cls.__init__).parameters
+        unknown = sorted(set(kwargs) - set(params))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no parameter {', '.join(unknown)}")
+        return cls(**kwargs)
+
+
+# Common names of iteration-count parameters, tried in this order.
+ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes", "max_passes", "n_epochs")
 
 # Estimators the command line can train: name -> ("module:Class", default keyword
 # arguments for the bundled KOS corpus). Every algorithm family registers here.
-MODELS = {
-    # [NRM] 002 Table 1 settings on KOS (eta = 0.1; IG: sigma = 0.5, a = 10, tau = 100)
-    "adf-nrm": ("bnpcore.mixture:ADF", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1}),
-    "ep-nrm": ("bnpcore.mixture:EP", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1, "max_passes": 50}),
-    "gibbs-nrm": ("bnpcore.mixture:CollapsedGibbs", {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1,
-                                                     "n_sweeps": 215, "n_samples": 50}),
-}
+MODELS = {}
+# An estimator is registered once it passes the contract suite of tests/api
+# (history through BaseEstimator._report, test_kwargs for tiny corpora).
+
+# LDA family (paper 004 defaults for KOS: K = 10, alpha = eta = 0.1, 300 iterations);
+# third element: overrides for quick fits on tiny corpora.
+_LDA_SAMPLER_TEST = {"n_iter": 5, "burn_in": 2}
+MODELS.update({
+    "lda-cgs": ("bnpcore.lda:CollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "n_iter": 300},
+                _LDA_SAMPLER_TEST),
+    "lda-svb": ("bnpcore.lda:StandardVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
+                {"max_iter": 5}),
+    "lda-cvb": ("bnpcore.lda:CollapsedVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
+                {"max_iter": 5}),
+    "lda-cvb0": ("bnpcore.lda:CollapsedVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "order": 0,
+                                             "max_iter": 300}, {"max_iter": 5}),
+    "lda-svb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "n_iter": 300},
+                    _LDA_SAMPLER_TEST),
+    "lda-cvb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
+                                           "variational": "collapsed", "n_iter": 300}, _LDA_SAMPLER_TEST),
+})
+
+# Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] 000 §3 settings).
+MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},
+                       {"batch_size": 5, "n_epochs": 2})
+MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta": 0.5, "a": 1.0, "batch_size": 100,
+                                                     "n_epochs": 20}, {"n_components": 5, "batch_size": 5,
+                                                                       "n_epochs": 2})
+MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {"eta": 0.01, "gamma": 1.0, "alpha": 1.0, "batch_size": 100,
+                                                          "n_epochs": 20},
+                        {"batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
+MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_topics": 300, "n_atoms": 15, "eta": 0.01, "gamma": 1.0,
+                                                    "alpha": 1.0, "batch_size": 100, "n_epochs": 20},
+                           {"n_topics": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = None
 
 
+def get_model(name):
+    """The registry entry ``name`` as a :class:`Model`."""
+    if name not in MODELS:
+        known = ", ".join(sorted(MODELS)) or "none are registered"
+        raise ValueError(f"unknown model {name!r} (available: {known})")
+    entry = MODELS[name]
+    if isinstance(entry, Model):
+        return entry
+    if isinstance(entry, tuple) and len(entry) in (2, 3) and isinstance(entry[0], str):
+        return Model(*entry)
+    raise ValueError(f"bad registry entry for {name!r}: expected ('module:Class', kwargs[, test_kwargs]) "
+                     f"or Model(...), got {entry!r}")
+
+
+# -- data ----------------------------------------------------------------------
+def load_data(spec="kos", vocab=None):
+    """A Corpus from a name or a path: ``"kos"`` (bundled,
+    ``bnpcore.datasets.load_kos``), ``"bars"`` (``bnpcore.datasets.make_bars()``
+    with ``random_state=0``, so fit and evaluate see the same documents) or a UCI
+    ``docword.*.txt[.gz]`` file with an optional ``vocab.*.txt``."""
+    from bnpcore import datasets
+    from bnpcore.corpus import Corpus
+    if spec in ("kos", "bars"):
+        if vocab is not None:
+            raise ValueError(f"--vocab applies to UCI files, not to {spec!r}")
+        return datasets.load_kos() if spec == "kos" else datasets.make_bars(random_state=0).corpus
+    if not os.path.isfile(spec):
+        raise ValueError(f"--data must be 'kos', 'bars' or an existing UCI docword file, got {spec!r}")
+    if vocab is not None and not os.path.isfile(vocab):
+        raise ValueError(f"vocabulary file {vocab!r} does not exist")
+    return Corpus.from_uci(spec, vocab)
+
+
+# -- progress --------------------------------------------------------------------
+class Progress:
+    """Progress-bar callback for ``estimator.reporting``: tqdm when installed, else
+    one line rewritten in place. ``total`` may be None (unknown)."""
+
+    def __init__(self, total=None, desc="fit", stream=None, enabled=True):
+        self.total, self.desc, self.enabled = total, desc, enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                self.bar = tqdm(total=total, desc=desc, unit="it", file=self.stream, dynamic_ncols=True)
+
+    def __call__(self, estimator, record):
+        if not self.enabled:
+            return False
+        shown = {k: v for k, v in record.items() if k != "iteration" and isinstance(v, (int, float))}
+        if self.bar is not None:
+            self.bar.update(record["iteration"] - self.bar.n)
+            if shown:
+                self.bar.set_postfix({k: f"{v:.4g}" for k, v in list(shown.items())[:3]}, refresh=False)
+        else:
+            done = f"{record['iteration']}/{self.total}" if self.total else f"{record['iteration']}"
+            extra = "  ".join(f"{k}={v:.4g}" for k, v in list(shown.items())[:3])
+            self.stream.write(f"\r{self.desc}: iteration {done}  {extra}".rstrip())
+            self.stream.flush()
+        return False
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# -- commands --------------------------------------------------------------------
+class _Error(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _parse_value(text):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _split(corpus, args):
+    return corpus.split_tokens(args.heldout, random_state=args.split_seed)
+
+
+def _topic_mass(doc_topic, corpus):
+    """Expected tokens of each topic in ``corpus``: sum_j N_j theta_jk."""
+    return corpus.doc_lengths @ doc_topic
+
+
+def _print_topics(est, order, n_words, mass=None):
+    total = mass.sum() if mass is not None else None
+    for k in order:
+        share = f" ({100 * mass[k] / total:4.1f}%)" if mass is not None and total > 0 else ""
+        print(f"  topic {k:3d}{share}: {' '.join(est.top_words(int(k), n_words))}")
+
+
+def heldout_score(est, observed, heldout, doc_topic=None):
+    """``est.heldout_log_likelihood(observed, heldout)``, reusing an already
+    computed ``doc_topic = est.transform(observed)`` when the estimator keeps
+    TopicMixin's default (transform + token_log_likelihood)."""
+    if doc_topic is not None and type(est).heldout_log_likelihood is TopicMixin.heldout_log_likelihood:
+        from bnpcore.evaluation import token_log_likelihood
+        return token_log_likelihood(doc_topic, est.get_topics(), heldout)
+    return est.heldout_log_likelihood(observed, heldout)
+
+
+def _print_score(est, observed, heldout, doc_topic=None):
+    ll = heldout_score(est, observed, heldout, doc_topic)
+    print(f"held-out per-word log-likelihood: {ll:.4f} (perplexity {np.exp(-ll):.1f}) "
+          f"on {heldout.n_tokens} tokens")
+
+
+def cmd_fit(args):
+    name = args.model or FLAGSHIP
+    if name is None:
+        if not MODELS:
+            raise _Error("no models are registered in this bnpcore build")
+        raise _Error(f"no flagship model is set; choose one with --model ({', '.join(sorted(MODELS))})")
+    spec = get_model(name)
+    cls = spec.load_class()
+    params = inspect.signature(cls.__init__).parameters
+    overrides = dict(args.param)
+    if args.iterations is not None:
+        it_name = spec.iteration_param(cls)
+        if it_name is None:
+            raise _Error(f"model {name} has no iteration parameter; set one with --param")
+        overrides[it_name] = args.iterations
+    if "random_state" in params:
+        overrides.setdefault("random_state", 0 if args.seed is None else args.seed)
+    elif args.seed is not None:
+        raise _Error(f"model {name} does not take --seed (no random_state parameter)")
+    if args.threads is not None:
+        if "n_threads" not in params:
+            raise _Error(f"model {name} does not take --threads (no n_threads parameter)")
+        overrides["n_threads"] = args.threads
+    est = spec.make(**overrides)
+    corpus = load_data(args.data, args.vocab)
+    observed, heldout = _split(corpus, args)
+    it_name = spec.iteration_param(cls)
+    total = getattr(est, it_name, None) if it_name else None
+    print(f"fitting {name} ({spec.path}) on {args.data}: {corpus.n_docs} documents, {corpus.n_words} words, "
+          f"{observed.n_tokens} training and {heldout.n_tokens} held-out tokens")
+    progress = Progress(total if isinstance(total, int) else None, desc=name, enabled=not args.quiet)
+    start = time.perf_counter()
+    try:
+        with est.reporting(progress):
+            est.fit(observed)
+    finally:
+        progress.close()
+    seconds = time.perf_counter() - start
+    n_iter = len(getattr(est, "history_", None) or [])
+    rate = f" ({n_iter} iterations, {observed.n_tokens * n_iter / seconds:,.0f} tokens/s)" if n_iter else ""
+    print(f"fitted in {seconds:.1f} s{rate}")
+    if isinstance(est, TopicMixin):
+        doc_topic = est.transform(observed)
+        mass = _topic_mass(doc_topic, observed)
+        order = np.argsort(-mass, kind="stable")[:args.n_topics]
+        print(f"{est.get_topics().shape[0]} topics; the {len(order)} largest (share of training tokens):")
+        _print_topics(est, order, args.n_words, mass)
+        _print_score(est, observed, heldout, doc_topic)
+    if args.output:
+        est.save(args.output)
+        print(f"saved to {args.output}")
+    return 0
+
+
+def _load_topic_model(path):
+    from bnpcore.base import load
+    try:
+        est = load(path)
+    except FileNotFoundError:
+        raise _Error(f"model file {path!r} does not exist") from None
+    if not isinstance(est, TopicMixin):
+        raise _Error(f"{path} holds a {type(est).__name__}, which has no topics")
+    return est
+
+
+def cmd_topics(args):
+    est = _load_topic_model(args.model)
+    n = est.get_topics().shape[0]
+    count = n if args.n_topics < 0 else min(args.n_topics, n)
+    print(f"{type(est).__name__}: {n} topics")
+    _print_topics(est, range(count), args.n_words)
+    return 0
+
+
+def cmd_evaluate(args):
+    est = _load_topic_model(args.model)
+    corpus = load_data(args.data, args.vocab)
+    n_words = est.get_topics().shape[1]
+    if corpus.n_words != n_words:
+        raise _Error(f"the model has {n_words} words, the data {corpus.n_words}")
+    _print_score(est, *_split(corpus, args))
+    return 0
+
+
+def cmd_list(args):
+    if not MODELS:
+        print("no models are registered in this bnpcore build")
+        return 0
+    for name in sorted(MODELS):
+        spec = get_model(name)
+        try:
+            doc = " ".join((inspect.getdoc(spec.load_class()) or "").split("\n\n")[0].split())
+        except ValueError as exc:
+            doc = f"(unavailable: {exc})"
+        mark = "*" if name == FLAGSHIP else " "
+        print(f"{mark} {name:20} {spec.path:36} {doc}")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _Error(f"{message} (see {self.prog} --help)")
+
+
+def _key_value(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return key, _parse_value(value)
+
+
+def build_parser():
+    p = _Parser(prog="bnpcore", description="Bayesian nonparametric topic models on bag-of-words data.")
+    sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,list}", parser_class=_Parser)
+
+    def data_options(q):
+        q.add_argument("--data", default="kos", help="'kos' (bundled), 'bars' (synthetic) or a UCI docword file")
+        q.add_argument("--vocab", help="UCI vocabulary file for --data PATH")
+        q.add_argument("--heldout", type=float, default=0.1,
+                       help="fraction of each document's tokens held out for scoring (default 0.1)")
+        q.add_argument("--split-seed", type=int, default=0, help="seed of the token split (default 0)")
+
+    f = sub.add_parser("fit", help="train a model (the flagship on KOS by default) and score it")
+    f.add_argument("--model", help="registered model name (see 'bnpcore list')")
+    data_options(f)
+    f.add_argument("--iterations", type=int, help="number of iterations (sweeps, passes)")
+    f.add_argument("--seed", type=int, help="random_state of the model (default 0)")
+    f.add_argument("--threads", type=int, help="n_threads of the model")
+    f.add_argument("--param", "-p", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+                   help="any other constructor parameter (repeatable)")
+    f.add_argument("--output", "-o", help="save the fitted model to this .npz file")
+    f.add_argument("--n-topics", type=int, default=10, help="topics to print (default 10)")
+    f.add_argument("--n-words", type=int, default=10, help="words per topic (default 10)")
+    f.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    f.set_defaults(run=cmd_fit)
+
+    t = sub.add_parser("topics", help="print the topics of a saved model")
+    t.add_argument("model", help="model file written by 'bnpcore fit --output'")
+    t.add_argument("--n-topics", type=int, default=20, help="topics to print, -1 for all (default 20)")
+    t.add_argument("--n-words", type=int, default=10, help="words per topic (default 10)")
+    t.set_defaults(run=cmd_topics)
+
+    e = sub.add_parser("evaluate", help="held-out per-word log-likelihood of a saved model on data")
+    e.add_argument("model", help="model file written by 'bnpcore fit --output'")
+    data_options(e)
+    e.set_defaults(run=cmd_evaluate)
+
+    ls = sub.add_parser("list", help="list the registered models (* marks the flagship)")
+    ls.set_defaults(run=cmd_list)
+    return p
+
+
 def main(argv=None):
-    raise SystemExit("bnpcore: the command line is not built yet")
+    """Run the command line; returns the exit status (0, 2 on errors, 130 on Ctrl-C)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        return args.run(args)
+    except SystemExit as exc:   # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        print("bnpcore: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("BNPCORE_DEBUG"):
+            raise
+        text = str(exc).strip().splitlines()
+        message = text[0] if text else type(exc).__name__
+        if not isinstance(exc, (_Error, ValueError)):
+            message = f"{type(exc).__name__}: {message}"
+        print(f"bnpcore: error: {message}", file=sys.stderr)
+        return 2

@@ -4,7 +4,14 @@ A :class:`Corpus` holds a CSR matrix (int64 row pointers, int32 word ids,
 int32 counts; sorted, duplicate-free rows) and an optional vocabulary. It is
 validated once, here, with errors that name the problem; kernels trust what it
 hands them.
+
+Besides the in-memory constructors it reads the UCI bag-of-words format
+(:meth:`Corpus.from_uci`) and saves/loads itself as ``.npz``
+(:meth:`Corpus.save`, :meth:`Corpus.load`).
 """
+import gzip
+import io
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -19,10 +26,11 @@ class Corpus:
     Parameters
     ----------
     data : scipy.sparse matrix, ndarray of shape (n_docs, n_words), or list
-        Counts as a sparse matrix or a dense NumPy array; or a list of
-        documents, each a list of integer word ids (a list is always read as
-        documents, never as a dense matrix), or of word strings when
-        ``vocabulary`` is given.
+        Counts as a sparse matrix or a dense NumPy array (integer, boolean or
+        whole-valued float); or a list of documents, each a list (or integer
+        array) of word ids (a list is always read as documents, never as a
+        dense matrix), or of word strings when ``vocabulary`` is given.
+        Empty documents are allowed; a corpus without documents is not.
     vocabulary : sequence of str, optional
         Word of each id. Required for documents given as strings (words not in
         it raise ``ValueError``).
@@ -38,6 +46,19 @@ class Corpus:
     counts : ndarray of shape (nnz,), int32
         Positive counts.
     vocabulary : list of str or None
+
+    Raises
+    ------
+    ValueError
+        Negative, non-integer, NaN or infinite counts; word ids outside the
+        vocabulary; a ragged or non-2-d array; no documents or no words;
+        ``n_words`` disagreeing with ``vocabulary``.
+    TypeError
+        Counts of a non-numeric dtype, tokens that are neither ids nor strings.
+
+    See Also
+    --------
+    Corpus.from_uci, Corpus.load, bnpcore.datasets.load_kos
 
     Examples
     --------
@@ -89,6 +110,116 @@ class Corpus:
         self._shape = (len(self.indptr) - 1, int(n_words))
         self.vocabulary = vocabulary
         return self
+
+    # -- files ---------------------------------------------------------------
+    @classmethod
+    def from_uci(cls, docword_path, vocab_path=None):
+        """Read a corpus in the UCI bag-of-words format.
+
+        ``docword.*.txt`` (or the same gzip-compressed, recognised by its
+        content, not its name) holds three header lines D, W and NNZ, then
+        NNZ lines ``docID wordID count`` with 1-based ids; ``vocab.*.txt``
+        (optional, also possibly gzipped) holds the W words, one per line,
+        line i being word id i. Documents that have no line are empty.
+
+        Parameters
+        ----------
+        docword_path : str or path-like
+        vocab_path : str or path-like, optional
+
+        Returns
+        -------
+        Corpus
+            D documents over W words, with the vocabulary if one was given.
+
+        Raises
+        ------
+        ValueError
+            Naming the file and line: a malformed header or body line (not
+            three integers), a header disagreeing with the body (NNZ lines),
+            ids out of range, counts < 1, and a (docID, wordID) pair given on
+            two lines — duplicates are rejected rather than summed, since the
+            format lists every non-zero once and a repeat means a corrupt or
+            concatenated file. Also a vocabulary file without exactly W words.
+
+        Examples
+        --------
+        >>> c = Corpus.from_uci("docword.kos.txt.gz", "vocab.kos.txt")  # doctest: +SKIP
+        """
+        name = str(docword_path)
+        raw = _read_maybe_gzip(docword_path)
+        n_docs, n_words, nnz, body = _uci_header(raw, name)
+        rows = _uci_body(body, name)
+        if len(rows) != nnz:
+            raise ValueError(f"{name}: the header says NNZ={nnz} but the body has {len(rows)} entries")
+        doc, word, count = rows[:, 0], rows[:, 1], rows[:, 2]
+        for what, ids, bound in (("docID", doc, n_docs), ("wordID", word, n_words)):
+            bad = np.flatnonzero((ids < 1) | (ids > bound))
+            if bad.size:
+                line = _uci_line_number(body, bad[0])
+                raise ValueError(f"{name}, line {line}: {what} {ids[bad[0]]} is outside 1..{bound} "
+                                 f"(header: D={n_docs}, W={n_words})")
+        bad = np.flatnonzero(count < 1)
+        if bad.size:
+            line = _uci_line_number(body, bad[0])
+            raise ValueError(f"{name}, line {line}: count {count[bad[0]]} is not positive")
+        if np.any(count > np.iinfo(np.int32).max):
+            raise ValueError(f"{name}: counts exceed the int32 range of bnpcore counts")
+        key = (doc - 1) * n_words + (word - 1)
+        order = np.argsort(key, kind="stable")
+        dup = np.flatnonzero(np.diff(key[order]) == 0)
+        if dup.size:
+            a, b = sorted(order[dup[0]:dup[0] + 2])
+            raise ValueError(f"{name}, lines {_uci_line_number(body, a)} and "
+                             f"{_uci_line_number(body, b)}: (docID, wordID) = "
+                             f"({doc[a]}, {word[a]}) is listed twice")
+        indptr = np.zeros(n_docs + 1, dtype=np.int64)
+        np.cumsum(np.bincount(doc - 1, minlength=n_docs), out=indptr[1:])
+        vocabulary = None
+        if vocab_path is not None:
+            vocabulary = _read_vocabulary(vocab_path)
+            if len(vocabulary) != n_words:
+                raise ValueError(f"{vocab_path}: the vocabulary has {len(vocabulary)} words but "
+                                 f"{name} says W={n_words}")
+        return cls._from_arrays(indptr, word[order] - 1, count[order], n_words, vocabulary)
+
+    def save(self, path):
+        """Write the corpus (counts and vocabulary) to a compressed ``.npz`` file.
+
+        NumPy appends ``.npz`` to ``path`` if it has no such suffix. Read it back
+        with :meth:`Corpus.load`; no pickling is involved.
+        """
+        # the narrowest unsigned types that hold the ids and counts (widened again on load)
+        arrays = dict(format_version=np.int64(_FORMAT_VERSION), indptr=self.indptr,
+                      indices=self.indices.astype(np.min_scalar_type(self.n_words - 1)),
+                      counts=self.counts.astype(np.min_scalar_type(int(self.counts.max(initial=0)))),
+                      n_words=np.int64(self.n_words))
+        if self.vocabulary is not None:
+            arrays["vocabulary"] = np.array(self.vocabulary, dtype=np.str_)
+        np.savez_compressed(path, **arrays)
+
+    @classmethod
+    def load(cls, path):
+        """Read a corpus written by :meth:`Corpus.save` (validated like any input)."""
+        with np.load(path, allow_pickle=False) as f:
+            missing = {"format_version", "indptr", "indices", "counts", "n_words"} - set(f.files)
+            if missing:
+                raise ValueError(f"{path} is not a saved bnpcore Corpus (missing {sorted(missing)})")
+            version = int(f["format_version"])
+            if version > _FORMAT_VERSION:
+                raise ValueError(f"{path} has corpus format {version}; this bnpcore reads up to "
+                                 f"{_FORMAT_VERSION}")
+            indptr, indices, counts = f["indptr"], f["indices"], f["counts"]
+            n_words = int(f["n_words"])
+            vocabulary = f["vocabulary"].tolist() if "vocabulary" in f.files else None
+        if indptr.ndim != 1 or len(indptr) < 1:
+            raise ValueError(f"{path}: bad row pointers")
+        try:
+            m = sp.csr_matrix((counts, indices, indptr), shape=(len(indptr) - 1, n_words))
+            m.check_format(full_check=True)
+        except ValueError as exc:
+            raise ValueError(f"{path}: corrupt count matrix ({exc})") from None
+        return cls(m, vocabulary=vocabulary)
 
     # -- shape and summaries -------------------------------------------------
     @property
@@ -169,35 +300,52 @@ class Corpus:
         test_fraction : float in (0, 1)
         random_state : int, Generator or None
         mode : {"doc_tokens", "corpus_tokens"}
-            "doc_tokens": each document holds out round(test_fraction * N_j) of
-            its tokens, chosen uniformly ([CVHDP] 90/10, document completion 80/20);
+            "doc_tokens": each document holds out exactly round(test_fraction * N_j)
+            of its tokens (``np.rint``: halves round to even), a uniformly random
+            subset ([CVHDP] 90/10, document completion 80/20);
             "corpus_tokens": every token is held out independently with
             probability test_fraction ([HYB] "a random 10% of the words").
 
-        Both corpora keep all documents (some may be empty) and the vocabulary.
+        Returns
+        -------
+        observed, heldout : Corpus
+            Both keep all documents (some may be empty) and the vocabulary; their
+            counts add up to this corpus's counts. The same ``random_state``
+            gives the same split.
         """
         _check_fraction(test_fraction, "test_fraction")
         if mode not in ("doc_tokens", "corpus_tokens"):
             raise ValueError(f"mode must be 'doc_tokens' or 'corpus_tokens', got {mode!r}")
         rng = check_random_state(random_state)
-        words, tok_ptr = self.tokens()
-        held = np.zeros(len(words), dtype=bool)
         if mode == "corpus_tokens":
-            held[:] = rng.random(len(words)) < test_fraction
+            # Independent tokens: the held-out count of a pair is Binomial(c_jw, p).
+            held = rng.binomial(self.counts, test_fraction).astype(np.int32)
         else:
-            for j in range(self.n_docs):
-                lo, hi = tok_ptr[j], tok_ptr[j + 1]
-                k = int(round(test_fraction * (hi - lo)))
-                if k:
-                    held[lo + rng.choice(hi - lo, size=k, replace=False)] = True
-        doc_of = np.repeat(np.arange(self.n_docs), np.diff(tok_ptr))
-        return self._from_tokens(doc_of[~held], words[~held]), self._from_tokens(doc_of[held], words[held])
+            # A uniform subset of size k_j of each document's tokens: rank the
+            # tokens of a document by i.i.d. random keys and keep the k_j smallest.
+            # One integer sort: document id in the high bits, >= 32 random bits
+            # below (ties, probability ~ N_j^2 / 2^33 at worst, only reorder two tokens).
+            lengths = self.doc_lengths
+            n_held = np.rint(test_fraction * lengths).astype(np.int64)
+            tok_doc = np.repeat(np.arange(self.n_docs, dtype=np.uint64), lengths)
+            shift = np.uint64(63 - int(self.n_docs).bit_length())
+            keys = (tok_doc << shift) | (rng.integers(0, 2**63, len(tok_doc), dtype=np.uint64,
+                                                      endpoint=False) >> (np.uint64(63) - shift))
+            order = np.argsort(keys)
+            starts = np.concatenate([[0], np.cumsum(lengths)])
+            tok_doc = tok_doc.astype(np.int64)
+            rank = np.empty(len(tok_doc), dtype=np.int64)
+            rank[order] = np.arange(len(tok_doc)) - starts[tok_doc]  # the sort keeps documents in place
+            # tokens are laid out pair by pair (np.repeat order), so count per pair
+            tok_pair = np.repeat(np.arange(self.nnz), self.counts)
+            held = np.bincount(tok_pair[rank < n_held[tok_doc]], minlength=self.nnz).astype(np.int32)
+        return self._with_counts(self.counts - held), self._with_counts(held)
 
-    def _from_tokens(self, doc_of, words):
-        m = sp.csr_matrix((np.ones(len(words), dtype=np.int32), (doc_of, words)), shape=self.shape)
-        m.sum_duplicates()
-        m.sort_indices()
-        return Corpus._from_arrays(m.indptr, m.indices, m.data, self.n_words, self.vocabulary)
+    def _with_counts(self, counts):
+        """Same pattern, new per-pair counts (entries that drop to zero are removed)."""
+        keep = counts > 0
+        indptr = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])[self.indptr]
+        return Corpus._from_arrays(indptr, self.indices[keep], counts[keep], self.n_words, self.vocabulary)
 
     def minibatches(self, batch_size, random_state=None, shuffle=True):
         """Yield sub-corpora of ``batch_size`` documents (the last may be smaller),
@@ -221,6 +369,74 @@ def as_corpus(data, vocabulary=None, n_words=None):
             raise ValueError(f"the corpus has {data.n_words} words, the model expects {n_words}")
         return data
     return Corpus(data, vocabulary=vocabulary, n_words=n_words)
+
+
+_FORMAT_VERSION = 1  # of Corpus.save files
+_UCI_BODY_LINE = 4   # file line number of the first entry (after D, W, NNZ)
+
+
+def _read_maybe_gzip(path):
+    """Bytes of a file, gunzipped if it starts with the gzip magic number."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def _uci_header(raw, name):
+    """(D, W, NNZ, body bytes); the body starts on line _UCI_BODY_LINE."""
+    parts = raw.split(b"\n", 3)
+    if len(parts) < 3 or (len(parts) == 3 and not parts[2].strip()):
+        raise ValueError(f"{name}: expected three header lines (D, W, NNZ) before the entries")
+    values = []
+    for i, (label, text) in enumerate(zip(("D", "W", "NNZ"), parts[:3])):
+        try:
+            values.append(int(text))
+        except ValueError:
+            raise ValueError(f"{name}, line {i + 1}: header {label} must be one integer, "
+                             f"got {text.decode(errors='replace').strip()!r}") from None
+    n_docs, n_words, nnz = values
+    if n_docs < 1 or n_words < 1 or nnz < 0:
+        raise ValueError(f"{name}: header D={n_docs}, W={n_words}, NNZ={nnz} must have D >= 1, W >= 1, NNZ >= 0")
+    return n_docs, n_words, nnz, parts[3] if len(parts) == 4 else b""
+
+
+def _uci_body(body, name):
+    """Body lines as an int64 array of shape (n, 3); blank lines are skipped."""
+    if not body.strip():
+        return np.zeros((0, 3), dtype=np.int64)
+    try:
+        rows = np.loadtxt(io.BytesIO(body), dtype=np.int64, comments=None, ndmin=2)
+        if rows.shape[1] == 3:
+            return rows
+    except ValueError:
+        pass
+    # slow path, only to name the first bad line
+    for number, line in enumerate(body.split(b"\n"), start=_UCI_BODY_LINE):
+        fields = line.split()
+        if fields and (len(fields) != 3 or not all(_is_int64(f) for f in fields)):
+            raise ValueError(f"{name}, line {number}: expected 'docID wordID count' (three integers), "
+                             f"got {line.decode(errors='replace').strip()!r}")
+    raise ValueError(f"{name}: unreadable body")
+
+
+def _is_int64(text):
+    try:
+        return -2**63 <= int(text) < 2**63
+    except ValueError:
+        return False
+
+
+def _uci_line_number(body, row):
+    """File line number of the row-th non-blank body line."""
+    nonblank = [i for i, line in enumerate(body.split(b"\n")) if line.strip()]
+    return _UCI_BODY_LINE + nonblank[row]
+
+
+def _read_vocabulary(path):
+    lines = _read_maybe_gzip(path).decode("utf-8").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return [w.strip() for w in lines]
 
 
 def _check_fraction(value, name):
@@ -256,9 +472,16 @@ def _from_sparse(data):
 
 
 def _from_dense(data):
-    arr = np.asarray(data)
+    try:
+        arr = np.asarray(data)
+    except ValueError:  # NumPy refuses inhomogeneous nested sequences
+        raise ValueError("ragged input: give documents as lists of word ids, or a rectangular count matrix") from None
     if arr.dtype == object:
-        raise ValueError("ragged input: give documents as lists of word ids, or a rectangular count matrix")
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("ragged or non-numeric input: give documents as lists of word ids, "
+                             "or a rectangular count matrix") from None
     if arr.ndim != 2:
         raise ValueError(f"expected a 2-d count matrix (n_docs, n_words), got shape {arr.shape}")
     return _from_sparse(sp.csr_matrix(_check_counts(arr, "counts")))
@@ -266,32 +489,41 @@ def _from_dense(data):
 
 def _from_token_lists(docs, vocabulary, n_words):
     index = None if vocabulary is None else {w: i for i, w in enumerate(vocabulary)}
-    rows, cols = [], []
-    for j, doc in enumerate(docs):
-        if isinstance(doc, (str, bytes)):
-            raise TypeError(f"document {j} is a string; give each document as a list of tokens")
-        ids = []
-        for tok in doc:
-            if isinstance(tok, str):
-                if index is None:
-                    raise ValueError(f"document {j} has word strings but no vocabulary was given")
-                if tok not in index:
-                    raise ValueError(f"document {j}: word {tok!r} is not in the vocabulary")
-                ids.append(index[tok])
-            elif isinstance(tok, (int, np.integer)) and not isinstance(tok, (bool, np.bool_)):
-                ids.append(int(tok))
-            else:
-                raise TypeError(f"document {j}: tokens must be word ids or strings, got {type(tok).__name__}")
-        rows.extend([j] * len(ids))
-        cols.extend(ids)
-    cols = np.asarray(cols, dtype=np.int64)
+    ids = [_document_ids(j, doc, index) for j, doc in enumerate(docs)]
+    lengths = np.array([len(d) for d in ids], dtype=np.int64)
+    cols = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
     if cols.size and cols.min() < 0:
-        raise ValueError(f"negative word id {cols.min()}")
+        pos = int(np.argmax(cols < 0))
+        j = int(np.searchsorted(np.cumsum(lengths), pos, side="right"))
+        raise ValueError(f"document {j}: negative word id {cols[pos]}")
     width = n_words if n_words is not None else (int(cols.max()) + 1 if cols.size else 0)
     if cols.size and cols.max() >= width:
-        raise ValueError(f"word id {cols.max()} is outside a vocabulary of {width} words")
-    m = sp.csr_matrix((np.ones(len(cols), dtype=np.int32), (np.asarray(rows, dtype=np.int64), cols)),
-                      shape=(len(docs), width))
+        pos = int(np.argmax(cols >= width))
+        j = int(np.searchsorted(np.cumsum(lengths), pos, side="right"))
+        raise ValueError(f"document {j}: word id {cols[pos]} is outside a vocabulary of {width} words")
+    rows = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
+    m = sp.csr_matrix((np.ones(len(cols), dtype=np.int32), (rows, cols)), shape=(len(docs), width))
     m.sum_duplicates()
     m.sort_indices()
     return m
+
+
+def _document_ids(j, doc, index):
+    """Word ids (int64 array) of document ``j`` given as ids or as word strings."""
+    if isinstance(doc, (str, bytes)):
+        raise TypeError(f"document {j} is a string; give each document as a list of tokens")
+    if isinstance(doc, np.ndarray) and doc.ndim == 1 and doc.dtype.kind in "iu":
+        return doc.astype(np.int64)
+    ids = []
+    for tok in doc:
+        if isinstance(tok, str):
+            if index is None:
+                raise ValueError(f"document {j} has word strings but no vocabulary was given")
+            if tok not in index:
+                raise ValueError(f"document {j}: word {tok!r} is not in the vocabulary")
+            ids.append(index[tok])
+        elif isinstance(tok, (int, np.integer)) and not isinstance(tok, (bool, np.bool_)):
+            ids.append(int(tok))
+        else:
+            raise TypeError(f"document {j}: tokens must be word ids or strings, got {type(tok).__name__}")
+    return np.array(ids, dtype=np.int64)

@@ -1,62 +1,148 @@
 """Held-out metrics of the five papers (shared/ALGORITHMS.md section 8).
 
 All functions take fitted point estimates or samples as plain arrays, so any
-estimator (or a peer library's output) is scored by the same code.
+estimator (or a peer library's output) is scored by the same code. The loops
+over documents run in the compiled kernels of ``bnpcore.kernels._evaluation``
+(parallel over documents, ``n_threads`` as everywhere in bnpcore: None means
+``OMP_NUM_THREADS`` or all cores); per-document results are summed in a fixed
+order, so every value is the same for any number of threads.
+
+=============================  ==========================================  ====================
+function                       metric                                      paper
+=============================  ==========================================  ====================
+token_log_likelihood           per-word log-lik. of held-out tokens        [HYB] (30), [CVHDP] (16)
+perplexity                     exp(-token_log_likelihood)                  [HYB] (30)
+PredictiveAverage              the same, probabilities averaged over       [HYB] (31), [CVHDP] (17)
+                               samples
+infer_doc_topic                document proportions with fixed topics      [SM] section 4
+document_completion            per-word log-lik. of held-out tokens        [SM] section 4
+                               after inferring proportions on the rest
+mixture_log_likelihood         log p(document) under a mixture of          [TF] S.3
+                               multinomials (point estimates)
+dp_heldout_log_likelihood      its per-word total over held-out documents  [TF] S.3
+hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] S.3
+                               under an HDP, by importance sampling
+mixture_log_predictive         log p(document) under a mixture of          [NRM] section 4
+                               Dirichlet-multinomials
+hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] S.3
+                               under an HDP (importance sampling)
+=============================  ==========================================  ====================
 """
 import numpy as np
-from scipy.special import gammaln, logsumexp
 
+from bnpcore._validation import check_int, check_positive, check_random_state, effective_n_threads, spawn_generators
 from bnpcore.corpus import as_corpus
+from bnpcore.kernels import _evaluation
+from bnpcore.kernels._svi import hdp_heldout
 
-__all__ = ["token_log_likelihood", "PredictiveAverage", "mixture_log_predictive"]
-
-_CHUNK = 1 << 16  # pairs per block (bounds memory at _CHUNK x K doubles)
-
-
-def _pair_probabilities(doc_topic, topic_word, heldout):
-    """p_jw = sum_k doc_topic[j, k] topic_word[k, w] for every non-zero (j, w) of heldout."""
-    doc_topic = np.asarray(doc_topic, dtype=np.float64)
-    topic_word = np.asarray(topic_word, dtype=np.float64)
-    if doc_topic.ndim != 2 or topic_word.ndim != 2 or doc_topic.shape[1] != topic_word.shape[0]:
-        raise ValueError(f"doc_topic {doc_topic.shape} and topic_word {topic_word.shape} do not match")
-    if doc_topic.shape[0] != heldout.n_docs or topic_word.shape[1] != heldout.n_words:
-        raise ValueError(f"held-out corpus {heldout.shape} does not match doc_topic {doc_topic.shape} "
-                         f"and topic_word {topic_word.shape}")
-    docs = np.repeat(np.arange(heldout.n_docs), np.diff(heldout.indptr))
-    out = np.empty(heldout.nnz)
-    for s in range(0, heldout.nnz, _CHUNK):
-        d, w = docs[s:s + _CHUNK], heldout.indices[s:s + _CHUNK]
-        out[s:s + _CHUNK] = np.einsum("ik,ki->i", doc_topic[d], topic_word[:, w])
-    return out
+__all__ = ["token_log_likelihood", "perplexity", "PredictiveAverage", "infer_doc_topic",
+           "document_completion", "mixture_log_likelihood", "dp_heldout_log_likelihood",
+           "mixture_log_predictive", "hdp_heldout_log_likelihood"]
 
 
-def token_log_likelihood(doc_topic, topic_word, heldout):
+# -- argument checks ------------------------------------------------------------
+
+def _probabilities(values, name, ndim):
+    """Contiguous float64 copy of a finite, non-negative array of the given rank."""
+    arr = np.ascontiguousarray(values, dtype=np.float64)
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape})")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if arr.min() < 0:
+        raise ValueError(f"{name} must be non-negative, found {arr.min()}")
+    return arr
+
+
+def _log_weights(log_weights):
+    lw = np.ascontiguousarray(log_weights, dtype=np.float64)
+    if lw.ndim != 1 or lw.size == 0:
+        raise ValueError(f"log_weights must be a non-empty 1-d array, got shape {lw.shape}")
+    if np.any(np.isnan(lw)) or np.any(lw == np.inf):
+        raise ValueError("log_weights must not contain NaN or +inf")
+    if np.all(lw == -np.inf):
+        raise ValueError("every component has weight 0")
+    return lw
+
+
+def _topics_and_corpus(topic_word, docs, name="topic_word"):
+    """(topic_word as float64, its word-major transpose, docs as a Corpus over the same words)."""
+    topic_word = _probabilities(topic_word, name, 2)
+    docs = as_corpus(docs)
+    if docs.n_words != topic_word.shape[1]:
+        raise ValueError(f"{name} has {topic_word.shape[1]} words, the corpus {docs.n_words}")
+    return topic_word, np.ascontiguousarray(topic_word.T), docs
+
+
+def _doc_topic(doc_topic, topic_word, docs):
+    doc_topic = _probabilities(doc_topic, "doc_topic", 2)
+    if doc_topic.shape != (docs.n_docs, topic_word.shape[0]):
+        raise ValueError(f"doc_topic has shape {doc_topic.shape}, expected (n_docs, n_topics) = "
+                         f"({docs.n_docs}, {topic_word.shape[0]}) from the corpus and topic_word")
+    return doc_topic
+
+
+def _n_tokens(docs, what):
+    n = docs.n_tokens
+    if n == 0:
+        raise ValueError(f"the {what} corpus has no tokens")
+    return n
+
+
+# -- per-token likelihood of held-out tokens of the training documents -----------
+
+def token_log_likelihood(doc_topic, topic_word, heldout, n_threads=None):
     """Per-word log-likelihood of held-out tokens under per-document mixtures.
 
-    ``log p = sum_{held-out (j, w)} c_jw log sum_k doc_topic[j, k] topic_word[k, w]``,
+    ``sum_{held-out (j, w)} c_jw log sum_k doc_topic[j, k] topic_word[k, w]``,
     divided by the number of held-out tokens ([HYB] eq 30 with the predictive
     doc_topic and topic_word; [CVHDP] eq 16). Perplexity is ``exp(-result)``.
 
     Parameters
     ----------
     doc_topic : ndarray of shape (n_docs, n_topics)
-        Predictive topic proportions of each document (rows sum to at most 1).
+        Predictive topic proportions of each document (rows sum to at most 1;
+        [CVHDP] drops the new-topic mass).
     topic_word : ndarray of shape (n_topics, n_words)
         Predictive word distributions (rows sum to 1).
     heldout : Corpus
-        Held-out tokens of the same documents.
+        Held-out tokens of the same documents (empty documents allowed).
+    n_threads : int, optional
+
+    Returns
+    -------
+    float
+        -inf if a held-out token has probability 0.
     """
-    heldout = as_corpus(heldout)
-    p = _pair_probabilities(doc_topic, topic_word, heldout)
-    n = heldout.n_tokens
-    if n == 0:
-        raise ValueError("the held-out corpus has no tokens")
-    return float(np.dot(heldout.counts, np.log(p))) / n
+    topic_word, word_topic, heldout = _topics_and_corpus(topic_word, heldout)
+    doc_topic = _doc_topic(doc_topic, topic_word, heldout)
+    n = _n_tokens(heldout, "held-out")
+    per_doc = np.empty(heldout.n_docs)
+    _evaluation.doc_token_log_likelihood(doc_topic, word_topic, heldout.indptr, heldout.indices,
+                                         heldout.counts, per_doc, effective_n_threads(n_threads))
+    return float(per_doc.sum()) / n
+
+
+def perplexity(doc_topic, topic_word, heldout, n_threads=None):
+    """``exp(-token_log_likelihood(doc_topic, topic_word, heldout))`` ([HYB] eq 30).
+
+    A model that predicts every word with probability 1/W has perplexity W.
+    """
+    return float(np.exp(-token_log_likelihood(doc_topic, topic_word, heldout, n_threads)))
 
 
 class PredictiveAverage:
     """Online average of per-token predictive probabilities over samples
     ([HYB] eq 31, [CVHDP] eq 17): ``log pbar_i = log (1/S) sum_s p_i^s``.
+
+    Keeps one running sum per held-out (document, word) pair.
+
+    Parameters
+    ----------
+    heldout : Corpus
+    n_threads : int, optional
 
     Examples
     --------
@@ -66,13 +152,18 @@ class PredictiveAverage:
     >>> avg.log_likelihood()                        # per held-out word  # doctest: +SKIP
     """
 
-    def __init__(self, heldout):
+    def __init__(self, heldout, n_threads=None):
         self.heldout = as_corpus(heldout)
         self.sum_p = np.zeros(self.heldout.nnz)
         self.n_samples = 0
+        self.n_threads = n_threads
 
     def add(self, doc_topic, topic_word):
-        self.sum_p += _pair_probabilities(doc_topic, topic_word, self.heldout)
+        """Add one sample's predictive ``doc_topic`` (n_docs, K) and ``topic_word`` (K, W)."""
+        topic_word, word_topic, heldout = _topics_and_corpus(topic_word, self.heldout)
+        doc_topic = _doc_topic(doc_topic, topic_word, heldout)
+        _evaluation.pair_probabilities(doc_topic, word_topic, heldout.indptr, heldout.indices, self.sum_p,
+                                       True, effective_n_threads(self.n_threads))
         self.n_samples += 1
         return self
 
@@ -80,15 +171,175 @@ class PredictiveAverage:
         """Per-word log-likelihood of the averaged predictive probabilities."""
         if self.n_samples == 0:
             raise ValueError("no samples were added")
-        return float(np.dot(self.heldout.counts, np.log(self.sum_p / self.n_samples))) / self.heldout.n_tokens
+        n = _n_tokens(self.heldout, "held-out")
+        with np.errstate(divide="ignore"):
+            return float(np.dot(self.heldout.counts, np.log(self.sum_p / self.n_samples))) / n
+
+    def perplexity(self):
+        """``exp(-log_likelihood())``."""
+        return float(np.exp(-self.log_likelihood()))
 
 
-def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True):
+# -- document completion ------------------------------------------------------------
+
+def infer_doc_topic(topic_word, alpha, docs, max_iter=100, tol=1e-4, n_threads=None):
+    """Topic proportions of documents given fixed topics and a Dirichlet prior.
+
+    Mean-field variational inference of LDA with the topics held fixed: per
+    document, ``r_wk ∝ topic_word[k, w] exp(psi(gamma_k))`` and
+    ``gamma_k = alpha_k + sum_w c_w r_wk``, iterated from
+    ``gamma_k = alpha_k + N_j / K`` until the mean absolute change of gamma is
+    below ``tol`` or ``max_iter`` iterations ([SM] E-step, ALGORITHMS.md 7.2,
+    with log topic_word for E[log phi]). Each iteration is a coordinate-ascent
+    step, so it never lowers the document's evidence lower bound. Returns the
+    posterior mean ``gamma / gamma.sum()``; an empty document gets the prior
+    mean ``alpha / alpha.sum()``.
+
+    Parameters
+    ----------
+    topic_word : ndarray of shape (n_topics, n_words)
+        Fixed topics phi (rows normally sum to 1). To keep a "rest" cell
+        ([SM] pairs it with the prior mean 1/W), add a row ``1/W`` with its prior.
+    alpha : float or ndarray of shape (n_topics,)
+        Dirichlet prior of the proportions, > 0 (e.g. ``alpha * beta*`` for [SM]).
+    docs : Corpus
+        The observed part of each document.
+    max_iter : int, default 100
+    tol : float, default 1e-4
+    n_threads : int, optional
+
+    Returns
+    -------
+    ndarray of shape (n_docs, n_topics)
+        Rows sum to 1.
+    """
+    topic_word, word_topic, docs = _topics_and_corpus(topic_word, docs)
+    n_topics = topic_word.shape[0]
+    alpha = np.asarray(alpha, dtype=np.float64)
+    alpha = np.full(n_topics, float(alpha)) if alpha.ndim == 0 else np.ascontiguousarray(alpha)
+    if alpha.shape != (n_topics,):
+        raise ValueError(f"alpha must be a number or have shape ({n_topics},), got {alpha.shape}")
+    if not np.all(np.isfinite(alpha)) or not np.all(alpha > 0):
+        raise ValueError("alpha must be positive and finite")
+    max_iter = check_int(max_iter, "max_iter", minimum=0)
+    tol = check_positive(tol, "tol", allow_zero=True)
+    threads = effective_n_threads(n_threads)
+    gamma = np.empty((docs.n_docs, n_topics))
+    n_iter = np.empty(docs.n_docs, dtype=np.int64)
+    scratch = np.empty((threads, 2 * n_topics))
+    _evaluation.infer_doc_topic(word_topic, alpha, docs.indptr, docs.indices, docs.counts, max_iter, tol,
+                                gamma, n_iter, scratch, threads)
+    return gamma / gamma.sum(axis=1, keepdims=True)
+
+
+def document_completion(topic_word, alpha, observed, heldout, max_iter=100, tol=1e-4, n_threads=None):
+    """Document-completion per-word log-likelihood ([SM] section 4, ALGORITHMS.md 8.3).
+
+    Infers each test document's proportions from its observed tokens with
+    :func:`infer_doc_topic` (fixed ``topic_word``, Dirichlet ``alpha``), then
+    scores the held-out tokens:
+    ``sum_j sum_{w in heldout_j} log sum_k pibar_jk topic_word[k, w] / sum_j |heldout_j|``.
+
+    Parameters
+    ----------
+    topic_word : ndarray of shape (n_topics, n_words)
+    alpha : float or ndarray of shape (n_topics,)
+    observed, heldout : Corpus
+        The two parts of the same test documents, e.g.
+        ``docs.split_tokens(0.2, random_state)`` (the 80/20 split of [SM]).
+    max_iter, tol, n_threads
+        As in :func:`infer_doc_topic`.
+
+    Returns
+    -------
+    float
+    """
+    observed, heldout = as_corpus(observed), as_corpus(heldout)
+    if observed.shape != heldout.shape:
+        raise ValueError(f"observed {observed.shape} and heldout {heldout.shape} must be parts of the "
+                         "same documents over the same words")
+    pibar = infer_doc_topic(topic_word, alpha, observed, max_iter=max_iter, tol=tol, n_threads=n_threads)
+    return token_log_likelihood(pibar, topic_word, heldout, n_threads)
+
+
+# -- whole held-out documents under mixtures -----------------------------------------
+
+def mixture_log_likelihood(log_weights, topic_word, docs, multinomial_coef=False, n_threads=None):
+    """Log-probability of each document under a finite mixture of multinomials.
+
+    ``log p(x_d) = [log MultCoef(c_d)] + logsumexp_k (log_weights[k] + sum_w c_dw log topic_word[k, w])``
+    ([TF] S.3 for DP mixtures with the variational means, ALGORITHMS.md 8.4).
+
+    Parameters
+    ----------
+    log_weights : ndarray of shape (n_components,)
+        Log mixture weights, used as given (not renormalised); -inf for weight 0.
+    topic_word : ndarray of shape (n_components, n_words)
+        Component word distributions.
+    docs : Corpus
+    multinomial_coef : bool, default False
+        False (as in [TF] S.3): the probability of the token sequence.
+        True: of the count vector, adding
+        ``log MultCoef(c_d) = lgamma(N_d + 1) - sum_w lgamma(c_dw + 1)``.
+    n_threads : int, optional
+
+    Returns
+    -------
+    ndarray of shape (n_docs,)
+    """
+    log_weights = _log_weights(log_weights)
+    topic_word, _, docs = _topics_and_corpus(topic_word, docs)
+    if topic_word.shape[0] != log_weights.shape[0]:
+        raise ValueError(f"topic_word has {topic_word.shape[0]} components, log_weights {log_weights.shape[0]}")
+    with np.errstate(divide="ignore"):
+        log_topics = np.log(topic_word)
+    out = np.empty(docs.n_docs)
+    _evaluation.mixture_doc_log_likelihood(log_weights, log_topics, np.zeros(len(log_weights)), docs.indptr,
+                                           docs.indices, docs.counts, False, bool(multinomial_coef), out,
+                                           effective_n_threads(n_threads))
+    return out
+
+
+def dp_heldout_log_likelihood(weights, topic_word, docs, n_threads=None):
+    """[TF] S.3 held-out per-word log-likelihood of a DP mixture of multinomials.
+
+    ``sum_j logsumexp_k [log pihat_k + sum_w c_jw log phihat_kw] / sum_j N_j``
+    over the held-out documents, with the instantiated components only: the
+    leftover stick mass ``1 - sum_k pihat_k`` is dropped, not renormalised
+    (ALGORITHMS.md 8.4, E13). Token-sequence probabilities (no multinomial
+    coefficient), as in the paper.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n_components,)
+        pihat_k = E[pi_k] >= 0, summing to at most 1.
+    topic_word : ndarray of shape (n_components, n_words)
+        phihat_k = lambda_k / Lambda_k.
+    docs : Corpus
+        Held-out documents.
+    n_threads : int, optional
+
+    Returns
+    -------
+    float
+    """
+    weights = _probabilities(weights, "weights", 1)
+    if weights.sum() > 1 + 1e-9:
+        raise ValueError(f"weights must sum to at most 1 (the leftover mass is dropped), got {weights.sum()}")
+    docs = as_corpus(docs)
+    n = _n_tokens(docs, "held-out")
+    with np.errstate(divide="ignore"):
+        log_weights = np.log(weights)
+    return float(mixture_log_likelihood(log_weights, topic_word, docs, False, n_threads).sum()) / n
+
+
+def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True, n_threads=None):
     """Log predictive probability of each document under a mixture of
-    Dirichlet-multinomials ([NRM] section 4, [TF] S.3; ALGORITHMS.md 8.5).
+    Dirichlet-multinomials ([NRM] section 4, ALGORITHMS.md 8.5).
 
     ``log p(x_d) = [log MultCoef(c_d)] + logsumexp_k (log_weights[k] + log DM(c_d | lam[k]))``
-    where ``log DM`` is the probability of the token sequence (ALGORITHMS.md 2.3).
+    where ``log DM`` is the probability of the token sequence (ALGORITHMS.md 2.3):
+    ``lgamma(L_k) - lgamma(L_k + N_d) + sum_w [lgamma(lam_kw + c_dw) - lgamma(lam_kw)]``.
 
     Parameters
     ----------
@@ -100,27 +351,173 @@ def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True):
     docs : Corpus
         Held-out documents.
     multinomial_coef : bool, default True
-        Add log MultCoef(c_d) = lgamma(N_d + 1) - sum_w lgamma(c_dw + 1), i.e. score
-        the count vector rather than the token sequence.
+        True (the default, as [NRM]'s totals imply, E40): the probability of the
+        count vector, i.e. including
+        ``log MultCoef(c_d) = lgamma(N_d + 1) - sum_w lgamma(c_dw + 1)``.
+        False: the probability of the token sequence.
+    n_threads : int, optional
 
     Returns
     -------
     ndarray of shape (n_docs,)
     """
     docs = as_corpus(docs)
-    log_weights = np.asarray(log_weights, dtype=np.float64)
-    lam = np.asarray(lam, dtype=np.float64)
-    if lam.ndim != 2 or lam.shape != (log_weights.shape[0], docs.n_words) or not np.all(lam > 0):
-        raise ValueError(f"lam must be a positive array of shape ({log_weights.shape[0]}, {docs.n_words})")
-    totals = lam.sum(axis=1)
+    log_weights = _log_weights(log_weights)
+    lam = np.ascontiguousarray(lam, dtype=np.float64)
+    if lam.ndim != 2 or lam.shape != (log_weights.shape[0], docs.n_words) or not np.all(lam > 0) \
+            or not np.all(np.isfinite(lam)):
+        raise ValueError(f"lam must be a positive finite array of shape ({log_weights.shape[0]}, {docs.n_words})")
     out = np.empty(docs.n_docs)
-    lengths = docs.doc_lengths
-    for d in range(docs.n_docs):
-        lo, hi = docs.indptr[d], docs.indptr[d + 1]
-        w, c = docs.indices[lo:hi], docs.counts[lo:hi]
-        lw = lam[:, w]
-        dm = (gammaln(lw + c) - gammaln(lw)).sum(axis=1) + gammaln(totals) - gammaln(totals + lengths[d])
-        out[d] = logsumexp(log_weights + dm)
-        if multinomial_coef:
-            out[d] += gammaln(lengths[d] + 1) - gammaln(c + 1.0).sum()
+    _evaluation.mixture_doc_log_likelihood(log_weights, lam, lam.sum(axis=1), docs.indptr, docs.indices,
+                                           docs.counts, True, bool(multinomial_coef), out,
+                                           effective_n_threads(n_threads))
     return out
+
+
+# -- [TF] S.3: HDP held-out likelihood by importance sampling ------------------
+
+_IS_CHUNK = 4   # documents per random stream: results do not depend on the number of threads
+
+
+def _hdp_importance_sampling(topics, prior, docs, burnin, n_samples, random_state, n_threads, doc_counts=False):
+    """Run the [TF] S.3 kernel: per-document log-likelihoods (and the topic counts
+    of the final Gibbs sweep when ``doc_counts``)."""
+    topics = np.ascontiguousarray(topics, dtype=np.float64)
+    prior = np.ascontiguousarray(prior, dtype=np.float64)
+    rng = check_random_state(random_state)
+    generators = spawn_generators(rng, (docs.n_docs + _IS_CHUNK - 1) // _IS_CHUNK)
+    loglik = np.empty(docs.n_docs)
+    counts = np.empty((docs.n_docs if doc_counts else 0, topics.shape[0]))
+    hdp_heldout(docs.indptr, docs.indices, docs.counts, topics, prior, int(burnin), int(n_samples), generators,
+                _IS_CHUNK, loglik, counts, effective_n_threads(n_threads))
+    return loglik, counts
+
+
+def hdp_heldout_log_likelihood(topics, weights, alpha, docs, burnin=50, n_samples=1000, random_state=None,
+                               n_threads=None, per_document=False):
+    """[TF] S.3 held-out per-word log-likelihood of an HDP topic model.
+
+    The fitted HDP is reduced to LDA with topics ``phihat`` and document prior
+    Dirichlet(alpha * pihat) over the instantiated topics (the leftover stick
+    mass is dropped, E13), and each document's ``log p(x_j | phihat, pihat)``
+    is estimated by importance sampling (ALGORITHMS.md §8.4; Griffiths &
+    Steyvers 2004, Wallach et al. 2009): ``burnin`` collapsed Gibbs sweeps on
+    the topic assignments with the topics fixed build the proposal
+    ``q(pi) = Dirichlet(alpha pihat + n)``, from which ``n_samples`` draws are
+    weighted. The estimate is consistent but biased low in log space; compare
+    models only under the same ``burnin`` and ``n_samples``.
+
+    Parameters
+    ----------
+    topics : ndarray of shape (n_topics, n_words)
+        phihat, rows sum to 1.
+    weights : ndarray of shape (n_topics,)
+        pihat = E[beta], non-negative, summing to at most 1.
+    alpha : float
+        Document-level concentration.
+    docs : Corpus
+        Held-out documents.
+    burnin : int, default 50
+    n_samples : int, default 1000
+        Importance samples R per document.
+    random_state : int, Generator or None
+        Seeds one random stream per chunk of documents.
+    n_threads : int, optional
+    per_document : bool, default False
+        Return the array of per-document log-likelihoods instead.
+
+    Returns
+    -------
+    float (per held-out word) or ndarray of shape (n_docs,)
+    """
+    docs = as_corpus(docs)
+    topics = np.asarray(topics, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    alpha = check_positive(alpha, "alpha")
+    check_int(burnin, "burnin", minimum=0)
+    check_int(n_samples, "n_samples", minimum=1)
+    if topics.ndim != 2 or topics.shape[1] != docs.n_words or weights.shape != (topics.shape[0],):
+        raise ValueError(f"topics {topics.shape} and weights {weights.shape} do not match "
+                         f"{docs.n_words} words")
+    if topics.shape[0] == 0:
+        raise ValueError("the model has no topics")
+    if not (np.all(np.isfinite(topics)) and np.all(topics >= 0) and np.all(weights > 0)):
+        raise ValueError("topics must be non-negative and weights positive")
+    loglik, _ = _hdp_importance_sampling(topics, alpha * weights, docs, burnin, n_samples, random_state, n_threads)
+    if per_document:
+        return loglik
+    if docs.n_tokens == 0:
+        raise ValueError("the held-out documents have no tokens")
+    return float(loglik.sum() / docs.n_tokens)
+
+
+def _hdp_importance_sampling(topics, prior, docs, burnin, n_samples, random_state, n_threads, doc_counts=False):
+    """Run the [TF] S.3 kernel: per-document log-likelihoods (and the topic counts
+    of the final Gibbs sweep when ``doc_counts``)."""
+    topics = np.ascontiguousarray(topics, dtype=np.float64)
+    prior = np.ascontiguousarray(prior, dtype=np.float64)
+    rng = check_random_state(random_state)
+    generators = spawn_generators(rng, (docs.n_docs + _IS_CHUNK - 1) // _IS_CHUNK)
+    loglik = np.empty(docs.n_docs)
+    counts = np.empty((docs.n_docs if doc_counts else 0, topics.shape[0]))
+    hdp_heldout(docs.indptr, docs.indices, docs.counts, topics, prior, int(burnin), int(n_samples), generators,
+                _IS_CHUNK, loglik, counts, effective_n_threads(n_threads))
+    return loglik, counts
+
+
+def hdp_heldout_log_likelihood(topics, weights, alpha, docs, burnin=50, n_samples=1000, random_state=None,
+                               n_threads=None, per_document=False):
+    """[TF] S.3 held-out per-word log-likelihood of an HDP topic model.
+
+    The fitted HDP is reduced to LDA with topics ``phihat`` and document prior
+    Dirichlet(alpha * pihat) over the instantiated topics (the leftover stick
+    mass is dropped, E13), and each document's ``log p(x_j | phihat, pihat)``
+    is estimated by importance sampling (ALGORITHMS.md §8.4; Griffiths &
+    Steyvers 2004, Wallach et al. 2009): ``burnin`` collapsed Gibbs sweeps on
+    the topic assignments with the topics fixed build the proposal
+    ``q(pi) = Dirichlet(alpha pihat + n)``, from which ``n_samples`` draws are
+    weighted. The estimate is consistent but biased low in log space; compare
+    models only under the same ``burnin`` and ``n_samples``.
+
+    Parameters
+    ----------
+    topics : ndarray of shape (n_topics, n_words)
+        phihat, rows sum to 1.
+    weights : ndarray of shape (n_topics,)
+        pihat = E[beta], non-negative, summing to at most 1.
+    alpha : float
+        Document-level concentration.
+    docs : Corpus
+        Held-out documents.
+    burnin : int, default 50
+    n_samples : int, default 1000
+        Importance samples R per document.
+    random_state : int, Generator or None
+        Seeds one random stream per chunk of documents.
+    n_threads : int, optional
+    per_document : bool, default False
+        Return the array of per-document log-likelihoods instead.
+
+    Returns
+    -------
+    float (per held-out word) or ndarray of shape (n_docs,)
+    """
+    docs = as_corpus(docs)
+    topics = np.asarray(topics, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    alpha = check_positive(alpha, "alpha")
+    check_int(burnin, "burnin", minimum=0)
+    check_int(n_samples, "n_samples", minimum=1)
+    if topics.ndim != 2 or topics.shape[1] != docs.n_words or weights.shape != (topics.shape[0],):
+        raise ValueError(f"topics {topics.shape} and weights {weights.shape} do not match "
+                         f"{docs.n_words} words")
+    if topics.shape[0] == 0:
+        raise ValueError("the model has no topics")
+    if not (np.all(np.isfinite(topics)) and np.all(topics >= 0) and np.all(weights > 0)):
+        raise ValueError("topics must be non-negative and weights positive")
+    loglik, _ = _hdp_importance_sampling(topics, alpha * weights, docs, burnin, n_samples, random_state, n_threads)
+    if per_document:
+        return loglik
+    if docs.n_tokens == 0:
+        raise ValueError("the held-out documents have no tokens")
+    return float(loglik.sum() / docs.n_tokens)

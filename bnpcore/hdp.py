@@ -1,2 +1,7 @@
 """HDP topic-model estimators: collapsed variational (CV-HDP), direct-assignment
 Gibbs (G-HDP), truncation-free SVI and the online VB baseline."""
+from bnpcore.models.hdp_collapsed import CollapsedVB
+from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs
+from bnpcore.models.hdp_svi import OnlineVB, TruncationFreeSVI
+
+__all__ = ["CollapsedVB", "DirectAssignmentGibbs", "TruncationFreeSVI", "OnlineVB"]

@@ -1,2 +1,5 @@
 """LDA estimators: collapsed Gibbs, standard and collapsed variational Bayes and
 their hybrids (Welling, Teh & Kappen 2008)."""
+from bnpcore.models.lda import CollapsedGibbs, CollapsedVB, Hybrid, StandardVB
+
+__all__ = ["CollapsedGibbs", "StandardVB", "CollapsedVB", "Hybrid"]

@@ -1,16 +1,32 @@
 """Random variates of the C core, driven by any ``numpy.random.Generator``.
 
-The kernels draw through the generator's own bit generator (``bitgen_t``), so a
-seeded ``Generator`` reproduces a run exactly. The samplers are small exact
-implementations (Marsaglia-Tsang gamma, computed in log space below shape 1 so
-that shapes like 1e-6 stay finite); the tests check them against their
-distributions. These wrappers exist for testing and for Python users; kernels
-call the ``bnp_rng_*`` functions directly.
+The C samplers draw through the generator's own bit generator (numpy's
+``bitgen_t``), so a seeded ``Generator`` reproduces a run exactly, whatever its
+bit generator (PCG64, Philox, MT19937, SFC64). They are small exact
+implementations: Marsaglia-Tsang gamma, computed in log space below shape 1 so
+that shapes like 1e-6 stay finite; beta and Dirichlet from gammas normalised in
+log space; Marsaglia's polar normal. Their draws follow the same distributions as
+numpy's samplers but are not numpy's draws. The tests check them against their
+distributions (KS and log-moment tests).
+
+Public names (stable; downstream code may rely on them):
+
+``gamma(shape, size, random_state=None, log=False)``, ``beta(a, b, size, ...)``,
+``dirichlet(alpha, size, ...)``, ``normal(size, random_state=None)``
+    Vectorised draws, mostly for testing and for Python users.
+
+At C level (``cimport bnpcore.kernels.rng``): ``bnp_bitgen_t`` and the header's
+``bnp_rng_*`` functions (nogil), and the exported ``bitgen_of(generator)``, which
+gives the ``bnp_bitgen_t *`` of a Generator; draw inside
+``with generator.bit_generator.lock, nogil:``. One Generator per thread or chunk
+(``SeedSequence.spawn``), never a shared one without its lock.
 """
 import numpy as np
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int64_t
+
+from bnpcore._validation import check_int, check_positive, check_random_state
 
 cnp.import_array()
 
@@ -23,24 +39,36 @@ cdef bnp_bitgen_t *bitgen_of(object generator) except NULL:
     return <bnp_bitgen_t *>PyCapsule_GetPointer(capsule, "BitGenerator")
 
 
-def _generator(random_state):
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    return np.random.default_rng(random_state)
-
-
-def _check_positive(value, name):
-    arr = np.asarray(value, dtype=np.float64)
-    if not np.all(arr > 0):  # also rejects NaN
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return float(arr) if arr.ndim == 0 else arr
+def _check_size(size):
+    """An int or a tuple of ints, all >= 0 (the shape of the output)."""
+    if isinstance(size, tuple):
+        return tuple(check_int(k, "size", minimum=0) for k in size)
+    return check_int(size, "size", minimum=0)
 
 
 def gamma(shape, size, random_state=None, log=False):
-    """``size`` draws of Gamma(shape, 1) (their logs when ``log``; finite for tiny shapes)."""
-    cdef double a = _check_positive(shape, "shape")
-    gen = _generator(random_state)
-    out = np.empty(size, dtype=np.float64)
+    """Draws of Gamma(shape, 1).
+
+    Parameters
+    ----------
+    shape : float
+        Positive, finite.
+    size : int or tuple of int
+        Shape of the output.
+    random_state : None, int, SeedSequence or numpy.random.Generator
+        A Generator is used (and advanced) as it is.
+    log : bool, default False
+        Return the logs of the draws: finite even for shapes like 1e-6, whose
+        draws underflow to 0.
+
+    Returns
+    -------
+    ndarray of float64, shape ``size``
+        Distributed as ``Generator.standard_gamma(shape, size)`` (or its log).
+    """
+    cdef double a = check_positive(shape, "shape")
+    out = np.empty(_check_size(size), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i
@@ -52,10 +80,14 @@ def gamma(shape, size, random_state=None, log=False):
 
 
 def beta(a, b, size, random_state=None, log=False):
-    """``size`` draws of Beta(a, b) (their logs when ``log``)."""
-    cdef double av = _check_positive(a, "a"), bv = _check_positive(b, "b")
-    gen = _generator(random_state)
-    out = np.empty(size, dtype=np.float64)
+    """Draws of Beta(a, b), ``G_a / (G_a + G_b)`` from two log-gamma draws.
+
+    Parameters as :func:`gamma` (``a``, ``b`` positive and finite); distributed as
+    ``Generator.beta(a, b, size)``, or its log when ``log``.
+    """
+    cdef double av = check_positive(a, "a"), bv = check_positive(b, "b")
+    out = np.empty(_check_size(size), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i
@@ -67,12 +99,33 @@ def beta(a, b, size, random_state=None, log=False):
 
 
 def dirichlet(alpha, size, random_state=None, log=False):
-    """``size`` draws of Dirichlet(alpha), shape (size, len(alpha)) (logs when ``log``)."""
-    al = np.ascontiguousarray(_check_positive(np.atleast_1d(alpha), "alpha"), dtype=np.float64)
-    if al.ndim != 1:
-        raise ValueError("alpha must be one-dimensional")
-    gen = _generator(random_state)
-    out = np.empty((int(size), al.shape[0]), dtype=np.float64)
+    """Draws of Dirichlet(alpha), normalised log-gamma draws.
+
+    Parameters
+    ----------
+    alpha : array_like of float, shape (k,)
+        Positive, finite concentrations (k >= 1).
+    size : int
+        Number of draws.
+    random_state, log
+        As for :func:`gamma`; with ``log`` the rows are log-probabilities
+        (``logsumexp(row) == 0``), finite for tiny alpha.
+
+    Returns
+    -------
+    ndarray of float64, shape (size, k)
+        Distributed as ``Generator.dirichlet(alpha, size)`` (or its log).
+    """
+    al = np.asarray(alpha)
+    if al.dtype.kind not in "iuf":
+        raise TypeError(f"alpha must be an array of real numbers, got dtype {al.dtype}")
+    al = np.ascontiguousarray(al, dtype=np.float64)
+    if al.ndim != 1 or al.shape[0] == 0:
+        raise ValueError(f"alpha must be a non-empty one-dimensional array, got shape {al.shape}")
+    if not np.all(np.isfinite(al) & (al > 0)):
+        raise ValueError("alpha must be positive and finite")
+    out = np.empty((check_int(size, "size", minimum=0), al.shape[0]), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef const double[::1] av = al
     cdef double[:, ::1] ov = out
     cdef bnp_bitgen_t *g = bitgen_of(gen)
@@ -88,9 +141,12 @@ def dirichlet(alpha, size, random_state=None, log=False):
 
 
 def normal(size, random_state=None):
-    """``size`` standard normal draws (Marsaglia's polar method)."""
-    gen = _generator(random_state)
-    out = np.empty(size, dtype=np.float64)
+    """Standard normal draws (Marsaglia's polar method), shape ``size``.
+
+    Distributed as ``Generator.standard_normal(size)``.
+    """
+    out = np.empty(_check_size(size), dtype=np.float64)
+    gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i

@@ -10,8 +10,9 @@ cdef extern from "bnpcore/bnpcore.h" nogil:
         const int64_t *indptr
         const int32_t *indices
         const int32_t *counts
-    int64_t bnp_csr_row_nnz(const bnp_csr_t *m, int64_t j)
-    int64_t bnp_csr_row_total(const bnp_csr_t *m, int64_t j)
+    int64_t bnp_csr_row_nnz(const bnp_csr_t *m, int64_t j)     # distinct words of document j
+    int64_t bnp_csr_row_total(const bnp_csr_t *m, int64_t j)   # tokens of document j
+    # word id of every token into out (caller-sized: total count); row offsets into tok_ptr (n_rows + 1)
     void bnp_csr_expand(const bnp_csr_t *m, int32_t *out, int64_t *tok_ptr)
 
     ctypedef struct bnp_rows_t:
@@ -22,10 +23,10 @@ cdef extern from "bnpcore/bnpcore.h" nogil:
         size_t elsize
     void bnp_rows_init(bnp_rows_t *a, int64_t n_cols, size_t elsize)
     void bnp_rows_free(bnp_rows_t *a)
-    void *bnp_rows_row(const bnp_rows_t *a, int64_t k)
+    void *bnp_rows_row(const bnp_rows_t *a, int64_t k)    # borrowed; moves when the array grows
     int bnp_rows_reserve(bnp_rows_t *a, int64_t rows)      # 0, or -1 on allocation failure
     int64_t bnp_rows_add(bnp_rows_t *a)                    # new zero row's index, or -1
-    int64_t bnp_rows_remove(bnp_rows_t *a, int64_t k)      # last row moves into k; returns its old index
+    int64_t bnp_rows_remove(bnp_rows_t *a, int64_t k)      # last row moves into k; its old index, -1 if k out of range
 
 
 # A bnp_csr_t view of three arrays (inline: memoryviews never cross module boundaries).

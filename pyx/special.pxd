@@ -5,7 +5,8 @@
 from libc.stdint cimport int32_t, int64_t
 
 cdef extern from "bnpcore/bnpcore.h" nogil:
-    int BNPCORE_ABI_VERSION
+    int BNPCORE_ABI_VERSION                     # version of the header's C interface
+    int BNP_OPENMP                              # 1 if this extension is compiled with OpenMP
     double bnp_lgamma(double x)                 # log Gamma(x), x > 0
     double bnp_digamma(double x)                # psi(x), x > 0
     double bnp_trigamma(double x)               # psi'(x), x > 0
@@ -13,16 +14,19 @@ cdef extern from "bnpcore/bnpcore.h" nogil:
     double bnp_dlgamma(double x, double n)      # lgamma(x + n) - lgamma(x), no cancellation
     double bnp_dpsi(double x, double n)         # psi(x + n) - psi(x), no cancellation
     double bnp_xdpsi(double x, double n)        # x (psi(x + n) - psi(x)), exact as x -> 0
-    double bnp_logsumexp(const double *v, int64_t n)    # -inf for n == 0 or all -inf
-    double bnp_logaddexp(double a, double b)
+    double bnp_logsumexp(const double *v, int64_t n)    # -inf for n == 0 or all -inf; NaN if any NaN
+    double bnp_logaddexp(double a, double b)            # log(exp(a) + exp(b)), same conventions
     # log Dirichlet-multinomial of a token sequence (counts c of word ids ids) under Dir(lam)
     double bnp_log_dirmult(const int32_t *ids, const int32_t *c, int64_t nnz,
                            const double *lam, double lam_total)
-    int64_t bnp_sample_weights(const double *w, int64_t n, double u)   # -1 if all zero
-    int64_t bnp_sample_logweights(double *lw, int64_t n, double u)     # overwrites lw
+    # index drawn from weights w >= 0 with one uniform u in [0, 1); -1 if all are zero (or n == 0)
+    int64_t bnp_sample_weights(const double *w, int64_t n, double u)
+    # the same from log-weights; overwrites lw with exp(lw - max); -1 if all are -inf
+    int64_t bnp_sample_logweights(double *lw, int64_t n, double u)
 
-# Exported, pointer + length: out[i] = f(x[i]) (out may alias x); x * n arrays for the
-# differences. No GIL needed, no errors raised. Scalars: use the bnp_* declarations above.
+# Exported, pointer + length: out[i] = f(x[i]) (out may alias x), and out[i] = f(x[i], m[i])
+# for the differences; the caller owns the arrays. No GIL needed, no errors raised (NaN
+# outside the domain). Scalars: use the bnp_* declarations above.
 cdef void digamma_array(const double *x, double *out, Py_ssize_t n) noexcept nogil
 cdef void trigamma_array(const double *x, double *out, Py_ssize_t n) noexcept nogil
 cdef void gammaln_array(const double *x, double *out, Py_ssize_t n) noexcept nogil

@@ -1,11 +1,13 @@
 """Special functions of the C core, vectorised over NumPy arrays.
 
 Every function here is the float64 C implementation in ``bnpcore/bnpcore.h``
-applied elementwise (with NumPy broadcasting for the two-argument ones).
-Arguments must be real; values outside the domain (x <= 0, n < 0, NaN) give
-NaN, as ``scipy.special`` does.
+applied elementwise (with NumPy broadcasting for the two-argument ones; a scalar
+gives a NumPy scalar). Arguments must be real numbers (integer or float dtypes;
+anything else is a TypeError); values outside the domain (x <= 0, n < 0, NaN)
+give NaN, as ``scipy.special`` does.
 
-Equivalent SciPy expressions (the test oracles):
+Public names (stable; downstream code may rely on them), with the equivalent
+SciPy expressions that are also the test oracles:
 
 ==========================  =========================================
 ``digamma(x)``              ``scipy.special.psi(x)``
@@ -16,16 +18,33 @@ Equivalent SciPy expressions (the test oracles):
 ``dpsi(x, n)``              ``psi(x + n) - psi(x)``
 ``xdpsi(x, n)``             ``x * (psi(x + n) - psi(x))``
 ``logsumexp(a, axis)``      ``scipy.special.logsumexp(a, axis)``
+``ABI_VERSION``             ``BNPCORE_ABI_VERSION`` of the header these modules were built with
+``OPENMP``                  whether they were built with OpenMP
 ==========================  =========================================
 
-The differences are computed without cancellation, so they stay accurate
-where the SciPy expressions lose all digits (x tiny, n small relative to x).
+Accuracy (tests/kernels/test_special.py, against SciPy and mpmath): relative
+error below 1e-12 for x in [1e-10, 1e10] and n up to 1e7, integer or not,
+including near the zeros of gammaln (x = 1, 2) and digamma (x = 1.4616...); the
+differences are computed without cancellation, so they stay accurate where the
+SciPy expressions lose all digits (x large and n small, x tiny). Near the zero
+of dlgamma(x, n) ~ n psi(x) (x at digamma's root, n -> 0) the error is absolute,
+below 1e-14 n.
+
+At C level (``cimport bnpcore.kernels.special``): the header's ``bnp_*``
+functions (inline, nogil, thread-safe) and the exported pointer-plus-length
+functions ``digamma_array``, ``trigamma_array``, ``gammaln_array``,
+``dlgamma_array``, ``dpsi_array`` and ``logsumexp_array``.
 """
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport INFINITY
 
 cnp.import_array()
+
+# How these modules were built: the header's C interface version, and whether
+# OpenMP was on (setup.py turns it on when the compiler supports it).
+ABI_VERSION = BNPCORE_ABI_VERSION
+OPENMP = bool(BNP_OPENMP)
 
 ctypedef double (*unary_t)(double) noexcept nogil
 ctypedef double (*binary_t)(double, double) noexcept nogil
@@ -66,15 +85,17 @@ cdef double logsumexp_array(const double *v, Py_ssize_t n) noexcept nogil:
 
 
 def _as_float64(x, name):
+    """x as a C-contiguous float64 array (0-d for a scalar); TypeError unless real numbers."""
     arr = np.asarray(x)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a real number or array, got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.float64)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a real number or an array of real numbers, "
+                        f"got dtype {arr.dtype}")
+    return np.asarray(arr, dtype=np.float64, order="C")
 
 
 cdef object _unary(unary_t f, x):
-    cdef cnp.ndarray xa = _as_float64(x, "x")
-    cdef cnp.ndarray out = np.empty_like(xa)
+    xa = _as_float64(x, "x")
+    out = np.empty_like(xa)
     cdef const double[::1] xv = xa.reshape(-1)
     cdef double[::1] ov = out.reshape(-1)
     cdef Py_ssize_t i, n = xv.shape[0]
@@ -86,8 +107,8 @@ cdef object _unary(unary_t f, x):
 
 cdef object _binary(binary_t f, x, n):
     xa, na = np.broadcast_arrays(_as_float64(x, "x"), _as_float64(n, "n"))
-    xa = np.ascontiguousarray(xa)
-    na = np.ascontiguousarray(na)
+    xa = np.asarray(xa, order="C")
+    na = np.asarray(na, order="C")
     out = np.empty(xa.shape, dtype=np.float64)
     cdef const double[::1] xv = xa.reshape(-1)
     cdef const double[::1] nv = na.reshape(-1)
@@ -136,19 +157,26 @@ def xdpsi(x, n):
 
 
 def logsumexp(a, axis=None):
-    """log(sum(exp(a))) along ``axis`` (all entries when None), -inf for empty input."""
+    """log(sum(exp(a))) along ``axis`` (an int; all entries when None).
+
+    -inf for an empty reduction or when every entry is -inf, +inf if any entry
+    is +inf, NaN if any is NaN. Equivalent to ``scipy.special.logsumexp(a, axis)``.
+    """
     arr = _as_float64(a, "a")
     if axis is None:
-        arr = arr.reshape(1, -1)
+        arr = arr.reshape(1, arr.size)
     else:
-        arr = np.ascontiguousarray(np.moveaxis(arr, axis, -1))
-    lead = arr.shape[:-1]
-    flat = np.ascontiguousarray(arr.reshape(-1, arr.shape[-1]))
+        arr = np.moveaxis(arr, axis, -1)
+    # no negative indexing here: the module is compiled with wraparound=False,
+    # which applies to Python tuples too
+    lead = arr.shape[:arr.ndim - 1]
+    cols = arr.shape[arr.ndim - 1]
+    flat = np.ascontiguousarray(arr).reshape(int(np.prod(lead, dtype=np.int64)), cols)
     out = np.empty(flat.shape[0], dtype=np.float64)
     cdef const double[:, ::1] v = flat
     cdef double[::1] ov = out
-    cdef Py_ssize_t i, rows = v.shape[0], cols = v.shape[1]
+    cdef Py_ssize_t i, rows = v.shape[0], ncols = v.shape[1]
     with nogil:
         for i in range(rows):
-            ov[i] = bnp_logsumexp(&v[i, 0], cols) if cols > 0 else -INFINITY
+            ov[i] = bnp_logsumexp(&v[i, 0], ncols) if ncols > 0 else -INFINITY
     return out[0] if axis is None else out.reshape(lead)

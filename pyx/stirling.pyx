@@ -1,21 +1,45 @@
 """Unsigned Stirling numbers of the first kind and the Antoniak distribution.
 
-``s(n, m)`` counts permutations of n elements with m cycles; the number of
+``s(n, m)`` counts the permutations of n elements with m cycles; the number of
 tables m occupied by n customers of a Chinese restaurant with concentration c
 has the Antoniak distribution ``p(m | n, c) = s(n, m) c^m Gamma(c) / Gamma(c + n)``.
-Values are kept as ``log s(n, m)`` because s(n, m) overflows a double near
-n = 170.
+s(n, m) overflows a double near n = 170, so the table keeps
+``P(n, m) = log(s(n, m) / n!)``, which is also ``log p(m | n, c=1)``: the entries
+that carry the probability mass are of order one and keep ~1e-15 absolute
+accuracy along the recurrence (an entry's error is a few ulps of ``|P(n, m)|``).
 
-The :class:`StirlingTable` serves rows up to ``BNP_STIRLING_MAX_N`` (10,000:
-400 MB); it is grown on demand, one row from the previous one. Beyond the cap,
-``log_stirling1`` computes the single row it needs in O(n) memory, and
-``antoniak_sample`` seats the customers one by one (a sum of independent
-Bernoulli(c / (c + i)) draws), which is exact for any n.
+Public names (stable; downstream code may rely on them):
+
+``MAX_N``
+    10000, the largest n a :class:`StirlingTable` serves (n (n + 1) / 2 doubles,
+    400 MB at the cap).
+``StirlingTable(n_max=0)``
+    A table grown on demand (``grow``, ``log``, ``row``, ``n_max``, ``nbytes``);
+    cimporters use its ``table`` struct and ``reserve`` method.
+``log_stirling1(n, m)``, ``log_stirling1_row(n)``
+    log s(n, m) for any n: up to ``MAX_N`` from a table this module keeps,
+    beyond it computed alone in O(n^2) time and O(n) memory.
+``antoniak_logpmf(n, c)``, ``antoniak_mean(n, c)``, ``antoniak_var(n, c)``
+    The distribution, its mean ``c (psi(c + n) - psi(c))`` and variance.
+``antoniak_sample(n, c, size, random_state, method)``
+    Exact draws: inverse CDF over the table row up to ``MAX_N``; beyond it (or
+    with ``method="crp"``) the customers are seated one by one, a sum of
+    independent Bernoulli(c / (c + i)) draws, exact for any n.
+
+At C level (``cimport bnpcore.kernels.stirling``): the header's ``bnp_stirling_*``
+and ``bnp_antoniak_*`` functions, :class:`StirlingTable`, and the exported
+``sample_tables(table, n, c, bitgen)``.
 """
+import threading
+
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
+from libc.string cimport memcpy
 from bnpcore.kernels.rng cimport bitgen_of
+from bnpcore.kernels.special cimport bnp_lgamma
+
+from bnpcore._validation import check_int, check_positive, check_random_state
 
 cnp.import_array()
 
@@ -29,30 +53,32 @@ cdef int64_t sample_tables(const bnp_stirling_t *t, int64_t n, double c, bnp_bit
 
 
 def _check_n(n, name="n"):
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(n).__name__}")
-    if n < 0:
-        raise ValueError(f"{name} must be non-negative, got {n}")
-    return int(n)
+    return check_int(n, name, minimum=0)
 
 
 def _check_concentration(c):
-    try:
-        c = float(c)
-    except (TypeError, ValueError):
-        raise TypeError(f"concentration must be a real number, got {type(c).__name__}") from None
-    if not c > 0 or c == np.inf:
-        raise ValueError(f"concentration must be positive and finite, got {c}")
-    return c
+    return check_positive(c, "concentration")
 
 
 cdef class StirlingTable:
-    """Table of log unsigned Stirling numbers of the first kind, grown on demand.
+    """Table of unsigned Stirling numbers of the first kind, grown on demand.
+
+    Row n is computed from row n - 1 (O(n) each); rows 1..``MAX_N`` can be
+    served. Growing reallocates the rows: do not grow a table that another
+    thread is reading (grow before a parallel region, read from any thread
+    afterwards).
 
     Parameters
     ----------
     n_max : int, default 0
         Rows to compute now; more are added by :meth:`grow` or by lookups.
+
+    Attributes
+    ----------
+    n_max : int
+        Largest n served without growing.
+    nbytes : int
+        Memory held by the rows, n_max (n_max + 1) / 2 doubles.
 
     Examples
     --------
@@ -78,7 +104,10 @@ cdef class StirlingTable:
         return 0
 
     def grow(self, n):
-        """Make rows 1..n available (no-op when they already are)."""
+        """Make rows 1..n available (no-op when they already are).
+
+        Raises ValueError for n > ``MAX_N`` (the table is then unchanged).
+        """
         self.reserve(_check_n(n))
 
     @property
@@ -88,6 +117,7 @@ cdef class StirlingTable:
 
     @property
     def nbytes(self):
+        """Memory held by the rows in bytes."""
         return self.table.n_max * (self.table.n_max + 1) // 2 * 8
 
     def log(self, n, m):
@@ -102,22 +132,53 @@ cdef class StirlingTable:
         """Array of log s(n, m) for m = 1..n (a copy); grows the table to n if needed."""
         n = _check_n(n)
         self.reserve(n)
-        out = np.empty(n, dtype=np.float64)
-        if n:
-            out[:] = <double[:n]>bnp_stirling_row(&self.table, n)
-        return out
+        return _unscale(bnp_stirling_scaled_row(&self.table, n) if n else NULL, n)
 
 
-def _log_row(int64_t n):
-    """log s(n, m), m = 1..n: from the shared table up to its cap, else computed alone."""
-    if n <= BNP_STIRLING_MAX_N:
-        return _shared_table(n).row(n)
+cdef object _unscale(const double *scaled, int64_t n):
+    """log s(n, m) = log(s(n, m) / n!) + lgamma(n + 1), m = 1..n, as a new array."""
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] ov = out
+    cdef double lfact = bnp_lgamma(<double>n + 1.0)
+    cdef int64_t m
+    for m in range(n):
+        ov[m] = scaled[m] + lfact
+    if n:  # exact ends, as bnp_stirling_log: s(n, 1) = (n-1)!, s(n, n) = 1
+        ov[0] = bnp_lgamma(<double>n)
+        ov[n - 1] = 0.0
+    return out
+
+
+cdef object _scaled_row(int64_t n):
+    """log(s(n, m) / n!), m = 1..n, as a new array: from the shared table up to
+    the cap, else computed alone."""
     row = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return row
+    cdef double[::1] rv = row
+    cdef StirlingTable table
+    if n <= BNP_STIRLING_MAX_N:
+        with _TABLE_LOCK:
+            table = _shared_table(n)
+            memcpy(&rv[0], bnp_stirling_scaled_row(&table.table, n), n * sizeof(double))
+        return row
     work = np.empty(n, dtype=np.float64)
-    cdef double[::1] rv = row, wv = work
+    cdef double[::1] wv = work
     with nogil:
-        bnp_log_stirling1_row(n, &rv[0], &wv[0])
+        bnp_stirling_scaled_row_compute(n, &rv[0], &wv[0])
     return row
+
+
+def log_stirling1_row(n):
+    """log s(n, m) for m = 1..n, as an array of length n (empty for n = 0).
+
+    Rows up to ``MAX_N`` come from a table kept by this module (grown to n on
+    first use and kept: n (n + 1) / 2 doubles); longer rows are computed alone
+    in O(n^2) time and O(n) memory, and not kept.
+    """
+    cdef int64_t nn = _check_n(n)
+    cdef const double[::1] scaled = _scaled_row(nn)
+    return _unscale(&scaled[0] if nn else NULL, nn)
 
 
 def log_stirling1(n, m):
@@ -131,14 +192,24 @@ def log_stirling1(n, m):
         raise ValueError(f"m must not exceed n, got n={n}, m={m}")
     if m == 0:
         return 0.0 if n == 0 else -np.inf
-    return float(_log_row(n)[m - 1])
+    return float(log_stirling1_row(n)[m - 1])
 
 
 def antoniak_logpmf(n, c):
-    """log p(m | n, c) for m = 1..n (array of length n; empty for n = 0)."""
-    n, c = _check_n(n), _check_concentration(c)
-    m = np.arange(1, n + 1)
-    return _log_row(n) + m * np.log(c) - bnp_antoniak_log_norm(n, c)
+    """log p(m | n, c) for m = 1..n (array of length n; empty for n = 0).
+
+    Equivalent to ``log_stirling1_row(n) + m * log(c) - (gammaln(c + n) - gammaln(c))``
+    with ``m = arange(1, n + 1)``, computed from log(s(n, m) / n!) so that no
+    log n!-sized terms cancel.
+    """
+    cdef int64_t nn = _check_n(n)
+    cdef double cc = _check_concentration(c)
+    cdef const double[::1] scaled = _scaled_row(nn)
+    out = np.empty(nn, dtype=np.float64)
+    cdef double[::1] ov = out
+    if nn:
+        bnp_antoniak_logpmf(&scaled[0], nn, cc, &ov[0])
+    return out
 
 
 def antoniak_mean(n, c):
@@ -173,27 +244,36 @@ def antoniak_sample(n, c, size=None, random_state=None, method="auto"):
         raise ValueError(f"method must be 'auto', 'table' or 'crp', got {method!r}")
     if method == "table" and n > BNP_STIRLING_MAX_N:
         raise ValueError(f"method='table' serves n <= {BNP_STIRLING_MAX_N}; use 'crp'")
-    gen = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
-    cdef StirlingTable table = _shared_table(n) if method != "crp" else StirlingTable(0)
-    out = np.empty(1 if size is None else int(size), dtype=np.int64)
+    out = np.empty(1 if size is None else check_int(size, "size", minimum=0), dtype=np.int64)
+    gen = check_random_state(random_state)
     cdef int64_t[::1] ov = out
     cdef bnp_bitgen_t *g = bitgen_of(gen)
     cdef Py_ssize_t i
     cdef int64_t nn = n
     cdef double cc = c
-    with gen.bit_generator.lock, nogil:
-        for i in range(ov.shape[0]):
-            ov[i] = sample_tables(&table.table, nn, cc, g)
+    cdef StirlingTable table
+    if method == "crp" or n > BNP_STIRLING_MAX_N:  # seat customers; no table is built
+        table = StirlingTable(0)
+        with gen.bit_generator.lock, nogil:
+            for i in range(ov.shape[0]):
+                ov[i] = sample_tables(&table.table, nn, cc, g)
+    else:
+        with _TABLE_LOCK:  # no other thread may grow (reallocate) the table meanwhile
+            table = _shared_table(n)
+            with gen.bit_generator.lock, nogil:
+                for i in range(ov.shape[0]):
+                    ov[i] = sample_tables(&table.table, nn, cc, g)
     return int(out[0]) if size is None else out
 
 
 _TABLE = None
+_TABLE_LOCK = threading.Lock()
 
 
 def _shared_table(n):
-    """The module's table, grown to min(n, cap) (for the Python-level helpers)."""
+    """The module's table, grown to n <= MAX_N; call with _TABLE_LOCK held."""
     global _TABLE
     if _TABLE is None:
         _TABLE = StirlingTable(0)
-    _TABLE.grow(min(n, BNP_STIRLING_MAX_N))
+    _TABLE.grow(n)
     return _TABLE

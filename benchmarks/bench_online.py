@@ -1,0 +1,127 @@
+"""HDP on KOS: bnpcore's truncation-free SVI ([TF] 000) and online VB (Wang, Paisley
+& Blei 2011) against gensim's ``HdpModel`` (the same online VB algorithm, in NumPy).
+
+Every system sees the same training documents (a fixed 90/10 document split of
+KOS, the same number of documents, minibatches of the same size) and is scored by
+the same function: the [TF] S.3 held-out per-word log-likelihood
+(``bnpcore.evaluation.hdp_heldout_log_likelihood``, same burn-in, samples and
+seed), with each model's E[beta] over its topics and its topic means. A second
+block gives bnpcore's truncation-free SVI gensim's wall time ("equal wall time").
+
+Run single-threaded on a quiet machine for timings::
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_online.py
+
+Options: --epochs (passes over the training documents, default 1),
+--batch-size (100), --topics (corpus-level truncation T of the online VB
+models, default 150 = gensim's default), --atoms (document-level K, 15),
+--samples (importance samples per held-out document, 1000), --seed.
+"""
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Row, print_table  # noqa: E402
+
+from bnpcore import hdp  # noqa: E402
+from bnpcore.cli import load_data  # noqa: E402
+from bnpcore.evaluation import hdp_heldout_log_likelihood  # noqa: E402
+
+ETA, GAMMA, ALPHA, KAPPA, TAU0 = 0.01, 1.0, 1.0, 0.6, 1.0
+
+
+def score(topics, weights, test, args):
+    return hdp_heldout_log_likelihood(topics, weights, ALPHA, test, burnin=50, n_samples=args.samples,
+                                      random_state=args.seed, n_threads=1)
+
+
+def bnpcore_row(est, name, settings, train, test, args, **fit):
+    start = time.perf_counter()
+    est.fit(train, **fit)
+    seconds = time.perf_counter() - start
+    docs = est.n_documents_seen_
+    used = int((est._state.word_mass() >= 1.0).sum())
+    ll = score(est.topics_, est.weights_, test, args)
+    return Row("bnpcore", name, settings, 1, seconds, docs * train.n_tokens / train.n_docs / seconds, used, ll), docs
+
+
+def gensim_row(train, test, args, n_docs):
+    try:
+        from gensim.corpora import Dictionary
+        from gensim.models import HdpModel
+    except ImportError:
+        print("gensim is not installed: skipping its rows (pip install gensim)")
+        return None, None
+    order = np.random.default_rng(args.seed).permutation(train.n_docs)
+    bows = [list(zip(train.indices[train.indptr[j]:train.indptr[j + 1]].tolist(),
+                     train.counts[train.indptr[j]:train.indptr[j + 1]].tolist())) for j in order]
+    vocab = Dictionary()
+    vocab.token2id = {str(w): w for w in range(train.n_words)}
+    start = time.perf_counter()
+    model = HdpModel(bows, id2word=vocab, chunksize=args.batch_size, max_chunks=math.ceil(n_docs / args.batch_size),
+                     T=args.topics, K=args.atoms, kappa=KAPPA, tau=TAU0, eta=ETA, alpha=ALPHA, gamma=GAMMA,
+                     random_state=args.seed)
+    seconds = time.perf_counter() - start
+    model.update_expectations()
+    doc_prior, topics = model.hdp_to_lda()
+    used = int((model.m_lambda.sum(axis=1) >= 1.0).sum())
+    ll = score(topics, doc_prior / ALPHA, test, args)
+    return Row("gensim", "HdpModel (online VB)", f"T={args.topics} K={args.atoms} S={args.batch_size}", 1, seconds,
+               n_docs * train.n_tokens / train.n_docs / seconds, used, ll), seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--topics", type=int, default=150)
+    parser.add_argument("--atoms", type=int, default=15)
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", default="kos", help="'kos' or a UCI docword.*.txt[.gz] file")
+    parser.add_argument("--vocab", default=None, help="vocab.*.txt of a UCI --data file")
+    args = parser.parse_args(argv)
+    corpus = load_data(args.data, args.vocab)
+    train, test = corpus.split_documents(0.1, random_state=args.seed)
+    n_docs = args.epochs * train.n_docs
+    print(f"{corpus}: {train.n_docs} training, {test.n_docs} held-out documents; {n_docs} documents seen; "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; held-out: [TF] S.3 importance "
+          f"sampling, 50 burn-in sweeps, {args.samples} samples")
+    S = args.batch_size
+    common = dict(eta=ETA, gamma=GAMMA, alpha=ALPHA, batch_size=S, n_epochs=args.epochs, random_state=args.seed,
+                  n_threads=1)
+    rows, docs_per_second = [], {}
+    row, docs = bnpcore_row(hdp.TruncationFreeSVI(**common), "HDP truncation-free SVI", f"S={S}", train, test, args)
+    rows.append(row)
+    docs_per_second[row.algorithm] = docs / row.train_seconds
+    row, docs = bnpcore_row(hdp.OnlineVB(n_topics=args.topics, n_atoms=args.atoms, learning_offset=TAU0,
+                                         learning_decay=KAPPA, **common),
+                            "HDP online VB", f"T={args.topics} K={args.atoms} S={S}", train, test, args)
+    rows.append(row)
+    docs_per_second[row.algorithm] = docs / row.train_seconds
+    grow, gensim_seconds = gensim_row(train, test, args, n_docs)
+    if grow is not None:
+        rows.append(grow)
+        docs_per_second[grow.algorithm] = n_docs / grow.train_seconds
+    print("\nSame documents seen")
+    print_table(rows)
+    print()
+    for name, rate in docs_per_second.items():
+        ratio = f"  ({rate / docs_per_second['HdpModel (online VB)']:.1f}x gensim)" if grow is not None else ""
+        print(f"{name:28} {rate:10.0f} documents/s{ratio}")
+    if grow is not None:
+        print(f"\nEqual wall time ({gensim_seconds:.1f} s, gensim's training time)")
+        budget = dict(common, n_epochs=10 ** 6)
+        row, docs = bnpcore_row(hdp.TruncationFreeSVI(**budget), "HDP truncation-free SVI", f"S={S}, time budget",
+                                train, test, args, max_seconds=gensim_seconds)
+        print_table([grow, row])
+        print(f"truncation-free SVI saw {docs} documents in that time, gensim {n_docs}")
+
+
+if __name__ == "__main__":
+    main()

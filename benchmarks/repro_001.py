@@ -1,0 +1,123 @@
+"""Reproduce [CVHDP] (Teh, Kurihara & Welling 2007) on KOS: ALGORITHMS.md 11.2.
+
+90% of each document's words for training, 10% held out (split_tokens(0.1,
+mode="doc_tokens")); topic prior eta_tot = 100, tau_w = 1/W fixed for every
+method. Runs, per seed:
+
+* CV-LDA (CollapsedVB with learn_weights=False, alpha = 0.1, document prior
+  0.1/K per topic, E22) and CV-HDP (learned alpha, gamma, sticks) at K in
+  {40, 80, 120}: held-out per-word log-likelihood (eq 16) and the train bound (18);
+* G-HDP1 and G-HDP100 (DirectAssignmentGibbs from 1 / 100 topics): held-out
+  per-word log-likelihood averaged over samples after burn-in (eq 17), topics found;
+* Fig. 3: CV-LDA and CV-HDP started from the last G-HDP100 state, against the
+  same methods from the random initialisation at the same K.
+
+Results are appended to a JSON file as they arrive and summarised as a table
+(mean and standard error over seeds).
+
+    OMP_NUM_THREADS=1 python benchmarks/repro_001.py --seeds 2 --out repro_001.json
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hdp_data import load_kos  # noqa: E402
+
+from bnpcore.hdp import CollapsedVB, DirectAssignmentGibbs  # noqa: E402
+
+
+def run_cv(name, train, test, K, n_iter, seed, init_from=None):
+    lda = name.startswith("CV-LDA")
+    kw = dict(alpha=0.1, learn_weights=False) if lda else {}
+    t = time.perf_counter()
+    m = CollapsedVB(n_components=K, n_iter=n_iter, eta_tot=100.0, random_state=seed, **kw)
+    m.fit(train, init_from=init_from)
+    return {"method": name, "K": m.n_components_, "seed": seed, "heldout": m.score(test), "bound": m.bound_,
+            "bound_per_token": m.bound_ / train.n_tokens, "topics": m.n_active_, "alpha": m.alpha_,
+            "gamma": m.gamma_, "iterations": n_iter, "seconds": time.perf_counter() - t}
+
+
+def run_gibbs(name, train, test, init_topics, n_iter, burn_in, seed):
+    t = time.perf_counter()
+    m = DirectAssignmentGibbs(init_topics=init_topics, n_iter=n_iter, burn_in=burn_in, eta_tot=100.0,
+                              random_state=seed).fit(train, heldout=test)
+    row = {"method": name, "K": init_topics, "seed": seed, "heldout": m.heldout_loglik_, "bound": None,
+           "topics": m.n_components_, "alpha": m.alpha_, "gamma": m.gamma_, "iterations": n_iter,
+           "seconds": time.perf_counter() - t,
+           "topics_trace": [h["n_topics"] for h in m.history_[::max(1, n_iter // 20)]]}
+    return row, m
+
+
+def summarise(rows):
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["method"], r["K"] if not r["method"].startswith("G-HDP") else ""), []).append(r)
+    print(f"{'method':24} {'K':>4} {'seeds':>5} {'test ll/word':>18} {'train bound/token':>20} {'topics':>14} {'s/run':>7}")
+    for (method, K), rs in groups.items():
+        def ms(key):
+            v = np.array([r[key] for r in rs if r.get(key) is not None], dtype=float)
+            if not v.size:
+                return "-"
+            se = v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else float("nan")
+            return f"{v.mean():.4f} ± {se:.4f}"
+        topics = np.array([r["topics"] for r in rs], dtype=float)
+        tse = topics.std(ddof=1) / np.sqrt(topics.size) if topics.size > 1 else float("nan")
+        print(f"{method:24} {str(K):>4} {len(rs):5d} {ms('heldout'):>18} {ms('bound_per_token'):>20} "
+              f"{topics.mean():7.1f} ± {tse:4.1f} {np.mean([r['seconds'] for r in rs]):7.0f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--ks", type=int, nargs="+", default=[40, 80, 120])
+    ap.add_argument("--cv-iter", type=int, default=60)
+    ap.add_argument("--gibbs-iter", type=int, default=600)
+    ap.add_argument("--burn-in", type=int, default=200)
+    ap.add_argument("--fig3-iter", type=int, default=40)
+    ap.add_argument("--out", default="repro_001.json")
+    ap.add_argument("--summary-only", action="store_true", help="print the table of an existing --out file")
+    args = ap.parse_args(argv)
+    rows = json.load(open(args.out)) if os.path.exists(args.out) else []
+    if args.summary_only:
+        summarise(rows)
+        return
+    done = {(r["method"], r["K"], r["seed"]) for r in rows}
+
+    def record(row):
+        rows.append(row)
+        with open(args.out, "w") as fh:
+            json.dump(rows, fh, indent=1)
+        print(json.dumps({k: v for k, v in row.items() if k != "topics_trace"}), flush=True)
+
+    X = load_kos()
+    for seed in range(args.seeds):
+        train, test = X.split_tokens(0.1, random_state=seed, mode="doc_tokens")
+        for K in args.ks:
+            for name in ("CV-LDA", "CV-HDP"):
+                if (name, K, seed) not in done:
+                    record(run_cv(name, train, test, K, args.cv_iter, seed))
+        g100 = None
+        for name, k0 in (("G-HDP100", 100), ("G-HDP1", 1)):
+            if (name, k0, seed) not in done or name == "G-HDP100":
+                row, model = run_gibbs(name, train, test, k0, args.gibbs_iter, args.burn_in, seed)
+                if (name, k0, seed) not in done:
+                    record(row)
+                if name == "G-HDP100":
+                    g100 = model
+        K = g100.n_components_
+        for name in ("CV-LDA", "CV-HDP"):
+            for init in ("random", "G-HDP100"):
+                label = f"{name} fig3 {init}"
+                if (label, K, seed) not in done:
+                    record(run_cv(label, train, test, K, args.fig3_iter, seed,
+                                  init_from=g100 if init == "G-HDP100" else None))
+    summarise(rows)
+
+
+if __name__ == "__main__":
+    main()

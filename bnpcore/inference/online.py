@@ -1,0 +1,712 @@
+"""The online driver: minibatch streams, learning rates, the natural-gradient
+step on global sufficient statistics, pruning, callbacks and checkpoints.
+
+Every stochastic (streaming) estimator shares this outer loop
+(shared/ALGORITHMS.md §2.9-2.10, [TF] 000 §2.2-3, Hoffman et al. 2013):
+
+1. draw a minibatch of S documents (random order over a fixed corpus in ``fit``,
+   stream order in ``partial_fit``);
+2. run the model's local step on it, which returns the minibatch sufficient
+   statistics (and may instantiate new components);
+3. take the natural-gradient step ``Nst <- (1 - rho_t) Nst + rho_t (n / S) stats``
+   on the global statistics, where ``n`` is the corpus size;
+4. reorder components by size, prune small ones every ``prune_every`` documents,
+   record progress (``BaseEstimator._report``, once per minibatch), evaluate
+   held-out data, write checkpoints.
+
+The global state of every stick-breaking model (DP mixture, HDP, and their
+truncated baselines) is a :class:`StickState`: variational Dirichlet
+``lambda_kw = eta + Nst_kw`` and Beta sticks ``u_k = 1 + Nst_k``,
+``v_k = g + sum_{l>k} Nst_l`` (the invariant of §2.9: the only stored
+quantities are the expected statistics ``Nst``, so reordering and pruning are
+exact), with the lazily decayed representation ``Nst_kw = scale * Ntilde_kw``
+that makes a global step cost O(nnz of the minibatch) instead of O(K W).
+
+Estimators subclass :class:`OnlineEstimator` and implement a few hooks
+(``_check_params``, ``_state_prior``, ``_local_step``, ``_size_key``, and
+optionally ``_init_state``); the base class owns ``fit``, ``partial_fit``,
+checkpoints, ``history_`` and the fitted attributes.
+"""
+import math
+import time
+import warnings
+import zlib
+
+import numpy as np
+from scipy.special import digamma
+
+from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore.base import BaseEstimator
+from bnpcore.corpus import as_corpus
+from bnpcore.kernels._svi import add_block, gather_batch
+
+__all__ = ["learning_rate", "StickState", "Minibatch", "MinibatchStream", "EarlyStopping",
+           "OnlineEstimator", "SCHEDULES"]
+
+SCHEDULES = ("truncation_free", "robbins_monro")
+
+# Fold the lazy scale into the stored rows below this value (ALGORITHMS.md §2.9).
+_MIN_SCALE = 1e-100
+
+
+def learning_rate(schedule, n_updates, n_seen, batch_size, total, offset=1.0, decay=0.6):
+    """Step size rho_t of the natural-gradient update (ALGORITHMS.md §2.10).
+
+    Parameters
+    ----------
+    schedule : {"truncation_free", "robbins_monro"}
+        "truncation_free" ([TF] §3): ``rho_t = S / n_t`` while ``n_t < n``, where
+        ``n_t`` counts the documents processed *including* the current
+        minibatch (so the first step has rho = 1, E9); afterwards ``S / n``.
+        "robbins_monro" (Hoffman et al.; [TF]'s baselines): ``(tau0 + t)^-kappa``
+        with ``t`` the number of updates done before this one.
+    n_updates : int
+        t, updates done so far.
+    n_seen : int
+        n_t, documents processed including the current minibatch.
+    batch_size : int
+        S, documents in the current minibatch.
+    total : int
+        n, the corpus size (the documents the model describes).
+    offset, decay : float
+        tau0 and kappa of the Robbins-Monro schedule (gensim's ``offset`` and
+        ``decay``, scikit-learn's ``learning_offset`` and ``learning_decay``).
+
+    Returns
+    -------
+    float in (0, 1]
+        Both schedules are floored at ``S / n`` ([TF] §3: "for both ... we set
+        the lower bound of learning rate as S/n").
+    """
+    floor = batch_size / total
+    if schedule == "truncation_free":
+        rho = batch_size / n_seen
+    else:
+        rho = math.inf if offset + n_updates == 0 else (offset + n_updates) ** (-decay)
+    return min(1.0, max(rho, floor))
+
+
+class StickState:
+    """Global variational state of a stick-breaking mixture or topic model.
+
+    Components k = 0..K-1 in stick order carry q(phi_k) = Dirichlet(lambda_k)
+    and q(V_k) = Beta(u_k, v_k) with (ALGORITHMS.md §2.9)
+
+    ``lambda_kw = eta + Nst_kw``, ``u_k = 1 + Nst_k``, ``v_k = g + sum_{l>k} Nst_l``.
+
+    Only the expected statistics Nst are stored: components are born at their
+    prior (Nst = 0), every natural-gradient step is the same convex
+    combination of linear functions of Nst, so the invariant holds at all
+    times and reordering or deleting components is exact.
+
+    Storage. ``Nst_kw = scale * words[rows[k], w]`` (lazy decay: a step
+    multiplies ``scale`` and adds the sparse minibatch statistics divided by
+    it; the scale is folded into the rows when it falls below 1e-100);
+    ``row_tilde`` holds the row sums of ``words`` in the same scaled units.
+    ``rows`` maps stick positions to physical rows, so reordering permutes an
+    index array, not the K x W matrix. ``sizes[k] = Nst_k`` is stored densely
+    in stick order.
+
+    Parameters
+    ----------
+    n_words : int
+        Vocabulary size W.
+    eta : float
+        Symmetric Dirichlet prior of the components.
+    concentration : float
+        g, the prior Beta(1, g) of the sticks (a for the DP mixture, gamma for
+        the HDP).
+    truncated : bool
+        The last stick is fixed at V_K = 1 (truncated baselines): it takes all
+        the remaining mass.
+    """
+
+    def __init__(self, n_words, eta, concentration, truncated=False, capacity=8):
+        self.n_words = int(n_words)
+        self.eta = float(eta)
+        self.concentration = float(concentration)
+        self.truncated = bool(truncated)
+        capacity = max(int(capacity), 1)
+        self.words = np.zeros((capacity, self.n_words))
+        self.row_tilde = np.zeros(capacity)
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.sizes = np.zeros(0)
+        self.scale = 1.0
+        self._free = list(range(capacity - 1, -1, -1))
+
+    # -- structure -----------------------------------------------------------
+    @property
+    def n_components(self):
+        return len(self.rows)
+
+    def add_components(self, n):
+        """Append ``n`` components at their prior (Nst = 0) at the end of the stick order."""
+        new = []
+        for _ in range(int(n)):
+            if not self._free:
+                self._grow()
+            row = self._free.pop()
+            self.words[row] = 0.0
+            self.row_tilde[row] = 0.0
+            new.append(row)
+        if new:
+            self.rows = np.concatenate([self.rows, np.asarray(new, dtype=np.int64)])
+            self.sizes = np.concatenate([self.sizes, np.zeros(len(new))])
+
+    def _grow(self):
+        old = self.words.shape[0]
+        words = np.zeros((2 * old, self.n_words))
+        words[:old] = self.words
+        row_tilde = np.zeros(2 * old)
+        row_tilde[:old] = self.row_tilde
+        self.words, self.row_tilde = words, row_tilde
+        self._free.extend(range(2 * old - 1, old - 1, -1))
+
+    def permute(self, order):
+        """Put component ``order[i]`` at stick position i (order is a permutation)."""
+        order = np.asarray(order, dtype=np.int64)
+        self.rows = self.rows[order]
+        self.sizes = self.sizes[order]
+
+    def reorder(self, key):
+        """Sort components by ``key`` (length K), largest first, ties in stick order.
+
+        Returns the permutation applied (None when the order was already sorted).
+        """
+        key = np.asarray(key)
+        if key.size < 2 or np.all(key[:-1] >= key[1:]):
+            return None
+        order = np.argsort(-key, kind="stable")
+        self.permute(order)
+        return order
+
+    def remove(self, keep):
+        """Delete the components where the boolean mask ``keep`` is False."""
+        keep = np.asarray(keep, dtype=bool)
+        self._free.extend(int(r) for r in self.rows[~keep][::-1])
+        self.rows = self.rows[keep]
+        self.sizes = self.sizes[keep]
+
+    # -- the natural-gradient step --------------------------------------------
+    def update(self, rho, factor, vocab, block, sizes):
+        """``Nst <- (1 - rho) Nst + rho * factor * stats`` for every component.
+
+        Parameters
+        ----------
+        rho : float in (0, 1]
+        factor : float
+            n / S, the corpus size over the minibatch size.
+        vocab : ndarray of shape (n_batch_words,), int32
+            Word ids of the columns of ``block``.
+        block : ndarray of shape (K, n_batch_words)
+            Minibatch word statistics of every component, in stick order.
+        sizes : ndarray of shape (K,)
+            Minibatch size statistics (u_k - 1 increments).
+        """
+        keep = 1.0 - rho
+        scale = self.scale * keep
+        if scale < _MIN_SCALE:       # includes rho = 1, which erases the state
+            self.words[self.rows] *= scale
+            self.row_tilde[self.rows] *= scale
+            scale = 1.0
+        self.scale = scale
+        self.sizes = keep * self.sizes + (rho * factor) * np.asarray(sizes, dtype=np.float64)
+        add_block(self.words, self.row_tilde, self.rows, np.ascontiguousarray(vocab, dtype=np.int32),
+                  np.ascontiguousarray(block, dtype=np.float64), rho * factor / scale)
+
+    # -- derived quantities -----------------------------------------------------
+    def word_stats(self):
+        """Nst_kw, ndarray of shape (K, W) in stick order."""
+        return self.scale * self.words[self.rows]
+
+    def word_mass(self):
+        """sum_w Nst_kw per component (expected number of words)."""
+        return self.scale * self.row_tilde[self.rows]
+
+    def lam(self):
+        """lambda_kw = eta + Nst_kw, ndarray of shape (K, W)."""
+        return self.eta + self.word_stats()
+
+    def stick_params(self):
+        """(u, v) of the Beta sticks from the invariant, two arrays of shape (K,)."""
+        suffix = np.concatenate([np.cumsum(self.sizes[::-1])[::-1][1:], [0.0]]) if self.sizes.size else self.sizes
+        return 1.0 + self.sizes, self.concentration + suffix
+
+    def expected_log_weights(self):
+        """E[log pi_k] = E[log V_k] + sum_{l<k} E[log(1 - V_l)] (E[log V_K] = 0 when truncated)."""
+        u, v = self.stick_params()
+        if u.size == 0:
+            return u
+        dig = digamma(u + v)
+        elog_v, elog_1mv = digamma(u) - dig, digamma(v) - dig
+        if self.truncated:
+            elog_v[-1] = 0.0
+        return elog_v + np.concatenate([[0.0], np.cumsum(elog_1mv[:-1])])
+
+    def expected_weights(self):
+        """E[pi_k] = E[V_k] prod_{l<k} E[1 - V_l] over the K components (E[V_K] = 1 when truncated).
+
+        Untruncated, the remaining mass prod_k E[1 - V_k] belongs to the
+        uninstantiated components and is not included (E13).
+        """
+        u, v = self.stick_params()
+        if u.size == 0:
+            return u
+        mean_v = u / (u + v)
+        if self.truncated:
+            mean_v[-1] = 1.0
+        return mean_v * np.concatenate([[1.0], np.cumprod(1.0 - mean_v[:-1])])
+
+    # -- persistence -------------------------------------------------------------
+    def to_arrays(self):
+        """The state as compact arrays in stick order (bit-exact: no arithmetic)."""
+        return {"words": self.words[self.rows], "row_tilde": self.row_tilde[self.rows],
+                "sizes": self.sizes.copy(), "scale": np.float64(self.scale)}
+
+    @classmethod
+    def from_arrays(cls, arrays, n_words, eta, concentration, truncated=False):
+        words = np.asarray(arrays["words"], dtype=np.float64).reshape(-1, int(n_words))
+        state = cls(n_words, eta, concentration, truncated, capacity=max(len(words), 8))
+        state.add_components(len(words))
+        state.words[state.rows] = words
+        state.row_tilde[state.rows] = np.asarray(arrays["row_tilde"], dtype=np.float64)
+        state.sizes = np.array(arrays["sizes"], dtype=np.float64)
+        state.scale = float(arrays["scale"])
+        return state
+
+
+class Minibatch:
+    """S documents with a local vocabulary: the form every local-step kernel takes.
+
+    Attributes
+    ----------
+    doc_ids : ndarray of shape (S,), int64
+        Rows of the source corpus.
+    ptr : ndarray of shape (S + 1,), int64
+        Pair offsets of each document.
+    words : ndarray of shape (nnz,), int32
+        Local word ids (columns of ``vocab``).
+    counts : ndarray of shape (nnz,), int32
+    vocab : ndarray of shape (n_batch_words,), int32
+        Global word id of each local id (first-appearance order).
+    """
+
+    __slots__ = ("doc_ids", "ptr", "words", "counts", "vocab")
+
+    def __init__(self, corpus, doc_ids, word_map):
+        self.doc_ids = np.ascontiguousarray(doc_ids, dtype=np.int64)
+        self.ptr, self.words, self.counts, self.vocab = gather_batch(
+            corpus.indptr, corpus.indices, corpus.counts, self.doc_ids, word_map)
+
+    @property
+    def n_docs(self):
+        return len(self.doc_ids)
+
+    @property
+    def n_tokens(self):
+        return int(self.counts.sum(dtype=np.int64))
+
+
+class MinibatchStream:
+    """Random-order minibatches over a fixed corpus of ``n_docs`` documents.
+
+    Each epoch is a fresh permutation drawn from ``rng`` when the previous one
+    is used up; the last minibatch of an epoch may be smaller. The state
+    (``order``, ``position``, ``epoch``) is saved with checkpoints so that a
+    resumed run sees exactly the same minibatches.
+    """
+
+    def __init__(self, n_docs, batch_size, shuffle=True):
+        self.n_docs = int(n_docs)
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.order = None
+        self.position = 0
+        self.epoch = 0
+
+    @property
+    def documents_done(self):
+        """Documents delivered since the stream started."""
+        return self.epoch * self.n_docs + self.position - (self.n_docs if self.order is not None else 0)
+
+    def next(self, rng):
+        if self.order is None or self.position >= self.n_docs:
+            self.order = rng.permutation(self.n_docs) if self.shuffle else np.arange(self.n_docs)
+            self.position = 0
+            self.epoch += 1
+        ids = self.order[self.position:self.position + self.batch_size]
+        self.position += len(ids)
+        return ids
+
+    def state(self):
+        return {"order": self.order, "position": self.position, "epoch": self.epoch}
+
+    def set_state(self, state):
+        order = state["order"]
+        self.order = None if order is None else np.asarray(order, dtype=np.int64)
+        self.position = int(state["position"])
+        self.epoch = int(state["epoch"])
+
+
+class EarlyStopping:
+    """Callback for ``BaseEstimator.reporting``: stop when ``key`` has not
+    improved by more than ``min_delta`` over ``patience`` consecutive records
+    that hold it (higher is better; records without it are ignored).
+
+    Examples
+    --------
+    >>> with est.reporting(EarlyStopping(patience=3)):           # doctest: +SKIP
+    ...     est.fit(train, heldout=test, eval_every=1000)
+    """
+
+    def __init__(self, patience=3, min_delta=0.0, key="heldout_loglik"):
+        self.patience = check_int(patience, "patience", minimum=1)
+        self.min_delta = check_positive(min_delta, "min_delta", allow_zero=True)
+        self.key = key
+        self.best = -math.inf
+        self.bad = 0
+
+    def __call__(self, estimator, record):
+        if self.key not in record:
+            return False
+        if record[self.key] > self.best + self.min_delta:
+            self.best, self.bad = record[self.key], 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+def _fingerprint(corpus):
+    """Cheap identity of a corpus (shape and CRC of its arrays), checked on resume."""
+    crc = 0
+    for arr in (corpus.indptr, corpus.indices, corpus.counts):
+        crc = zlib.crc32(np.ascontiguousarray(arr).view(np.uint8), crc)
+    return f"{corpus.n_docs}x{corpus.n_words}:{corpus.nnz}:{crc:08x}"
+
+
+class _Progress:
+    """tqdm progress bar over documents, or nothing when tqdm is not installed."""
+
+    def __init__(self, enabled, total, initial):
+        self.bar = None
+        if not enabled:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            warnings.warn("progress=True needs tqdm (pip install tqdm); continuing without a progress bar",
+                          stacklevel=4)
+            return
+        self.bar = tqdm(total=total, initial=initial, unit="doc", dynamic_ncols=True)
+
+    def update(self, n, **postfix):
+        if self.bar is not None:
+            self.bar.set_postfix(postfix, refresh=False)
+            self.bar.update(n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class OnlineEstimator(BaseEstimator):
+    """Base class of the minibatch (stochastic variational) estimators.
+
+    Subclasses are scikit-learn style estimators whose ``__init__`` stores
+    (at least) ``batch_size``, ``n_epochs``, ``schedule``, ``learning_offset``,
+    ``learning_decay``, ``prune_every``, ``prune_threshold``, ``reorder``,
+    ``total_samples`` and ``random_state``, and which implement
+
+    * ``_check_params()``: validate the hyperparameters (raise early);
+    * ``_state_prior()``: ``(eta, g, truncated)`` of the :class:`StickState`;
+    * ``_init_state(state, rng, n_docs)`` (optional): initialise a fresh state
+      (e.g. the random topics of a truncated model; ``n_docs`` is the corpus
+      size n); by default it starts empty (K = 0);
+    * ``_local_step(batch, rng)``: the local step on a :class:`Minibatch`;
+      returns ``(n_new, block, sizes)``: the number of components it
+      instantiated (appended after the existing ones), and the minibatch
+      statistics in stick order (``block`` of shape (K + n_new, len(batch.vocab))
+      and ``sizes`` of shape (K + n_new,));
+    * ``_size_key()``: the component sizes used for reordering and pruning.
+
+    The driver state (updates t, documents n_t, the random generator, the
+    stream position) is saved with ``save``: a checkpoint written mid-stream
+    and resumed with ``fit(X, resume=True)`` (or further ``partial_fit``
+    calls) continues exactly as the uninterrupted run.
+    """
+
+    _persist = ("_ckpt_words", "_ckpt_row_tilde", "_ckpt_sizes", "_ckpt_scale", "_ckpt_driver",
+                "_ckpt_stream_order")
+
+    # -- hooks -------------------------------------------------------------------
+    def _check_params(self):
+        raise NotImplementedError
+
+    def _state_prior(self):
+        raise NotImplementedError
+
+    def _init_state(self, state, rng, n_docs):
+        """A fresh state starts with no components ([TF] §3: "we start ... with 0 components")."""
+
+    def _new_state(self, n_words, rng, n_docs):
+        state = StickState(n_words, *self._state_prior())
+        self._init_state(state, rng, n_docs)
+        return state
+
+    def _local_step(self, batch, rng):
+        raise NotImplementedError
+
+    def _size_key(self):
+        raise NotImplementedError
+
+    # -- validation -----------------------------------------------------------
+    def _check_driver_params(self):
+        check_int(self.batch_size, "batch_size")
+        check_int(self.n_epochs, "n_epochs")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        check_positive(self.learning_offset, "learning_offset", allow_zero=True)
+        decay = check_positive(self.learning_decay, "learning_decay")
+        if decay > 1:
+            raise ValueError(f"learning_decay must be in (0, 1], got {decay}")
+        if self.prune_every is not None:
+            check_int(self.prune_every, "prune_every")
+        check_positive(self.prune_threshold, "prune_threshold", allow_zero=True)
+        if not isinstance(self.reorder, (bool, np.bool_)):
+            raise TypeError(f"reorder must be True or False, got {self.reorder!r}")
+        if self.total_samples is not None:
+            check_int(self.total_samples, "total_samples")
+
+    # -- fitting -----------------------------------------------------------------
+    def fit(self, X, y=None, *, heldout=None, eval_every=None, progress=False, checkpoint=None,
+            checkpoint_every=None, max_documents=None, max_seconds=None, resume=False):
+        """Fit on a corpus: ``n_epochs`` passes in random order, minibatches of ``batch_size``.
+
+        Every minibatch adds a record to ``history_`` (``BaseEstimator._report``:
+        iteration = updates so far, documents, rho, n_components, n_used,
+        train_seconds); a callback installed with ``reporting`` sees each
+        record and stops the fit by returning True (e.g. :class:`EarlyStopping`).
+
+        Parameters
+        ----------
+        X : Corpus or anything ``Corpus`` accepts
+            Training documents; n (the corpus size of the n/S scaling) is
+            ``total_samples`` if set, else ``X.n_docs``.
+        heldout : Corpus, optional
+            Documents scored with ``score`` every ``eval_every`` documents; the
+            record of that minibatch gets the key ``"heldout_loglik"``.
+        eval_every : int, optional
+            Documents between held-out evaluations (default: one epoch).
+        progress : bool
+            Show a tqdm progress bar over documents (if tqdm is installed).
+        checkpoint : str or path, optional
+            File that ``save`` writes every ``checkpoint_every`` documents and
+            when the fit stops early.
+        checkpoint_every : int, optional
+        max_documents : int, optional
+            Stop after this many documents in this call (the state stays
+            resumable).
+        max_seconds : float, optional
+            Stop after this much training time in this call.
+        resume : bool
+            Continue an interrupted fit (a loaded checkpoint, or a fit stopped by
+            ``max_documents``, ``max_seconds`` or a callback) on the same
+            corpus, until ``n_epochs`` passes are complete.
+        """
+        X = as_corpus(X)
+        self._check_params()
+        if resume:
+            if getattr(self, "_stream", None) is None:
+                raise ValueError("resume=True needs an interrupted fit (or a checkpoint of one) to continue")
+            if self._driver["fingerprint"] != _fingerprint(X):
+                raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
+        else:
+            self._start(X, self.total_samples if self.total_samples is not None else X.n_docs)
+            self._driver["fingerprint"] = _fingerprint(X)
+            self._stream = MinibatchStream(X.n_docs, self.batch_size)
+        stream = self._stream
+        target = self.n_epochs * X.n_docs
+
+        def batches():
+            while stream.documents_done < target:
+                yield stream.next(self._rng)
+
+        self._run(X, batches(), heldout, X.n_docs if eval_every is None else eval_every, progress, checkpoint,
+                  checkpoint_every, max_documents, max_seconds, total=target - stream.documents_done)
+        return self
+
+    def partial_fit(self, X, y=None, *, total_samples=None, heldout=None, eval_every=None):
+        """Continue training on the next documents of a stream.
+
+        ``X`` is split into minibatches of ``batch_size`` documents in the
+        given order (no shuffling); each adds a record to ``history_``. The
+        first call on an unfitted estimator initialises it.
+
+        The n/S scaling of the statistics and the learning-rate floor S/n
+        need the corpus size n: the number of documents the stream represents,
+        from the ``total_samples`` argument, else the constructor parameter,
+        else the value of the previous ``fit``. When none is known, n is the
+        number of documents seen so far: the model then always describes the
+        stream seen so far as the whole corpus (with the truncation-free
+        schedule this is exactly the running average of [TF] §3, i.e. the batch
+        update on everything seen).
+
+        ``heldout`` and ``eval_every`` are as in ``fit`` (no evaluation unless
+        ``eval_every`` is given); a ``reporting`` callback that returns True
+        ends this call early.
+        """
+        X = as_corpus(X, n_words=getattr(self, "n_features_in_", None))
+        if getattr(self, "_state", None) is None:
+            self._check_params()
+            self._start(X, None)
+        for value in (total_samples, self.total_samples):
+            if value is not None:
+                self._driver["total"] = check_int(value, "total_samples")
+                break
+        bs = self.batch_size
+        self._run(X, (np.arange(s, min(s + bs, X.n_docs)) for s in range(0, X.n_docs, bs)),
+                  heldout, eval_every, False, None, None, None, None, total=X.n_docs)
+        return self
+
+    def _start(self, X, total):
+        """Forget any previous fit and initialise the state for vocabulary size W."""
+        self._rng = check_random_state(self.random_state)
+        self._state = self._new_state(X.n_words, self._rng, total if total is not None else X.n_docs)
+        self._driver = {"updates": 0, "documents": 0, "total": total, "rho": None,
+                        "next_prune": self.prune_every, "seconds": 0.0, "fingerprint": None}
+        self._stream = None
+        self._word_map = np.full(X.n_words, -1, dtype=np.int32)
+        self.history_ = []
+        self.n_features_in_ = X.n_words
+        self.vocabulary_ = X.vocabulary
+        self._finalize()
+
+    def _run(self, X, batches, heldout, eval_every, progress, checkpoint, checkpoint_every, max_documents,
+             max_seconds, total):
+        drv = self._driver
+        if eval_every is not None:
+            check_int(eval_every, "eval_every")
+        if checkpoint_every is not None:
+            check_int(checkpoint_every, "checkpoint_every")
+        if heldout is not None:
+            heldout = as_corpus(heldout, n_words=X.n_words)
+        bar = _Progress(progress, total, 0)
+        start_docs, start_time = drv["documents"], time.perf_counter()
+        stopped = False
+        try:
+            for ids in batches:
+                tick = time.perf_counter()
+                before = drv["documents"]
+                self._step(Minibatch(X, ids, self._word_map))
+                drv["seconds"] += time.perf_counter() - tick
+                now = drv["documents"]
+                bar.update(now - before, K=self._state.n_components)
+                metrics = {"documents": now, "rho": drv["rho"], "n_components": self._state.n_components,
+                           "n_used": int((self._size_key() >= 1.0).sum()), "train_seconds": drv["seconds"]}
+                if heldout is not None and eval_every is not None and now // eval_every > before // eval_every:
+                    self._finalize()
+                    metrics["heldout_loglik"] = float(self.score(heldout))
+                stopped = self._report(drv["updates"], **metrics)
+                if (max_documents is not None and now - start_docs >= max_documents) or \
+                        (max_seconds is not None and time.perf_counter() - start_time >= max_seconds):
+                    stopped = True
+                if checkpoint is not None and (stopped or (
+                        checkpoint_every is not None and now // checkpoint_every > before // checkpoint_every)):
+                    self._finalize()
+                    self.save(checkpoint)
+                if stopped:
+                    break
+        finally:
+            bar.close()
+        if not stopped and self._stream is not None and self._stream.documents_done >= self.n_epochs * X.n_docs:
+            self._stream = None     # the fit is complete: nothing left to resume
+        self._finalize()
+
+    def _step(self, batch):
+        """One minibatch: local step, natural-gradient step, reorder, prune."""
+        drv, state = self._driver, self._state
+        n_new, block, sizes = self._local_step(batch, self._rng)
+        S = batch.n_docs
+        drv["documents"] += S
+        total = drv["total"] if drv["total"] is not None else drv["documents"]
+        rho = learning_rate(self.schedule, drv["updates"], drv["documents"], S, total,
+                            self.learning_offset, self.learning_decay)
+        state.add_components(n_new)
+        state.update(rho, total / S, batch.vocab, block, sizes)
+        drv["updates"] += 1
+        drv["rho"] = rho
+        if self.reorder:
+            state.reorder(self._size_key())
+        if self.prune_every is not None:
+            while drv["documents"] >= drv["next_prune"]:
+                drv["next_prune"] += self.prune_every
+                self._prune()
+
+    def _prune(self):
+        """Remove components whose size (``_size_key``) is below ``prune_threshold``
+        ([TF] §3: fewer than one document / word, E10)."""
+        keep = self._size_key() >= self.prune_threshold
+        if self._state.truncated and not keep.any():
+            keep[0] = True          # a truncated model keeps its largest component
+        if not keep.all():
+            self._state.remove(keep)
+
+    # -- fitted attributes ---------------------------------------------------------
+    def _finalize(self):
+        """Set the public fitted attributes from the state (deterministic, no RNG)."""
+        state = self._state
+        lam = state.lam()
+        self.components_ = lam
+        self.topics_ = lam / lam.sum(axis=1, keepdims=True) if len(lam) else lam
+        self.weights_ = state.expected_weights()
+        self.n_components_ = state.n_components
+        self.n_documents_seen_ = self._driver["documents"]
+
+    # -- persistence -----------------------------------------------------------------
+    def save(self, path):
+        """Save the model and everything needed to resume training (``bnpcore.load``)."""
+        if getattr(self, "_state", None) is None:
+            self._check_fitted()
+        arrays = self._state.to_arrays()
+        self._ckpt_words, self._ckpt_row_tilde = arrays["words"], arrays["row_tilde"]
+        self._ckpt_sizes, self._ckpt_scale = arrays["sizes"], float(arrays["scale"])
+        stream = self._stream.state() if getattr(self, "_stream", None) is not None else None
+        self._ckpt_stream_order = stream.pop("order") if stream is not None else None
+        self._ckpt_driver = {"driver": self._driver, "stream": stream,
+                             "stream_params": None if stream is None else
+                             [self._stream.n_docs, self._stream.batch_size],
+                             "rng": self._rng.bit_generator.state,
+                             "rng_class": type(self._rng.bit_generator).__name__}
+        try:
+            return super().save(path)
+        finally:
+            for name in self._persist:
+                self.__dict__.pop(name, None)
+
+    def _after_load(self):
+        ckpt = self.__dict__.pop("_ckpt_driver")
+        self._driver = ckpt["driver"]
+        self._rng = np.random.Generator(getattr(np.random, ckpt["rng_class"])())
+        self._rng.bit_generator.state = ckpt["rng"]
+        self._state = self._new_state_from_arrays({
+            "words": self.__dict__.pop("_ckpt_words"), "row_tilde": self.__dict__.pop("_ckpt_row_tilde"),
+            "sizes": self.__dict__.pop("_ckpt_sizes"), "scale": self.__dict__.pop("_ckpt_scale")})
+        order = self.__dict__.pop("_ckpt_stream_order", None)
+        self._stream = None
+        if ckpt["stream"] is not None:
+            self._stream = MinibatchStream(*ckpt["stream_params"])
+            self._stream.set_state(dict(ckpt["stream"], order=order))
+        self._word_map = np.full(self.n_features_in_, -1, dtype=np.int32)
+        self.history_ = list(self.history_)
+
+    def _new_state_from_arrays(self, arrays):
+        return StickState.from_arrays(arrays, self.n_features_in_, *self._state_prior())
+
+    def _scoring_rng(self):
+        """A generator for randomised evaluation (held-out importance sampling,
+        transform): seeded from ``random_state`` and independent of the training
+        stream, so scoring never changes a fit and repeated calls agree."""
+        seed = self.random_state
+        if isinstance(seed, np.random.Generator):
+            seed = seed.bit_generator.seed_seq.entropy
+        return np.random.default_rng(seed)

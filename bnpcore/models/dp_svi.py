@@ -1,0 +1,275 @@
+"""DP mixture of multinomials by truncation-free stochastic variational inference
+([TF] 000 §2.3) and by truncated stochastic mean-field VI (its baseline).
+
+Model (shared/ALGORITHMS.md §5.2): V_k ~ Beta(1, a), pi_k = V_k prod_{l<k}(1 - V_l),
+phi_k ~ Dirichlet(eta 1_W), z_j ~ Cat(pi), every token of document j ~ Cat(phi_{z_j}).
+"""
+import numpy as np
+from scipy.special import logsumexp
+
+from bnpcore._validation import check_int, check_positive
+from bnpcore.base import TopicMixin
+from bnpcore.corpus import as_corpus
+from bnpcore.inference.online import Minibatch, OnlineEstimator
+from bnpcore.kernels._svi import dp_local_step, dp_log_weights, dp_meanfield_step
+
+__all__ = ["TruncationFreeSVI", "StochasticVB"]
+
+_NEW_COMPONENT = ("exact", "paper")
+
+
+def _dp_heldout_log_likelihood(weights, topics, docs):
+    """Held-out log-likelihood of whole documents under a finite mixture of
+    multinomials ([TF] S.3, DP case; ALGORITHMS.md §8.4), per document.
+
+    ``log p(x_j) = logsumexp_k [ log weights[k] + sum_w c_jw log topics[k, w] ]``
+    (token sequence: no multinomial coefficient). ``weights`` need not sum to
+    one: [TF] keeps E[pi] over the instantiated components only (E13). Divide
+    the sum by ``docs.n_tokens`` for the per-word value.
+
+    Returns
+    -------
+    ndarray of shape (n_docs,)
+    """
+    docs = as_corpus(docs)
+    weights = np.asarray(weights, dtype=np.float64)
+    topics = np.asarray(topics, dtype=np.float64)
+    if topics.ndim != 2 or topics.shape != (weights.shape[0], docs.n_words):
+        raise ValueError(f"topics must have shape ({weights.shape[0]}, {docs.n_words}), got {topics.shape}")
+    if weights.size == 0:
+        return np.where(docs.doc_lengths > 0, -np.inf, 0.0)
+    with np.errstate(divide="ignore"):
+        joint = np.asarray(docs.matrix @ np.log(topics).T) + np.log(weights)
+    return logsumexp(joint, axis=1)
+
+
+class _OnlineDPMixture(OnlineEstimator, TopicMixin):
+    """What both DP-mixture estimators share: sizes, scoring, parameters."""
+
+    def _check_common(self):
+        self._check_driver_params()
+        check_positive(self.eta, "eta")
+        check_positive(self.a, "a")
+
+    def _size_key(self):
+        # u_k - 1: expected number of documents (E10, E11)
+        return self._state.sizes
+
+    def score(self, X, y=None):
+        """Held-out per-word log-likelihood of whole documents ([TF] S.3, closed form):
+        ``sum_j log sum_k pihat_k prod_w phihat_kw^{c_jw} / sum_j N_j`` with the
+        variational means of the instantiated components."""
+        self._check_fitted()
+        X = as_corpus(X, n_words=self.n_features_in_)
+        if X.n_tokens == 0:
+            raise ValueError("the documents to score have no tokens")
+        return float(_dp_heldout_log_likelihood(self.weights_, self.topics_, X).sum() / X.n_tokens)
+
+
+class TruncationFreeSVI(_OnlineDPMixture):
+    """DP mixture of multinomials by truncation-free SVI ([TF] 000 §2.3).
+
+    Starts with no components. Each minibatch is labelled jointly by a collapsed
+    Gibbs sampler whose "prior" is the current variational distribution
+    (locally collapsed VI: q(phi_k) integrated out, sticks sampled); documents
+    that choose the unrepresented stick mass create components on the fly.
+    The global Dirichlet and Beta parameters then take a natural-gradient
+    step; components are kept sorted by expected size and those with fewer
+    than ``prune_threshold`` expected documents are removed every
+    ``prune_every`` documents.
+
+    Parameters
+    ----------
+    eta : float, default 0.5
+        Symmetric Dirichlet prior of the components ([TF] §3: 0.5).
+    a : float, default 1.0
+        DP concentration, sticks V_k ~ Beta(1, a).
+    batch_size : int, default 100
+        S, documents per minibatch ([TF] compares S in {1, 2, 5, 10, 50, 100, 500}).
+    n_epochs : int, default 1
+        Passes over the corpus in ``fit``.
+    local_sweeps : int, default 5
+        Gibbs sweeps of the local sampler after its sequential initialisation
+        (unstated in [TF], E12).
+    new_component : {"exact", "paper"}, default "exact"
+        How a document taking the unrepresented mass picks its new component:
+        "exact" walks down freshly drawn sticks (retrospective sampling, E17);
+        "paper" takes the next stick, as printed in [TF] S.2.2 (not an exact
+        Gibbs step).
+    schedule : {"truncation_free", "robbins_monro"}, default "truncation_free"
+        rho_t = S/n_t floored at S/n ([TF] §3), or (learning_offset + t)^-learning_decay.
+    learning_offset, learning_decay : float, default 1.0, 0.6
+        tau0 and kappa of the Robbins-Monro schedule.
+    prune_every : int or None, default 20000
+        Documents between prunings (None: never).
+    prune_threshold : float, default 1.0
+        Components with fewer expected documents (u_k - 1) are pruned.
+    reorder : bool, default True
+        Sort the sticks by expected size after every update.
+    total_samples : int, optional
+        n, the number of documents the data represent (default: the corpus
+        size in ``fit``; see ``partial_fit`` for streams).
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components_, n_words)
+        lambda, the variational Dirichlet parameters.
+    topics_ : ndarray of shape (n_components_, n_words)
+        Their means (rows sum to 1), largest component first.
+    weights_ : ndarray of shape (n_components_,)
+        E[pi_k] (the uninstantiated remainder is left out, E13).
+    n_components_ : int
+    history_ : list of dict
+        Records: documents, updates, rho, n_components, n_used (components
+        with at least one expected document), train_seconds (and
+        heldout_loglik when held-out data are given to ``fit``).
+
+    References
+    ----------
+    C. Wang and D. M. Blei. Truncation-free stochastic variational inference
+    for Bayesian nonparametric models. NIPS 2012 (shared/papers 000).
+    """
+
+    def __init__(self, eta=0.5, a=1.0, batch_size=100, n_epochs=1, local_sweeps=5, new_component="exact",
+                 schedule="truncation_free", learning_offset=1.0, learning_decay=0.6, prune_every=20000,
+                 prune_threshold=1.0, reorder=True, total_samples=None, random_state=None):
+        self.eta = eta
+        self.a = a
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.local_sweeps = local_sweeps
+        self.new_component = new_component
+        self.schedule = schedule
+        self.learning_offset = learning_offset
+        self.learning_decay = learning_decay
+        self.prune_every = prune_every
+        self.prune_threshold = prune_threshold
+        self.reorder = reorder
+        self.total_samples = total_samples
+        self.random_state = random_state
+
+    def _check_params(self):
+        self._check_common()
+        check_int(self.local_sweeps, "local_sweeps", minimum=0)
+        if self.new_component not in _NEW_COMPONENT:
+            raise ValueError(f"new_component must be one of {_NEW_COMPONENT}, got {self.new_component!r}")
+
+    def _state_prior(self):
+        return float(self.eta), float(self.a), False
+
+    def _local_step(self, batch, rng):
+        st = self._state
+        n_new, _, block, docs = dp_local_step(
+            batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows, st.scale,
+            st.sizes, float(self.eta), float(self.a), int(self.local_sweeps), self.new_component == "exact", rng)
+        return n_new, block, docs
+
+    def log_weights(self, X):
+        """Unnormalised locally collapsed ``log q(z_j = k)`` ([TF] §2.3), shape
+        (n_docs, n_components_ + 1); the last column is the new-component option."""
+        self._check_fitted()
+        X = as_corpus(X, n_words=self.n_features_in_)
+        st = self._state
+        out = np.empty((X.n_docs, st.n_components + 1))
+        dp_log_weights(X.indptr, X.indices, X.counts, st.words, st.row_tilde, st.rows, st.scale, st.sizes,
+                       float(self.eta), float(self.a), out)
+        return out
+
+    def transform(self, X):
+        """Responsibilities q(z_j = k) over the instantiated components ([TF] §2.3,
+        the analytic single-document local distribution), rows sum to 1."""
+        lw = self.log_weights(X)[:, :-1]
+        if lw.shape[1] == 0:
+            return lw
+        return np.exp(lw - logsumexp(lw, axis=1, keepdims=True))
+
+
+class StochasticVB(_OnlineDPMixture):
+    """Truncated stochastic mean-field VI for the DP mixture of multinomials
+    ([TF] 000's baseline; Blei & Jordan 2006 made stochastic as in Hoffman et
+    al. 2013; shared/ALGORITHMS.md §5.4 a).
+
+    ``n_components`` sticks with q(V_K = 1); mean-field responsibilities
+    ``r_jk ∝ exp(E[log pi_k] + sum_w c_jw E[log phi_kw])``; natural-gradient
+    steps with ``rho_t = (learning_offset + t)^-learning_decay`` floored at S/n.
+
+    Parameters
+    ----------
+    n_components : int, default 300
+        Truncation T ([TF] §3: 300).
+    eta, a : float, default 0.5, 1.0
+    batch_size, n_epochs : int, default 100, 1
+    schedule : {"robbins_monro", "truncation_free"}, default "robbins_monro"
+    learning_offset, learning_decay : float, default 1.0, 0.6
+        tau0 and kappa ([TF] §3, after Wang et al. 2011).
+    init_scale : float, default 100.0
+        Initial lambda_kw = eta + Gamma(1, 1) * init_scale * n / (T W) (the
+        initialisation of Wang et al.'s online HDP code; unstated in [TF], E16).
+    prune_every : int or None, default 20000
+        [TF] §3 prunes "components with fewer than 1 document ... each time
+        when we process 20K documents"; the text does not say whether this
+        applies to the truncated baseline. None keeps all T.
+    prune_threshold : float, default 1.0
+    reorder : bool, default True
+    total_samples : int, optional
+    random_state : int, Generator or None
+
+    Attributes
+    ----------
+    components_, topics_, weights_, n_components_, history_ : as in TruncationFreeSVI
+        (``weights_`` sums to one: the last stick takes the rest).
+    """
+
+    def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs=1, schedule="robbins_monro",
+                 learning_offset=1.0, learning_decay=0.6, init_scale=100.0, prune_every=20000,
+                 prune_threshold=1.0, reorder=True, total_samples=None, random_state=None):
+        self.n_components = n_components
+        self.eta = eta
+        self.a = a
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.schedule = schedule
+        self.learning_offset = learning_offset
+        self.learning_decay = learning_decay
+        self.init_scale = init_scale
+        self.prune_every = prune_every
+        self.prune_threshold = prune_threshold
+        self.reorder = reorder
+        self.total_samples = total_samples
+        self.random_state = random_state
+
+    def _check_params(self):
+        self._check_common()
+        check_int(self.n_components, "n_components")
+        check_positive(self.init_scale, "init_scale", allow_zero=True)
+
+    def _state_prior(self):
+        return float(self.eta), float(self.a), True
+
+    def _init_state(self, state, rng, n_docs):
+        T, W = int(self.n_components), state.n_words
+        state.add_components(T)
+        state.words[state.rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
+        state.row_tilde[state.rows] = state.words[state.rows].sum(axis=1)
+
+    def _meanfield(self, batch, resp):
+        st = self._state
+        K = st.n_components
+        block = np.empty((K, len(batch.vocab)))
+        docs = np.empty(K)
+        dp_meanfield_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows,
+                          st.scale, st.expected_log_weights(), float(self.eta), block, docs, resp)
+        return block, docs
+
+    def _local_step(self, batch, rng):
+        block, docs = self._meanfield(batch, np.empty((0, self._state.n_components)))
+        return 0, block, docs
+
+    def transform(self, X):
+        """Mean-field responsibilities r_jk (rows sum to 1)."""
+        self._check_fitted()
+        X = as_corpus(X, n_words=self.n_features_in_)
+        resp = np.empty((X.n_docs, self._state.n_components))
+        self._meanfield(Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32)), resp)
+        return resp

@@ -1,0 +1,528 @@
+"""Collapsed variational inference for the HDP with hyperparameter posteriors (CV-HDP).
+
+Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007
+([CVHDP]); specification ALGORITHMS.md 4.2 (updates) and 4.3 (bound), errata
+E18-E27.
+"""
+import time
+
+import numpy as np
+from scipy.special import digamma, gammaln
+
+from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore.base import BaseEstimator, TopicMixin
+from bnpcore.corpus import as_corpus
+from bnpcore.evaluation import token_log_likelihood
+from bnpcore.kernels import _cvhdp
+from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
+from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior
+
+__all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tables", "expected_log_g",
+           "gamma_posterior", "stick_posteriors", "kl_gamma", "kl_dirichlet", "expected_stick_kl"]
+
+_P_MIN = 1e-300
+
+
+# -- count statistics ([CVHDP] (13)-(14), ALGORITHMS.md 2.6) ---------------------
+def positive_part(E, V, Z):
+    """P+[n] = q(n > 0), E+[n] = E[n | n > 0], V+[n] = Var[n | n > 0] of a sum of
+    independent Bernoullis from its tracked E, V and Z = sum log(1 - q) ((14), with
+    the square of E18). Entries with P+ < 1e-300 are returned as exact zeros."""
+    E, V, Z = np.asarray(E, dtype=np.float64), np.asarray(V, dtype=np.float64), np.asarray(Z, dtype=np.float64)
+    P = -np.expm1(Z)
+    ok = P >= _P_MIN
+    Pd = np.where(ok, P, 1.0)
+    Ep = np.where(ok, E / Pd, 0.0)
+    Vp = np.where(ok, np.maximum(V / Pd - np.exp(Z) * Ep ** 2, 0.0), 0.0)
+    return np.where(ok, P, 0.0), Ep, Vp
+
+
+def improved_expectation(f, f2, E, V, Z):
+    """F_n[f] = P+[n] (f(E+[n]) + V+[n] f''(E+[n]) / 2) for f with f(0) = 0 (ALGORITHMS.md 2.6)."""
+    P, Ep, Vp = positive_part(E, V, Z)
+    ok = P > 0
+    Es = np.where(ok, Ep, 1.0)              # any point >= 1 where P+ = 0 (masked out)
+    return np.where(ok, P * (f(Es) + 0.5 * Vp * f2(Es)), 0.0)
+
+
+def expected_tables(c, E, V, Z):
+    """E[m] of (12): c P+ (psi(c + E+) - psi(c) + V+ psi''(c + E+) / 2), with
+    c (psi(c + x) - psi(c)) by the C core's cancellation-free ``xdpsi`` (tiny c)."""
+    c = np.asarray(c, dtype=np.float64)
+    return improved_expectation(lambda x: xdpsi(c, x), lambda x: c * tetragamma(c + x), E, V, Z)
+
+
+def expected_log_g(eta_mean, E, V, Z):
+    """E[log g_k] of (11): P+ (psi(E[eta]) - psi(E[eta] + E+) - V+ psi''(E[eta] + E+) / 2)."""
+    return improved_expectation(lambda x: -dpsi(eta_mean, x), lambda x: -tetragamma(eta_mean + x), E, V, Z)
+
+
+# -- hyperparameter posteriors ([CVHDP] (8)) -----------------------------------------
+def gamma_posterior(prior, expected_count, sum_expected_log):
+    """Gamma(a + E[count], b - sum E[log aux]) (shape, rate): q(alpha) with E[m..] and
+    sum_j E[log h_j]; q(eta_tot) with E[t..] and sum_k E[log g_k]; q(gamma) with K and
+    sum_k E[log(1 - V_k)]."""
+    a, b = prior
+    return a + expected_count, b - sum_expected_log
+
+
+def stick_posteriors(m_k, gamma_mean):
+    """(u_k, v_k) of q(V_k) = Beta(1 + E[m.k], E[gamma] + E[m.>k]), shape (K, 2)."""
+    m_k = np.asarray(m_k, dtype=np.float64)
+    m_gt = np.append(np.cumsum(m_k[::-1])[::-1][1:], 0.0)
+    return np.column_stack([1.0 + m_k, gamma_mean + m_gt])
+
+
+def stick_expectations(sticks):
+    """(log G[beta_k], E[beta_k], E[log(1 - V_k)]) of independent sticks (ALGORITHMS.md 1.3)."""
+    u, v = sticks[:, 0], sticks[:, 1]
+    elog_v, elog_1mv = digamma(u) - digamma(u + v), digamma(v) - digamma(u + v)
+    log_g = elog_v + np.concatenate([[0.0], np.cumsum(elog_1mv)[:-1]])
+    ev = u / (u + v)
+    return log_g, ev * np.concatenate([[1.0], np.cumprod(1.0 - ev)[:-1]]), elog_1mv
+
+
+# -- KL divergences (ALGORITHMS.md 2.8) --------------------------------------------
+def kl_gamma(a1, b1, a0, b0):
+    """KL(Gamma(a1, b1) || Gamma(a0, b0)), shape/rate."""
+    return ((a1 - a0) * digamma(a1) - gammaln(a1) + gammaln(a0) + a0 * (np.log(b1) - np.log(b0))
+            + a1 * (b0 - b1) / b1)
+
+
+def kl_dirichlet(a1, a0):
+    """KL(Dir(a1) || Dir(a0))."""
+    A1, A0 = a1.sum(), a0.sum()
+    return (gammaln(A1) - gammaln(a1).sum() - gammaln(A0) + gammaln(a0).sum()
+            + ((a1 - a0) * (digamma(a1) - digamma(A1))).sum())
+
+
+def expected_stick_kl(u, v, gamma_mean, gamma_log_mean):
+    """E_q(gamma) KL(Beta(u_k, v_k) || Beta(1, gamma)) per stick (ALGORITHMS.md 4.3, E19)."""
+    elog_v = digamma(u) - digamma(u + v)
+    elog_1mv = digamma(v) - digamma(u + v)
+    return (-gamma_log_mean - (gamma_mean - 1.0) * elog_1mv + gammaln(u + v) - gammaln(u) - gammaln(v)
+            + (u - 1.0) * elog_v + (v - 1.0) * elog_1mv)
+
+
+class CollapsedVB(TopicMixin, BaseEstimator):
+    """HDP topic model by collapsed variational Bayes (CV-HDP).
+
+    The topic and document parameters are integrated out and the model is
+    re-expanded with auxiliary Beta variables and table counts ([CVHDP] (6)),
+    so that every hyperparameter gets a conjugate variational posterior:
+    q(alpha), q(gamma) and q(eta_tot) Gamma, the sticks q(V_k) Beta, q(tau)
+    Dirichlet ((8)). Topic assignments follow update (15) (second-order Gaussian
+    corrections), the auxiliary expectations use the improved approximations
+    (10)-(12) with P+, E+, V+ (14). The posterior is truncated at
+    ``n_components`` topics, reordered by expected size every iteration; the
+    variational bound (18) (with the corrections of ALGORITHMS.md 4.3) is
+    recorded every iteration. E and V of the counts are updated incrementally
+    during a sweep (update (15) needs them) and rebuilt from scratch after it,
+    together with Z, which only the auxiliary expectations and the bound use.
+
+    With ``learn_weights=False`` and a fixed ``alpha`` the document prior is
+    ``alpha / K`` per topic and no hyperparameter is learned: this is exactly
+    collapsed variational LDA (CV-LDA, Teh, Newman & Welling 2006; the LDA
+    special case of (15)), [CVHDP]'s baseline.
+
+    Parameters
+    ----------
+    n_components : int, default 40
+        Truncation level K (topics beyond K get no responsibility).
+    n_iter : int, default 100
+        Iterations (one sweep over all pairs plus all hyperparameter updates).
+    alpha : float or None, default None
+        Fixed document concentration; None learns q(alpha) under ``alpha_prior``.
+    gamma : float or None, default None
+        Fixed top-level concentration; None learns q(gamma) under ``gamma_prior``.
+    alpha_prior, gamma_prior : (shape, rate), default (4.0, 4.0) and (7.5, 7.5)
+        Gamma priors ([CVHDP]: in [2, 6] and [5, 10]).
+    eta_tot : float, default 100.0
+        Topic-word prior strength ([CVHDP] beta); fixed unless ``learn_topic_prior``.
+    learn_topic_prior : bool, default False
+        Learn q(eta_tot) (prior ``eta_prior``) and q(tau) (prior Dir(``tau_prior``));
+        off in all of [CVHDP]'s experiments (tau_w = 1/W fixed).
+    eta_prior : (shape, rate), default (4.0, 4.0)
+    tau_prior : float or None, default None
+        Per-word Dirichlet parameter a_tau of the prior on tau; None: 40 / n_words.
+    learn_weights : bool, default True
+        Learn the sticks q(V_k); False fixes beta_k = 1/K (CV-LDA mode).
+    init : {"random", "gibbs"}, default "random"
+        "random": r ∝ 1 + U[0, 1] ([CVHDP] section 4); "gibbs": start from the last
+        state of a :class:`DirectAssignmentGibbs` run from 100 topics for
+        ``init_gibbs_iter`` sweeps ([CVHDP] Fig. 3). ``fit(X, init_from=model)``
+        starts from a given fitted sampler instead.
+    init_gibbs_iter : int, default 200
+    r_dtype : {"float64", "float32"}, default "float64"
+        Storage of the responsibilities (statistics stay float64).
+    random_state : int, numpy.random.Generator or None
+
+    Attributes
+    ----------
+    topics_ : ndarray of shape (n_components_, n_words)
+        phibar_kw = (E[eta_tot] E[tau_w] + E[n_kw]) / (E[eta_tot] + E[n_k]) (eq 16),
+        topics ordered by decreasing E[n_k].
+    weights_ : ndarray of shape (n_components_,)
+        E[beta_k] = E[V_k] prod_{l<k} E[1 - V_l] (1/K in CV-LDA mode).
+    n_components_ : int
+        The truncation level K.
+    n_active_ : int
+        Topics with E[n_k] >= 1.
+    doc_topic_ : ndarray of shape (n_docs, n_components_)
+        thetabar_jk = (E[alpha] E[beta_k] + E[n_jk]) / (E[alpha] + N_j) (eq 16).
+    alpha_posterior_, gamma_posterior_, eta_posterior_ : (shape, rate) or None
+    sticks_ : ndarray of shape (n_components_, 2)
+        (u_k, v_k) of q(V_k), in the order of topics_ (their initial values in CV-LDA mode).
+    tau_posterior_ : ndarray of shape (n_words,) or None
+    bound_ : float
+        Final value of the bound (18).
+    history_ : list of dict
+        Per iteration: ``iteration``, ``bound``, ``n_active``, ``alpha``
+        (E[alpha]), ``gamma`` (E[gamma]), ``seconds`` and, with ``heldout``,
+        ``heldout_loglik`` (eq 16).
+    vocabulary_ : list of str or None
+
+    References
+    ----------
+    Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007.
+    Teh, Newman & Welling, "A collapsed variational Bayesian inference algorithm
+    for latent Dirichlet allocation", NIPS 2006.
+    """
+
+    _persist = ("_hyper",)
+
+    def __init__(self, n_components=40, n_iter=100, alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
+                 gamma_prior=(7.5, 7.5), eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
+                 tau_prior=None, learn_weights=True, init="random", init_gibbs_iter=200, r_dtype="float64",
+                 random_state=None):
+        self.n_components = n_components
+        self.n_iter = n_iter
+        self.alpha = alpha
+        self.gamma = gamma
+        self.alpha_prior = alpha_prior
+        self.gamma_prior = gamma_prior
+        self.eta_tot = eta_tot
+        self.learn_topic_prior = learn_topic_prior
+        self.eta_prior = eta_prior
+        self.tau_prior = tau_prior
+        self.learn_weights = learn_weights
+        self.init = init
+        self.init_gibbs_iter = init_gibbs_iter
+        self.r_dtype = r_dtype
+        self.random_state = random_state
+
+    # -- validation ------------------------------------------------------------
+    def _validate(self):
+        check_int(self.n_components, "n_components", 1)
+        check_int(self.n_iter, "n_iter", 0)
+        for name in ("alpha", "gamma"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name)
+        for name in ("alpha_prior", "gamma_prior", "eta_prior"):
+            check_gamma_prior(getattr(self, name), name)
+        check_positive(self.eta_tot, "eta_tot")
+        if self.tau_prior is not None:
+            check_positive(self.tau_prior, "tau_prior")
+        if self.init not in ("random", "gibbs"):
+            raise ValueError(f"init must be 'random' or 'gibbs', got {self.init!r}")
+        check_int(self.init_gibbs_iter, "init_gibbs_iter", 1)
+        if self.r_dtype not in ("float64", "float32"):
+            raise ValueError(f"r_dtype must be 'float64' or 'float32', got {self.r_dtype!r}")
+        if not self.learn_weights and self.alpha is None:
+            raise ValueError("learn_weights=False (CV-LDA mode) needs a fixed alpha")
+
+    # -- fitting ---------------------------------------------------------------
+    def fit(self, X, y=None, heldout=None, init_from=None, callback=None):
+        """Fit on ``X``.
+
+        Parameters
+        ----------
+        X : Corpus or anything :class:`bnpcore.Corpus` accepts
+        heldout : Corpus, optional
+            Held-out tokens of the same documents, scored by eq 16 every iteration.
+        init_from : DirectAssignmentGibbs, optional
+            A sampler fitted on the same ``X``: start from its last state
+            ([CVHDP] Fig. 3); the truncation becomes max(n_components, its topics).
+        callback : callable, optional
+            ``callback(self, iteration)`` after every iteration; return True to stop.
+        """
+        X = as_corpus(X)
+        self._validate()
+        if X.n_tokens == 0:
+            raise ValueError("the corpus has no tokens")
+        if heldout is not None:
+            heldout = as_corpus(heldout, n_words=X.n_words)
+            if heldout.n_docs != X.n_docs:
+                raise ValueError(f"heldout has {heldout.n_docs} documents, X has {X.n_docs}; "
+                                 "give the held-out tokens of the same documents")
+        rng = check_random_state(self.random_state)
+        self._X = X
+        self._lengths = X.doc_lengths.astype(np.float64)
+        if init_from is None and self.init == "gibbs":
+            init_from = DirectAssignmentGibbs(init_topics=100, n_iter=self.init_gibbs_iter,
+                                              burn_in=self.init_gibbs_iter - 1, eta_tot=self.eta_tot,
+                                              alpha_prior=self.alpha_prior, gamma_prior=self.gamma_prior,
+                                              random_state=rng).fit(X)
+        if init_from is not None:
+            self._init_from_gibbs(X, init_from)
+        else:
+            self._init_random(X, rng)
+
+        self.history_ = []
+        start = time.perf_counter()
+        for it in range(self.n_iter):
+            self._sweep()
+            self._update_all()
+            entry = {"iteration": it + 1, "bound": self.bound_, "n_active": int((self._E_k >= 1).sum()),
+                     "alpha": self._h["E_alpha"], "gamma": self._h["E_gamma"],
+                     "seconds": time.perf_counter() - start}
+            if heldout is not None:
+                theta, phi = self._predictive()
+                entry["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
+            self.history_.append(entry)
+            if callback is not None and callback(self, it):
+                break
+        self._set_fitted(X.vocabulary)
+        del self._X
+        return self
+
+    def _sweep(self):
+        X = self._X
+        E_k = self._E_wk.sum(0)
+        V_k = self._V_wk.sum(0)
+        _cvhdp.cv_sweep(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk, self._E_wk,
+                        self._V_wk, E_k, V_k, self._prior_doc, self._prior_word, self._prior_topic)
+
+    def _alloc(self, X, K):
+        D, W = X.n_docs, X.n_words
+        self._K = K
+        for name, rows in (("jk", D), ("wk", W)):
+            for s in "EVZ":
+                setattr(self, f"_{s}_{name}", np.zeros((rows, K)))
+
+    def _init_hyper(self, W, K):
+        a_alpha, b_alpha = self.alpha_prior
+        a_gamma, b_gamma = self.gamma_prior
+        a_eta, b_eta = self.eta_prior
+        h = {}
+        if self.alpha is None:
+            h["E_alpha"], h["G_alpha"] = a_alpha / b_alpha, np.exp(digamma(a_alpha)) / b_alpha
+        else:
+            h["E_alpha"] = h["G_alpha"] = float(self.alpha)
+        if self.gamma is None:
+            h["E_gamma"], h["Elog_gamma"] = a_gamma / b_gamma, digamma(a_gamma) - np.log(b_gamma)
+        else:
+            h["E_gamma"], h["Elog_gamma"] = float(self.gamma), np.log(self.gamma)
+        h["E_eta"] = h["G_eta"] = float(self.eta_tot)
+        self._a_tau = np.full(W, self.tau_prior if self.tau_prior is not None else 40.0 / W)
+        self._tau_post = None
+        self._G_tau = np.full(W, 1.0 / W)
+        self._E_tau = np.full(W, 1.0 / W)
+        self._h = h
+        self._post = {"alpha": None, "gamma": None, "eta": None}
+        self._sticks = np.column_stack([np.ones(K), np.full(K, h["E_gamma"])])
+        self._G_beta = np.full(K, 1.0 / K)
+        self._E_beta = np.full(K, 1.0 / K)
+        self._sticks_learned = False
+        self._order = np.arange(K)
+        self._derived()
+
+    def _init_random(self, X, rng):
+        K = int(self.n_components)
+        self._alloc(X, K)
+        r = 1.0 + rng.random((X.nnz, K))
+        r /= r.sum(axis=1, keepdims=True)
+        self._r = np.ascontiguousarray(r, dtype=self.r_dtype)
+        self._init_hyper(X.n_words, K)
+        self._statistics()
+        self.bound_ = self._bound()
+
+    def _init_from_gibbs(self, X, model):
+        z = getattr(model, "_z", None)
+        if not isinstance(model, DirectAssignmentGibbs) or z is None:
+            raise TypeError("init_from must be a fitted DirectAssignmentGibbs")
+        if list(model._train_shape) != [X.n_docs, X.n_words] or z.shape[0] != X.n_tokens:
+            raise ValueError("init_from was fitted on a different corpus")
+        K = max(int(self.n_components), int(model.n_components_))
+        self._alloc(X, K)
+        pair = np.repeat(np.arange(X.nnz), X.counts)
+        r = np.zeros((X.nnz, K))
+        np.add.at(r, (pair, z), 1.0)
+        r /= X.counts[:, None]
+        self._r = np.ascontiguousarray(r, dtype=self.r_dtype)
+        self._init_hyper(X.n_words, K)
+        # hyperparameters from the sample, then their variational posteriors from r
+        h = self._h
+        if self.alpha is None:
+            h["E_alpha"] = h["G_alpha"] = float(model.alpha_)
+        if self.learn_weights:
+            if self.gamma is None:
+                h["E_gamma"], h["Elog_gamma"] = float(model.gamma_), np.log(model.gamma_)
+            w = np.zeros(K)
+            w[:model.n_components_] = model.weights_
+            w[model.n_components_:] = model.beta_new_ / max(K - model.n_components_, 1)
+            self._G_beta = np.maximum(w, 1e-300)
+            self._E_beta = self._G_beta.copy()
+        self._prior_doc = h["G_alpha"] * self._G_beta
+        self._statistics()
+        self._update_all()
+
+    def _statistics(self):
+        X = self._X
+        self._entropy = _cvhdp.cv_statistics(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk,
+                                             self._Z_jk, self._E_wk, self._V_wk, self._Z_wk)
+        self._E_k = self._E_wk.sum(0)
+
+    def _reorder(self):
+        """Step 3: order the topics by decreasing E[n_k] ([CVHDP] 3.1). Arrays over pairs,
+        documents and words keep their physical columns (permuting r would copy
+        n_pairs x K numbers every iteration); ``_order`` lists the physical column of the
+        k-th stick, and stick-indexed quantities are scattered back through it."""
+        self._order = np.argsort(-self._E_k, kind="stable")
+
+    def _update_all(self):
+        """Steps 2-7 of the schedule (ALGORITHMS.md 4.2): statistics, reorder,
+        auxiliary expectations, hyperparameter posteriors, derived quantities, bound."""
+        self._statistics()
+        self._reorder()
+        h = self._h
+        K = self._K
+        # 4. auxiliary expectations (10)-(12)
+        elog_h = digamma(h["E_alpha"]) - digamma(h["E_alpha"] + self._lengths)
+        E_m = expected_tables(self._prior_doc[None, :], self._E_jk, self._V_jk, self._Z_jk)
+        m_k = E_m.sum(0)
+        # 5. hyperparameter posteriors (8)
+        if self.alpha is None:
+            self._post["alpha"] = gamma_posterior(self.alpha_prior, m_k.sum(), elog_h.sum())
+        if self.learn_weights:
+            # q(V) and q(gamma) depend on each other: a few rounds (ALGORITHMS.md 4.2)
+            m_sorted = m_k[self._order]
+            for _ in range(3 if self.gamma is None else 1):
+                self._sticks = stick_posteriors(m_sorted, h["E_gamma"])
+                self._sticks_learned = True
+                if self.gamma is None:
+                    shape, rate = gamma_posterior(self.gamma_prior, K, stick_expectations(self._sticks)[2].sum())
+                    self._post["gamma"] = (shape, rate)
+                    h["Elog_gamma"] = digamma(shape) - np.log(rate)
+                    done = abs(shape / rate - h["E_gamma"]) <= 1e-8 * shape / rate
+                    h["E_gamma"] = shape / rate
+                    if done:
+                        break
+            self._sticks = stick_posteriors(m_sorted, h["E_gamma"])
+        if self.learn_topic_prior:
+            E_k, V_k, Z_k = self._E_wk.sum(0), self._V_wk.sum(0), self._Z_wk.sum(0)
+            elog_g = expected_log_g(h["E_eta"], E_k, V_k, Z_k)
+            E_t = expected_tables(self._prior_word[:, None], self._E_wk, self._V_wk, self._Z_wk)
+            self._post["eta"] = gamma_posterior(self.eta_prior, E_t.sum(), elog_g.sum())
+            self._tau_post = self._a_tau + E_t.sum(1)
+        self._derived()
+        self.bound_ = self._bound()
+
+    def _derived(self):
+        """Step 6: E/G of every hyperparameter and the priors used by (15)."""
+        h = self._h
+        if self._post["alpha"] is not None:
+            a, b = self._post["alpha"]
+            h["E_alpha"], h["G_alpha"] = a / b, np.exp(digamma(a)) / b
+        if self._sticks_learned:
+            log_g, e_beta, _ = stick_expectations(self._sticks)
+            self._G_beta = np.empty(self._K)
+            self._E_beta = np.empty(self._K)
+            self._G_beta[self._order] = np.exp(log_g)
+            self._E_beta[self._order] = e_beta
+        if self._post["eta"] is not None:
+            a, b = self._post["eta"]
+            h["E_eta"], h["G_eta"] = a / b, np.exp(digamma(a)) / b
+        if self._tau_post is not None:
+            self._G_tau = np.exp(digamma(self._tau_post) - digamma(self._tau_post.sum()))
+            self._E_tau = self._tau_post / self._tau_post.sum()
+        self._prior_doc = h["G_alpha"] * self._G_beta
+        self._prior_word = h["G_eta"] * self._G_tau
+        self._prior_topic = h["E_eta"]
+
+    def _bound(self, as_dict=False):
+        """Variational bound (18) with the corrections of ALGORITHMS.md 4.3."""
+        h = self._h
+        c = self._prior_doc[None, :]
+        terms = {
+            "doc": float((gammaln(h["E_alpha"]) - gammaln(h["E_alpha"] + self._lengths)).sum()),
+            "doc_topic": float(improved_expectation(lambda n: dlgamma(c, n), lambda n: trigamma(c + n),
+                                                    self._E_jk, self._V_jk, self._Z_jk).sum()),
+        }
+        e = h["E_eta"]
+        terms["topic"] = float(improved_expectation(lambda n: -dlgamma(e, n), lambda n: -trigamma(e + n),
+                                                    self._E_wk.sum(0), self._V_wk.sum(0), self._Z_wk.sum(0)).sum())
+        cw = self._prior_word[:, None]
+        terms["topic_word"] = float(improved_expectation(lambda n: dlgamma(cw, n), lambda n: trigamma(cw + n),
+                                                         self._E_wk, self._V_wk, self._Z_wk).sum())
+        terms["entropy"] = float(self._entropy)
+        if self._post["alpha"] is not None:
+            terms["kl_alpha"] = -float(kl_gamma(*self._post["alpha"], *self.alpha_prior))
+        if self._post["gamma"] is not None:
+            terms["kl_gamma"] = -float(kl_gamma(*self._post["gamma"], *self.gamma_prior))
+        if self.learn_weights:
+            terms["kl_sticks"] = -float(expected_stick_kl(self._sticks[:, 0], self._sticks[:, 1], h["E_gamma"],
+                                                          h["Elog_gamma"]).sum())
+        if self._post["eta"] is not None:
+            terms["kl_eta"] = -float(kl_gamma(*self._post["eta"], *self.eta_prior))
+        if self._tau_post is not None:
+            terms["kl_tau"] = -float(kl_dirichlet(self._tau_post, self._a_tau))
+        return terms if as_dict else sum(terms.values())
+
+    def _predictive(self):
+        """thetabar (n_docs x K) and phibar (K x n_words) of eq 16 with E[.] of every hyperparameter."""
+        h = self._h
+        prior = h["E_alpha"] * self._E_beta
+        theta = (prior + self._E_jk) / (h["E_alpha"] + self._lengths)[:, None]
+        phi = (h["E_eta"] * self._E_tau[None, :] + self._E_wk.T) / (h["E_eta"] + self._E_wk.sum(0))[:, None]
+        return theta, phi
+
+    def _set_fitted(self, vocabulary):
+        theta, phi = self._predictive()
+        h = self._h
+        order = self._order
+        self.topics_ = phi[order]
+        self.doc_topic_ = theta[:, order]
+        self.weights_ = self._E_beta[order]
+        self.n_components_ = int(self._K)
+        self.n_active_ = int((self._E_k >= 1).sum())
+        self.alpha_ = float(h["E_alpha"])
+        self.gamma_ = float(h["E_gamma"])
+        self.eta_tot_ = float(h["E_eta"])
+        self.alpha_posterior_ = None if self._post["alpha"] is None else [float(x) for x in self._post["alpha"]]
+        self.gamma_posterior_ = None if self._post["gamma"] is None else [float(x) for x in self._post["gamma"]]
+        self.eta_posterior_ = None if self._post["eta"] is None else [float(x) for x in self._post["eta"]]
+        self.sticks_ = self._sticks.copy()
+        self.tau_posterior_ = None if self._tau_post is None else self._tau_post.copy()
+        self.expected_counts_ = self._E_k[order]
+        self.vocabulary_ = vocabulary
+        self._hyper = {k: float(v) for k, v in h.items()}
+
+    # -- using a fitted model ----------------------------------------------------
+    def transform(self, X, n_iter=20):
+        """Topic proportions of new documents, topics held fixed: the document side of
+        (15) iterated ``n_iter`` times per document; rows are
+        ``(E[alpha] E[beta_k] + E[n_jk]) / (E[alpha] sum_k E[beta_k] + N_j)``.
+
+        Returns
+        -------
+        ndarray of shape (n_docs, n_components_)
+        """
+        self._check_fitted()
+        X = as_corpus(X, n_words=self.topics_.shape[1])
+        check_int(n_iter, "n_iter", 1)
+        theta = np.zeros((X.n_docs, self.n_components_))
+        prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)
+        _cvhdp.cv_fold_in(X.indptr, X.indices, X.counts, np.ascontiguousarray(np.asarray(self.topics_).T),
+                          prior, n_iter, theta)
+        return theta
+
+    def score(self, X):
+        """Per-word log-likelihood (eq 16) of held-out tokens of the training
+        documents (same number and order of documents; ALGORITHMS.md 8.2)."""
+        self._check_fitted()
+        X = as_corpus(X, n_words=self.topics_.shape[1])
+        if X.n_docs != self.doc_topic_.shape[0]:
+            raise ValueError(f"X has {X.n_docs} documents, the model was trained on {self.doc_topic_.shape[0]}: "
+                             "score takes the held-out tokens of the training documents")
+        return token_log_likelihood(self.doc_topic_, self.topics_, X)

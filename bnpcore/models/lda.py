@@ -1,0 +1,748 @@
+"""Latent Dirichlet allocation by collapsed Gibbs sampling, standard and collapsed
+variational Bayes, and their hybrids (Welling, Teh & Kappen 2008).
+
+Model (shared/ALGORITHMS.md 3.1)::
+
+    pi_j ~ Dir(alpha),  phi_k ~ Dir(eta),  z_ji ~ Cat(pi_j),  x_ji ~ Cat(phi_{z_ji})
+
+All algorithms work on the collapsed joint p(z, x) (pi and phi integrated
+out) through the counts n_jk (document-topic), n_kw (topic-word) and n_k. The
+states below own these counts and run one kernel call of
+``bnpcore.kernels._lda`` per sweep; ``bnpcore.inference.batch.run_batch`` loops
+the sweeps; the estimators at the bottom are the public classes of
+``bnpcore.lda``.
+"""
+import numpy as np
+from scipy.special import gammaln
+
+from bnpcore._validation import check_int, check_positive, check_random_state, effective_n_threads
+from bnpcore.base import BaseEstimator, TopicMixin
+from bnpcore.corpus import as_corpus
+from bnpcore.evaluation import token_log_likelihood
+from bnpcore.inference.batch import run_batch
+from bnpcore.kernels import _lda
+from bnpcore.kernels.special import digamma, dpsi
+
+__all__ = ["CollapsedGibbs", "StandardVB", "CollapsedVB", "Hybrid", "svb_bound", "minka_update"]
+
+_ALL_SAMPLED = np.iinfo(np.int32).max   # threshold that samples every pair
+_NONE_SAMPLED = -1                      # threshold that samples no pair
+# Sequential sweeps update the expected counts incrementally; rounding drifts them
+# from sum c r by ~1e-15 relative per sweep. Recomputing them from r (a second pass
+# over the nnz x K responsibilities) every few sweeps keeps that bounded.
+_RECOUNT_EVERY = 10
+
+
+# ---------------------------------------------------------------------------
+# priors
+# ---------------------------------------------------------------------------
+
+def _check_prior(value, size, name):
+    """A positive finite prior: a number (symmetric) or an array of ``size`` entries."""
+    if np.ndim(value) == 0:
+        return np.full(size, check_positive(value, name))
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a number or an array of numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.shape != (size,):
+        raise ValueError(f"{name} must be a number or an array of shape ({size},), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ValueError(f"{name} must be positive and finite")
+    return np.ascontiguousarray(arr)
+
+
+def minka_update(prior, counts, totals, symmetric, n_iter=20, rtol=1e-8):
+    """Maximum-likelihood Dirichlet prior of Dirichlet-multinomial groups by
+    Minka's fixed point (Minka 2000, eq 55)::
+
+        prior_k <- prior_k sum_g [psi(n_gk + prior_k) - psi(prior_k)]
+                           / sum_g [psi(N_g + P) - psi(P)],    P = sum_k prior_k
+
+    The symmetric version ties all prior_k to one value (sums over k in the
+    numerator, K times the denominator).
+
+    Parameters
+    ----------
+    prior : ndarray of shape (n_dims,)
+        Current prior, the starting point.
+    counts : ndarray of shape (n_groups, n_dims)
+        Counts per group (expected counts for variational algorithms).
+    totals : ndarray of shape (n_groups,)
+        ``counts.sum(1)``.
+    symmetric : bool
+    n_iter : int
+        Maximum fixed-point steps; stops earlier at relative change ``rtol``.
+
+    Returns
+    -------
+    ndarray of shape (n_dims,)
+    """
+    prior = np.array(prior, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    totals = np.asarray(totals, dtype=np.float64)
+    for _ in range(n_iter):
+        num = dpsi(prior[None, :], counts).sum(axis=0)
+        den = dpsi(prior.sum(), totals).sum()
+        if den <= 0:
+            return prior    # no data: the likelihood does not depend on the prior
+        if symmetric:
+            new = prior * num.sum() / (len(prior) * den)
+        else:
+            new = prior * num / den
+        new = np.maximum(new, 1e-10)   # a topic or word without counts drives its prior to 0
+        done = np.all(np.abs(new - prior) <= rtol * prior)
+        prior = new
+        if done:
+            break
+    return prior
+
+
+def svb_bound(alpha, eta, doc_lengths, ndk, nwk, entropy):
+    """The standard VB evidence lower bound B_SVB (ALGORITHMS.md 3.3)::
+
+        sum_j [lgamma(A) - lgamma(N_j + A) + sum_k lgamma(N_jk + alpha_k) - lgamma(alpha_k)]
+      + sum_k [lgamma(E) - lgamma(N_k + E) + sum_w lgamma(N_kw + eta_w) - lgamma(eta_w)]
+      + entropy,          A = sum(alpha), E = sum(eta), entropy = -sum c_jw r log r
+
+    It equals the usual LDA ELBO at the optimal Dirichlet factors
+    xi = eta + N_kw, zeta = alpha + N_jk.
+
+    Parameters
+    ----------
+    ndk : ndarray of shape (n_docs, n_topics)
+    nwk : ndarray of shape (n_words, n_topics)
+        Expected counts (word-major).
+    """
+    A, E = alpha.sum(), eta.sum()
+    nk = nwk.sum(axis=0)
+    docs = (len(doc_lengths) * gammaln(A) - gammaln(doc_lengths + A).sum()
+            + (gammaln(ndk + alpha) - gammaln(alpha)).sum())
+    words = (len(nk) * gammaln(E) - gammaln(nk + E).sum()
+             + (gammaln(nwk + eta[:, None]) - gammaln(eta)[:, None]).sum())
+    return float(docs + words + entropy)
+
+
+# ---------------------------------------------------------------------------
+# states: counts plus one kernel call per sweep (protocol of run_batch)
+# ---------------------------------------------------------------------------
+
+def _random_rows(rng, n, K):
+    """n random responsibility rows (uniform weights + 1e-3, normalised), in place."""
+    r = rng.random((n, K))
+    r += 1e-3
+    r /= r.sum(axis=1, keepdims=True)
+    return r
+
+
+class _State:
+    """Priors, corpus and the predictive shared by all states."""
+
+    def __init__(self, corpus, alpha, eta, optimize):
+        self.corpus = corpus
+        self.alpha = alpha
+        self.eta = eta
+        self.optimize = optimize    # None, or (alpha symmetric, eta symmetric)
+        self.lengths = corpus.doc_lengths.astype(np.float64)
+        self.sum_dk = 0.0
+        self.sum_wk = 0.0
+        self.n_collected = 0
+
+    @property
+    def eta_tot(self):
+        return float(self.eta.sum())
+
+    def counts(self):
+        """Current (doc-topic, word-topic) counts used for prediction."""
+        raise NotImplementedError
+
+    def predictive(self):
+        ndk, nwk = self.counts()
+        doc_topic = (ndk + self.alpha) / (self.lengths + self.alpha.sum())[:, None]
+        topic_word = (nwk + self.eta[:, None]) / (nwk.sum(axis=0) + self.eta_tot)
+        return doc_topic, np.ascontiguousarray(topic_word.T)
+
+    def collect(self):
+        ndk, nwk = self.counts()
+        self.sum_dk = self.sum_dk + ndk
+        self.sum_wk = self.sum_wk + nwk
+        self.n_collected += 1
+
+    def estimate(self):
+        """(doc-topic, word-topic) counts: the average of collected samples, else current."""
+        if self.n_collected:
+            return self.sum_dk / self.n_collected, self.sum_wk / self.n_collected
+        return tuple(np.asarray(c, dtype=np.float64) for c in self.counts())
+
+    def optimize_priors(self):
+        if self.optimize is None:
+            return
+        ndk, nwk = self.counts()
+        self.alpha[:] = minka_update(self.alpha, ndk, self.lengths, self.optimize[0])
+        self.eta[:] = minka_update(self.eta, nwk.T, nwk.sum(axis=0), self.optimize[1])
+
+
+class GibbsState(_State):
+    """Collapsed Gibbs sampler ([HYB] section 4, eq 12) with the exact sparse bucket
+    sampler of ``_lda.cgs_sweep``; topics start uniformly at random."""
+
+    def __init__(self, corpus, n_topics, alpha, eta, rng, optimize=None):
+        super().__init__(corpus, alpha, eta, optimize)
+        K, c = n_topics, corpus
+        self.rng = rng
+        self.z = rng.integers(0, K, size=c.n_tokens, dtype=np.int32)
+        self.ndk = np.zeros((c.n_docs, K), dtype=np.int32)
+        self.nwk = np.zeros((c.n_words, K), dtype=np.int32)
+        self.nk = np.zeros(K, dtype=np.int64)
+        _lda.count_samples(c.indptr, c.indices, c.counts, _ALL_SAMPLED, self.z, self.ndk, self.nwk, self.nk)
+        self.wtopics = np.empty((c.n_words, K), dtype=np.int32)
+        self.wlen = np.empty(c.n_words, dtype=np.int32)
+        _lda.word_topic_lists(self.nwk, self.wtopics, self.wlen)
+        self.scratch = np.empty(3 * K)
+        self.iscratch = np.empty(2 * K, dtype=np.int32)
+
+    def sweep(self):
+        c = self.corpus
+        _lda.cgs_sweep(c.indptr, c.indices, c.counts, self.alpha, self.eta, self.eta_tot, self.z, self.ndk,
+                       self.nwk, self.nk, self.wtopics, self.wlen, self.scratch, self.iscratch, self.rng)
+        self.optimize_priors()
+        return {}
+
+    def counts(self):
+        return self.ndk, self.nwk
+
+
+class SequentialState(_State):
+    """Sequential sweeps over pairs: standard VB (sequential schedule), CVB, CVB0
+    and the hybrids SVB/CGS and CVB/CGS ([HYB] sections 3, 5, 5.1).
+
+    Pairs with count > ``threshold`` keep a responsibility row in ``r``; the
+    tokens of the others are sampled (topics in ``z``). With one sample per
+    sweep the two kinds of update interleave in corpus order; with
+    ``n_samples > 1`` each sweep first runs that many Gibbs sweeps over the
+    sampled tokens, keeping their counts, then updates every variational pair
+    with psi (or the CVB log terms) averaged over those samples (E62).
+    """
+
+    def __init__(self, corpus, n_topics, alpha, eta, rng, mode, threshold, n_samples=1, optimize=None):
+        super().__init__(corpus, alpha, eta, optimize)
+        K, c = n_topics, corpus
+        self.rng, self.mode, self.threshold, self.n_samples = rng, mode, threshold, n_samples
+        sampled = c.counts <= threshold
+        self.n_vb_tokens = int(c.counts[~sampled].sum(dtype=np.int64))
+        self.z = rng.integers(0, K, size=int(c.counts[sampled].sum(dtype=np.int64)), dtype=np.int32)
+        self.r = _random_rows(rng, int((~sampled).sum()), K)
+        self.vb_dk = np.zeros((c.n_docs, K))
+        self.vb_wk = np.zeros((c.n_words, K))
+        self.vb_k = np.zeros(K)
+        shape = (c.n_docs, K), (c.n_words, K), (K,)
+        self.var = tuple(np.zeros(s) for s in shape) if mode == _lda.MODE_CVB else (None, None, None)
+        self.cg_dk = np.zeros((c.n_docs, K), dtype=np.int32)
+        self.cg_wk = np.zeros((c.n_words, K), dtype=np.int32)
+        self.cg_k = np.zeros(K, dtype=np.int64)
+        _lda.count_samples(c.indptr, c.indices, c.counts, threshold, self.z, self.cg_dk, self.cg_wk, self.cg_k)
+        self._recount()
+        if len(self.z) and n_samples == 1:     # the live counts are the one sample (interleaved)
+            self.stack = self.cg_dk[None], self.cg_wk[None], self.cg_k[None]
+        else:
+            S = n_samples if len(self.z) else 0
+            self.stack = (np.zeros((S, c.n_docs, K), dtype=np.int32), np.zeros((S, c.n_words, K), dtype=np.int32),
+                          np.zeros((S, K), dtype=np.int64))
+        self.work = np.empty(2 * K)
+        self.n_sweeps = 0
+
+    def _recount(self):
+        c = self.corpus
+        _lda.count_expected(c.indptr, c.indices, c.counts, self.threshold, self.r,
+                            self.vb_dk, self.vb_wk, self.vb_k, *self.var)
+
+    def _run(self, do_cg, do_vb, stack):
+        c = self.corpus
+        var_dk, var_wk, var_k = self.var
+        return _lda.sequential_sweep(
+            c.indptr, c.indices, c.counts, self.alpha, self.eta, self.eta_tot, self.mode, self.threshold,
+            do_cg, do_vb, self.r, self.z, self.vb_dk, self.vb_wk, self.vb_k, var_dk, var_wk, var_k,
+            self.cg_dk, self.cg_wk, self.cg_k, *stack, self.work, self.rng)
+
+    def sweep(self):
+        if len(self.z) and self.n_samples > 1:
+            for s in range(self.n_samples):
+                self._run(True, False, self.stack)
+                for dst, src in zip(self.stack, (self.cg_dk, self.cg_wk, self.cg_k)):
+                    dst[s] = src
+            delta, entropy = self._run(False, True, self.stack)
+        else:
+            delta, entropy = self._run(True, True, self.stack)
+        self.n_sweeps += 1
+        if self.n_sweeps % _RECOUNT_EVERY == 0:
+            self._recount()
+        record = {"delta": delta / max(self.n_vb_tokens, 1)}
+        if self.mode == _lda.MODE_SVB and len(self.z) == 0:
+            record["bound"] = svb_bound(self.alpha, self.eta, self.lengths, self.vb_dk, self.vb_wk, entropy)
+        self.optimize_priors()
+        return record
+
+    def counts(self):
+        if len(self.z) == 0:
+            return self.vb_dk, self.vb_wk
+        return self.vb_dk + self.cg_dk, self.vb_wk + self.cg_wk
+
+
+class ParallelSVBState(_State):
+    """Standard VB with the parallel schedule ([HYB] eq 11 for all pairs at once:
+    the E-step and M-step of Blei et al. 2003), documents in parallel threads."""
+
+    def __init__(self, corpus, n_topics, alpha, eta, rng, n_threads=1, optimize=None):
+        super().__init__(corpus, alpha, eta, optimize)
+        K, c = n_topics, corpus
+        self.n_threads = n_threads
+        self.r = _random_rows(rng, c.nnz, K)
+        self.ndk = np.zeros((c.n_docs, K))
+        self.nwk = np.zeros((c.n_words, K))
+        self.nk = np.zeros(K)
+        _lda.count_expected(c.indptr, c.indices, c.counts, _NONE_SAMPLED, self.r, self.ndk, self.nwk, self.nk)
+        self.nwk_threads = np.zeros((n_threads, c.n_words, K))
+
+    def sweep(self):
+        c = self.corpus
+        log_word = digamma(self.nwk + self.eta[:, None]) - digamma(self.nk + self.eta_tot)
+        log_doc = digamma(self.ndk + self.alpha)
+        log_word -= log_word.max(axis=1, keepdims=True)
+        log_doc -= log_doc.max(axis=1, keepdims=True)
+        delta, entropy = _lda.svb_parallel_step(c.indptr, c.indices, c.counts, log_word, log_doc, self.r,
+                                                self.ndk, self.nwk_threads, self.n_threads)
+        np.sum(self.nwk_threads, axis=0, out=self.nwk)
+        self.nk = self.nwk.sum(axis=0)
+        record = {"delta": delta / c.n_tokens,
+                  "bound": svb_bound(self.alpha, self.eta, self.lengths, self.ndk, self.nwk, entropy)}
+        self.optimize_priors()
+        return record
+
+    def counts(self):
+        return self.ndk, self.nwk
+
+
+# ---------------------------------------------------------------------------
+# estimators
+# ---------------------------------------------------------------------------
+
+class _LDA(TopicMixin, BaseEstimator):
+    """fit / transform / score shared by the LDA estimators."""
+
+    # -- subclass hooks ------------------------------------------------------
+    def _check_params(self):
+        """Validate algorithm-specific parameters; return (n_iter, burn_in or None, tol)."""
+        raise NotImplementedError
+
+    def _make_state(self, corpus, alpha, eta, rng, optimize):
+        raise NotImplementedError
+
+    def _fold_in_setup(self):
+        """(mode, threshold, vb_log_word (W, K)) of the per-document inference."""
+        raise NotImplementedError
+
+    # -- fit -----------------------------------------------------------------
+    def fit(self, X, y=None, heldout=None, callback=None):
+        """Fit the model to the documents ``X``.
+
+        Parameters
+        ----------
+        X : Corpus or anything ``bnpcore.as_corpus`` accepts
+            Training documents (documents x words counts).
+        y : ignored
+        heldout : Corpus or array-like, optional
+            Held-out tokens of the *same* documents (e.g. the second corpus of
+            ``X.split_tokens(0.1, mode="corpus_tokens")``). After every
+            iteration ``history_`` records the per-word held-out
+            log-likelihood and perplexity ([HYB] eq 30; samplers: eq 31, the
+            online average over samples after ``burn_in``).
+        callback : callable, optional
+            ``callback(record)`` after every iteration (record as in
+            ``history_``); returning True stops training. Callbacks installed
+            with ``est.reporting(cb)`` (``bnpcore.base``) are called as well.
+
+        Returns
+        -------
+        self
+        """
+        corpus = as_corpus(X)
+        if corpus.n_tokens == 0:
+            raise ValueError("the training corpus has no tokens")
+        K = check_int(self.n_components, "n_components", minimum=1)
+        alpha = _check_prior(self.alpha, K, "alpha")
+        eta = _check_prior(self.eta, corpus.n_words, "eta")
+        if not isinstance(self.optimize_hyperparameters, (bool, np.bool_)):
+            raise TypeError("optimize_hyperparameters must be True or False")
+        optimize = (np.ndim(self.alpha) == 0, np.ndim(self.eta) == 0) if self.optimize_hyperparameters else None
+        n_iter, burn_in, tol = self._check_params()
+        if heldout is not None:
+            heldout = as_corpus(heldout, n_words=corpus.n_words)
+            if heldout.n_docs != corpus.n_docs:
+                raise ValueError(f"heldout has {heldout.n_docs} documents, X has {corpus.n_docs}: "
+                                 "give the held-out tokens of the training documents")
+            if heldout.n_tokens == 0:
+                raise ValueError("heldout has no tokens")
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable")
+        rng = check_random_state(self.random_state)
+        for name in self._fitted_names() + list(self._persist):     # forget a previous fit
+            self.__dict__.pop(name, None)
+        state = self._make_state(corpus, alpha, eta, rng, optimize)
+        self.history_ = []
+
+        def report(iteration, **metrics):
+            stop = self._report(iteration, **metrics)
+            return (callback is not None and bool(callback(self.history_[-1]))) or stop
+
+        self.n_iter_ = run_batch(state, n_iter, report, heldout=heldout, burn_in=burn_in, tol=tol)
+        self._set_fitted(state, corpus)
+        return self
+
+    def _set_fitted(self, state, corpus):
+        """Fitted attributes from the final (or averaged) counts, topics ordered by
+        decreasing size."""
+        ndk, nwk = state.estimate()
+        order = np.argsort(-nwk.sum(axis=0), kind="stable")
+        self.alpha_ = state.alpha[order]
+        self.eta_ = state.eta.copy()
+        self.components_ = np.ascontiguousarray((nwk[:, order] + self.eta_[:, None]).T)
+        self.topics_ = self.components_ / self.components_.sum(axis=1, keepdims=True)
+        self.doc_topic_ = (ndk[:, order] + self.alpha_) / (state.lengths + self.alpha_.sum())[:, None]
+        self.n_components_ = int(self.components_.shape[0])
+        self.n_features_in_ = int(corpus.n_words)
+        self.vocabulary_ = corpus.vocabulary
+        var_wk = getattr(state, "var", (None, None, None))[1]
+        if var_wk is not None:
+            self._var_wk = var_wk[:, order]
+
+    # -- inference on new documents -------------------------------------------
+    def transform(self, X, *, max_iter=100, burn_in=10, tol=1e-6):
+        """Document-topic proportions of (new) documents, topics fixed.
+
+        Runs the algorithm's own per-document inference with the fitted topics
+        held fixed: variational pairs iterate until the mean absolute change
+        of the expected counts per token is below ``tol`` (at most
+        ``max_iter`` sweeps); sampled tokens run ``max_iter`` sweeps and the
+        proportions are averaged after ``burn_in``.
+
+        Returns
+        -------
+        ndarray of shape (n_docs, n_components)
+            Posterior mean proportions ``(alpha + N_jk) / (sum(alpha) + N_j)``.
+        """
+        self._check_fitted()
+        corpus = as_corpus(X, n_words=self.n_features_in_)
+        max_iter = check_int(max_iter, "max_iter", minimum=1)
+        burn_in = check_int(burn_in, "burn_in", minimum=0)
+        tol = check_positive(tol, "tol", allow_zero=True)
+        mode, threshold, vb_log_word = self._fold_in_setup()
+        theta = np.empty((corpus.n_docs, self.n_components_))
+        cg_word = np.ascontiguousarray(self.topics_.T)
+        _lda.fold_in(corpus.indptr, corpus.indices, corpus.counts, self.alpha_, mode, threshold,
+                     np.ascontiguousarray(vb_log_word), cg_word, max_iter, burn_in, tol, theta,
+                     check_random_state(self.random_state))
+        return theta
+
+    def score(self, X, y=None, heldout=None):
+        """Per-word held-out log-likelihood (higher is better).
+
+        With ``heldout`` (held-out tokens of the documents of ``X``): infer the
+        proportions of ``X`` with ``transform`` and score ``heldout``. Without
+        it: document completion (ALGORITHMS.md 8.3): 20% of the tokens of each
+        document of ``X`` (seeded by ``random_state``) are held out and scored
+        given the proportions inferred from the other 80%.
+        """
+        self._check_fitted()
+        corpus = as_corpus(X, n_words=self.n_features_in_)
+        if heldout is None:
+            corpus, heldout = corpus.split_tokens(0.2, random_state=check_random_state(self.random_state))
+        else:
+            heldout = as_corpus(heldout, n_words=self.n_features_in_)
+            if heldout.n_docs != corpus.n_docs:
+                raise ValueError(f"heldout has {heldout.n_docs} documents, X has {corpus.n_docs}")
+        return token_log_likelihood(self.transform(corpus), self.topics_, heldout)
+
+    def perplexity(self, X, heldout=None):
+        """``exp(-score(X, heldout=heldout))``."""
+        return float(np.exp(-self.score(X, heldout=heldout)))
+
+    # -- helpers ---------------------------------------------------------------
+    def _word_counts(self):
+        """Fitted expected/averaged topic-word counts, word-major (W, K)."""
+        return self.components_.T - self.eta_[:, None]
+
+    def _log_word_svb(self):
+        """psi(eta_w + N_kw) - psi(eta_tot + N_k): the word factor of standard VB."""
+        return digamma(self.components_.T) - digamma(self.components_.sum(axis=1))
+
+    def _log_word_cvb(self):
+        """log((N_kw + eta_w) / (N_k + eta_tot)) with the second-order corrections of
+        the word and topic counts (their variances from training): the word factor
+        of collapsed VB for a new document."""
+        nwk = self._word_counts()
+        ekw = nwk + self.eta_[:, None]
+        ek = nwk.sum(axis=0) + self.eta_.sum()
+        return np.log(ekw / ek) - self._var_wk / (2 * ekw ** 2) + self._var_wk.sum(axis=0) / (2 * ek ** 2)
+
+    _persist = ("_var_wk",)    # second-order word variances, for transform after load
+
+
+_DOC = """
+    Parameters
+    ----------
+    n_components : int, default 10
+        Number of topics K.
+    alpha : float or array-like of shape (n_components,), default 0.1
+        Dirichlet prior of the document proportions (symmetric if a number).
+    eta : float or array-like of shape (n_words,), default 0.1
+        Dirichlet prior of the topics (symmetric if a number); [HYB] beta.
+    optimize_hyperparameters : bool, default False
+        Update alpha and eta after every iteration by Minka's fixed point on
+        the current counts (expected counts for variational algorithms),
+        keeping each symmetric if it was given as a number.
+    random_state : int, Generator or None
+        Seeds the initialisation and every draw.
+"""
+
+_ATTRS = """
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_words)
+        Dirichlet parameters of the topics, eta + (expected or averaged) counts.
+    topics_ : ndarray of shape (n_components, n_words)
+        Topic-word distributions (rows of ``components_`` normalised).
+    doc_topic_ : ndarray of shape (n_docs, n_components)
+        Posterior mean proportions of the training documents.
+    alpha_, eta_ : ndarray
+        Final priors (changed only by ``optimize_hyperparameters``).
+    history_ : list of dict
+        One record per iteration: ``iteration`` and the algorithm's
+        diagnostics (``delta``: mean absolute change of the responsibilities
+        per token; ``bound``: B_SVB), plus ``heldout_loglik`` and
+        ``perplexity`` when ``fit`` got ``heldout``.
+    n_components_, n_iter_, n_features_in_, vocabulary_
+"""
+
+_REFS = """
+    References
+    ----------
+    M. Welling, Y. W. Teh and H. J. Kappen (2008). Hybrid variational/MCMC
+    inference in Bayesian networks / topic models. UAI.
+"""
+
+
+def _check_iterations(n_iter, burn_in):
+    return check_int(n_iter, "n_iter", minimum=1), check_int(burn_in, "burn_in", minimum=0)
+
+
+def _check_tol(tol):
+    return None if tol is None else check_positive(tol, "tol", allow_zero=True)
+
+
+class CollapsedGibbs(_LDA):
+    __doc__ = """Collapsed Gibbs sampling for LDA ([HYB] section 4, eq 12).
+
+    Every sweep draws each token's topic from
+    ``p(z = k | rest) ∝ (n_kw + eta_w)(n_jk + alpha_k) / (n_k + sum(eta))``
+    with the counts of all other tokens. The draw uses the sparse bucket
+    decomposition of SparseLDA (Yao, Mimno & McCallum 2009), which samples
+    this conditional exactly in time proportional to the number of topics
+    present in the token's word and document. Topics start uniformly at
+    random. After ``burn_in`` sweeps every sample enters the online averages
+    behind ``components_``, ``doc_topic_`` and the held-out score (eq 31).
+""" + _DOC + """
+    n_iter : int, default 300
+        Number of sweeps.
+    burn_in : int, default 10
+        Sweeps before samples are averaged (with ``n_iter <= burn_in`` the
+        estimates are the final sample).
+""" + _ATTRS + _REFS
+
+    def __init__(self, n_components=10, alpha=0.1, eta=0.1, n_iter=300, burn_in=10,
+                 optimize_hyperparameters=False, random_state=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.eta = eta
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.random_state = random_state
+
+    def _check_params(self):
+        return (*_check_iterations(self.n_iter, self.burn_in), None)
+
+    def _make_state(self, corpus, alpha, eta, rng, optimize):
+        return GibbsState(corpus, len(alpha), alpha, eta, rng, optimize)
+
+    def _fold_in_setup(self):
+        return _lda.MODE_SVB, _ALL_SAMPLED, np.zeros((self.n_features_in_, self.n_components_))
+
+
+class StandardVB(_LDA):
+    __doc__ = """Standard variational Bayes for LDA in collapsed form ([HYB] section 3, eq 11).
+
+    One responsibility row per unique (document, word) pair:
+    ``r_jwk ∝ exp(psi(N_kw + eta_w) - psi(N_k + sum(eta)) + psi(N_jk + alpha_k))``
+    with N the expected counts. Both schedules increase the exact bound
+    B_SVB (ALGORITHMS.md 3.3), recorded as ``bound`` in ``history_``.
+""" + _DOC + """
+    max_iter : int, default 300
+    tol : float or None, default 1e-6
+        Stop when the mean absolute change of the responsibilities per token
+        (``delta`` in ``history_``) falls below ``tol``; None runs ``max_iter``.
+    schedule : {"parallel", "sequential"}, default "parallel"
+        "parallel": all pairs from the counts of the previous iteration (the
+        usual E-step/M-step), documents in ``n_threads`` threads;
+        "sequential": pair by pair, counts updated after each.
+    n_threads : int or None, default None
+        Threads of the parallel schedule (None: OMP_NUM_THREADS or all cpus).
+""" + _ATTRS + _REFS
+
+    def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, tol=1e-6, schedule="parallel",
+                 n_threads=None, optimize_hyperparameters=False, random_state=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.eta = eta
+        self.max_iter = max_iter
+        self.tol = tol
+        self.schedule = schedule
+        self.n_threads = n_threads
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.random_state = random_state
+
+    def _check_params(self):
+        if self.schedule not in ("parallel", "sequential"):
+            raise ValueError(f"schedule must be 'parallel' or 'sequential', got {self.schedule!r}")
+        self._n_threads = effective_n_threads(self.n_threads)
+        return check_int(self.max_iter, "max_iter", minimum=1), None, _check_tol(self.tol)
+
+    def _make_state(self, corpus, alpha, eta, rng, optimize):
+        if self.schedule == "parallel":
+            return ParallelSVBState(corpus, len(alpha), alpha, eta, rng, self._n_threads, optimize)
+        return SequentialState(corpus, len(alpha), alpha, eta, rng, _lda.MODE_SVB, _NONE_SAMPLED,
+                               optimize=optimize)
+
+    def _fold_in_setup(self):
+        return _lda.MODE_SVB, _NONE_SAMPLED, self._log_word_svb()
+
+
+class CollapsedVB(_LDA):
+    __doc__ = """Collapsed variational Bayes for LDA (Teh, Newman & Welling 2006; [HYB]
+    section 5.1), second order, or zero order (CVB0, Asuncion et al. 2009).
+
+    Pair by pair, with N^- the expected counts without one copy of the pair
+    and V^- their variances::
+
+        r_jwk ∝ (N^-_kw + eta_w)(N^-_jk + alpha_k) / (N^-_k + sum(eta))
+                * exp(-V^-_jk / (2 (N^-_jk + alpha_k)^2) - V^-_kw / (2 (N^-_kw + eta_w)^2)
+                      + V^-_k / (2 (N^-_k + sum(eta))^2))
+
+    (the exponential factor only for ``order=2``). All copies of a pair share
+    one row (per-pair storage, O(nnz K) memory); fixed points equal those of
+    the per-token updates.
+""" + _DOC + """
+    order : {2, 0}, default 2
+        2: Gaussian (second-order) corrections; 0: CVB0.
+    max_iter : int, default 300
+    tol : float or None, default 1e-6
+        Stop when the mean absolute change of the responsibilities per token
+        falls below ``tol``; None runs ``max_iter``.
+""" + _ATTRS + """
+    References
+    ----------
+    Y. W. Teh, D. Newman and M. Welling (2006). A collapsed variational
+    Bayesian inference algorithm for latent Dirichlet allocation. NIPS.
+    A. Asuncion, M. Welling, P. Smyth and Y. W. Teh (2009). On smoothing and
+    inference for topic models. UAI.
+"""
+
+    def __init__(self, n_components=10, alpha=0.1, eta=0.1, order=2, max_iter=300, tol=1e-6,
+                 optimize_hyperparameters=False, random_state=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.eta = eta
+        self.order = order
+        self.max_iter = max_iter
+        self.tol = tol
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.random_state = random_state
+
+    def _mode(self):
+        if isinstance(self.order, bool) or self.order not in (0, 2):
+            raise ValueError(f"order must be 0 (CVB0) or 2, got {self.order!r}")
+        return _lda.MODE_CVB if self.order == 2 else _lda.MODE_CVB0
+
+    def _check_params(self):
+        self._mode()
+        return check_int(self.max_iter, "max_iter", minimum=1), None, _check_tol(self.tol)
+
+    def _make_state(self, corpus, alpha, eta, rng, optimize):
+        return SequentialState(corpus, len(alpha), alpha, eta, rng, self._mode(), _NONE_SAMPLED, optimize=optimize)
+
+    def _fold_in_setup(self):
+        log_word = self._log_word_cvb() if self.order == 2 else np.log(self.topics_.T)
+        return self._mode(), _NONE_SAMPLED, log_word
+
+
+class Hybrid(_LDA):
+    __doc__ = """Hybrid variational / collapsed Gibbs inference for LDA ([HYB] sections 5
+    and 5.1): SVB/CGS (``variational="standard"``) and CVB/CGS
+    (``variational="collapsed"``, second order).
+
+    Pairs with count c_jw <= ``threshold`` are sampled token by token
+    ([HYB] eq 25), the others updated variationally (eq 21 or the CVB update),
+    all against the same counts: variational expectations plus the current
+    sample (eqs 16-19). ``threshold=0`` is pure SVB (sequential schedule) or
+    CVB; a threshold at or above the largest count is pure collapsed Gibbs
+    (with a plain O(K) draw per token). Predictions average the samples after
+    ``burn_in`` (eq 31).
+""" + _DOC + """
+    variational : {"standard", "collapsed"}, default "standard"
+    threshold : int, default 1
+        The r of [HYB] eq 14 (1 in the paper: only singleton pairs are sampled).
+    n_samples : int, default 1
+        Gibbs sweeps per iteration. With 1, variational and sampled updates
+        interleave in corpus order; with more, the variational update
+        averages psi (E62) or the CVB log terms over the samples.
+    n_iter : int, default 300
+    burn_in : int, default 10
+        Iterations before samples are averaged (with ``n_iter <= burn_in`` the
+        estimates are the final state).
+""" + _ATTRS + _REFS
+
+    def __init__(self, n_components=10, alpha=0.1, eta=0.1, variational="standard", threshold=1, n_samples=1,
+                 n_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.eta = eta
+        self.variational = variational
+        self.threshold = threshold
+        self.n_samples = n_samples
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.random_state = random_state
+
+    def _mode(self):
+        modes = {"standard": _lda.MODE_SVB, "collapsed": _lda.MODE_CVB}
+        if self.variational not in modes:
+            raise ValueError(f"variational must be 'standard' or 'collapsed', got {self.variational!r}")
+        return modes[self.variational]
+
+    def _threshold(self):
+        return min(check_int(self.threshold, "threshold", minimum=0), _ALL_SAMPLED)
+
+    def _check_params(self):
+        self._mode()
+        self._threshold()
+        check_int(self.n_samples, "n_samples", minimum=1)
+        return (*_check_iterations(self.n_iter, self.burn_in), None)
+
+    def _make_state(self, corpus, alpha, eta, rng, optimize):
+        return SequentialState(corpus, len(alpha), alpha, eta, rng, self._mode(), self._threshold(),
+                               self.n_samples, optimize)
+
+    def _fold_in_setup(self):
+        mode = self._mode()
+        log_word = self._log_word_svb() if mode == _lda.MODE_SVB else self._log_word_cvb()
+        return mode, self._threshold(), log_word

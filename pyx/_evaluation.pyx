@@ -1,0 +1,217 @@
+"""Kernels of ``bnpcore.evaluation`` (held-out metrics, ALGORITHMS.md section 8).
+
+Every kernel runs over documents in parallel (OpenMP ``prange``; serially when
+bnpcore was built without OpenMP) and writes one value per document or per
+(document, word) pair. Nothing is reduced across threads here: the Python
+layer sums the per-document values in a fixed order, so a result does not
+depend on the number of threads.
+
+Counts come as a CSR matrix (``indptr`` int64, ``indices`` int32 word ids,
+``counts`` int32 > 0) that :class:`bnpcore.Corpus` has validated; the callers in
+``bnpcore.evaluation`` check every other argument. Word-major ``word_topic``
+arrays are ``topic_word.T`` made contiguous, so the K values of one word are
+adjacent.
+"""
+from cython.parallel cimport prange, threadid
+from libc.math cimport INFINITY, exp, fabs, log
+from libc.stdint cimport int32_t, int64_t
+
+from bnpcore.kernels.special cimport bnp_digamma, bnp_lgamma, bnp_log_dirmult
+
+
+cdef inline double dot(const double *a, const double *b, Py_ssize_t n) noexcept nogil:
+    cdef double s = 0.0
+    cdef Py_ssize_t k
+    for k in range(n):
+        s += a[k] * b[k]
+    return s
+
+
+cdef inline void logaddexp_into(double *m, double *s, double v) noexcept nogil:
+    """Streaming log-sum-exp: (m, s) represent m + log(s); add exp(v)."""
+    if v == -INFINITY:
+        return
+    if v > m[0]:
+        s[0] = s[0] * exp(m[0] - v) + 1.0
+        m[0] = v
+    else:
+        s[0] += exp(v - m[0])
+
+
+cdef inline double log_multinomial_coef(const int32_t *c, int64_t nnz) noexcept nogil:
+    """log (N! / prod_w c_w!) of one document."""
+    cdef double n = 0.0, s = 0.0
+    cdef int64_t i
+    for i in range(nnz):
+        n += c[i]
+        s += bnp_lgamma(c[i] + 1.0)
+    return bnp_lgamma(n + 1.0) - s
+
+
+def pair_probabilities(const double[:, ::1] doc_topic,      # IN  (n_docs, K)
+                       const double[:, ::1] word_topic,     # IN  (n_words, K) = topic_word.T
+                       const int64_t[::1] indptr,           # IN
+                       const int32_t[::1] indices,          # IN
+                       double[::1] out,                     # OUT (nnz,)
+                       bint accumulate, int n_threads):
+    """Predictive probability of every non-zero pair (j, w) of a CSR matrix.
+
+    ``out[i] = doc_topic[j] @ word_topic[w]`` for the i-th pair, added to
+    ``out`` instead when ``accumulate`` is true. Equivalent to
+    ``np.einsum("ik,ik->i", doc_topic[doc_of_pair], word_topic[indices])``.
+    """
+    cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_topics = doc_topic.shape[1], j
+    cdef int64_t i
+    cdef double p
+    for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
+        for i in range(indptr[j], indptr[j + 1]):
+            p = dot(&doc_topic[j, 0], &word_topic[indices[i], 0], n_topics)
+            if accumulate:
+                out[i] = out[i] + p
+            else:
+                out[i] = p
+
+
+def doc_token_log_likelihood(const double[:, ::1] doc_topic,    # IN  (n_docs, K)
+                             const double[:, ::1] word_topic,   # IN  (n_words, K)
+                             const int64_t[::1] indptr,         # IN
+                             const int32_t[::1] indices,        # IN
+                             const int32_t[::1] counts,         # IN
+                             double[::1] out,                   # OUT (n_docs,)
+                             int n_threads):
+    """Log-likelihood of each document's tokens under its own topic mixture.
+
+    ``out[j] = sum_{(j, w)} c_jw * log(doc_topic[j] @ word_topic[w])`` (0 for an
+    empty document; -inf if a token has probability 0). Equivalent to
+    ``np.bincount(doc_of_pair, counts * np.log(pair_probabilities))``.
+    """
+    cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_topics = doc_topic.shape[1], j
+    cdef int64_t i
+    cdef double acc
+    for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
+        acc = 0.0
+        for i in range(indptr[j], indptr[j + 1]):
+            acc = acc + counts[i] * log(dot(&doc_topic[j, 0], &word_topic[indices[i], 0], n_topics))
+        out[j] = acc
+
+
+def mixture_doc_log_likelihood(const double[::1] log_weights,   # IN  (K,)
+                               const double[:, ::1] params,     # IN  (K, n_words)
+                               const double[::1] totals,        # IN  (K,) row sums of params (Dirichlet)
+                               const int64_t[::1] indptr,       # IN
+                               const int32_t[::1] indices,      # IN
+                               const int32_t[::1] counts,       # IN
+                               bint dirichlet, bint multinomial_coef,
+                               double[::1] out,                 # OUT (n_docs,)
+                               int n_threads):
+    """Log-probability of each whole document under a mixture.
+
+    ``out[d] = [log MultCoef(c_d)] + logsumexp_k (log_weights[k] + L_dk)`` with
+    ``L_dk = sum_w c_dw params[k, w]`` (``params`` = log topic-word
+    probabilities; a multinomial component) when ``dirichlet`` is false, and
+    ``L_dk = log DM(c_d | params[k])`` (``params`` = Dirichlet parameters,
+    ``totals`` their row sums; ALGORITHMS.md 2.3, token-sequence probability)
+    when it is true. NumPy: ``logsumexp(log_weights + X @ params.T, axis=1)``
+    for the multinomial case. Components of weight 0 (-inf) are skipped.
+    """
+    cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_comp = params.shape[0], j, k
+    cdef int64_t i, lo, hi
+    cdef double m, s, v
+    for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
+        lo = indptr[j]
+        hi = indptr[j + 1]
+        m = -INFINITY
+        s = 0.0
+        for k in range(n_comp):
+            if log_weights[k] == -INFINITY:
+                continue
+            if dirichlet:
+                v = bnp_log_dirmult(&indices[lo] if hi > lo else NULL, &counts[lo] if hi > lo else NULL,
+                                    hi - lo, &params[k, 0], totals[k])
+            else:
+                v = 0.0
+                for i in range(lo, hi):
+                    v = v + counts[i] * params[k, indices[i]]
+            logaddexp_into(&m, &s, log_weights[k] + v)
+        v = m + log(s) if s > 0.0 else -INFINITY
+        if multinomial_coef and hi > lo:
+            v = v + log_multinomial_coef(&counts[lo], hi - lo)
+        out[j] = v
+
+
+cdef inline int64_t infer_one_document(const double *word_topic, const double *alpha,
+                                       const int32_t *ids, const int32_t *c, int64_t nnz,
+                                       Py_ssize_t n_topics, int64_t max_iter, double tol,
+                                       double *gamma, double *expw, double *new) noexcept nogil:
+    """Mean-field iterations of one document with fixed topics; returns the iterations done."""
+    cdef Py_ssize_t k
+    cdef int64_t i, it
+    cdef double n = 0.0, top, p, f, change
+    cdef const double *phi
+    for i in range(nnz):
+        n += c[i]
+    for k in range(n_topics):
+        gamma[k] = alpha[k] + n / n_topics
+    if nnz == 0:
+        for k in range(n_topics):
+            gamma[k] = alpha[k]
+        return 0
+    for it in range(max_iter):
+        # exp(E[log pi_k]) up to a common factor (the normaliser cancels in r_wk)
+        top = -INFINITY
+        for k in range(n_topics):
+            expw[k] = bnp_digamma(gamma[k])
+            if expw[k] > top:
+                top = expw[k]
+        for k in range(n_topics):
+            expw[k] = exp(expw[k] - top)
+            new[k] = alpha[k]
+        for i in range(nnz):
+            phi = word_topic + <int64_t>ids[i] * n_topics
+            p = 0.0
+            for k in range(n_topics):
+                p += phi[k] * expw[k]
+            if p > 0.0:       # a word no topic can emit carries no information about pi
+                f = c[i] / p
+                for k in range(n_topics):
+                    new[k] += f * phi[k] * expw[k]
+        change = 0.0
+        for k in range(n_topics):
+            change += fabs(new[k] - gamma[k])
+            gamma[k] = new[k]
+        if change / n_topics < tol:
+            return it + 1
+    return max_iter
+
+
+def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = topic_word.T
+                    const double[::1] alpha,            # IN  (K,) Dirichlet prior, > 0
+                    const int64_t[::1] indptr,          # IN
+                    const int32_t[::1] indices,         # IN
+                    const int32_t[::1] counts,          # IN
+                    int64_t max_iter, double tol,
+                    double[:, ::1] gamma,               # OUT (n_docs, K) variational Dirichlet parameters
+                    int64_t[::1] n_iter,                # OUT (n_docs,) iterations used
+                    double[:, ::1] scratch,             # scratch (n_threads, 2 K)
+                    int n_threads):
+    """Variational posterior q(pi_j) = Dirichlet(gamma_j) of each document with fixed topics.
+
+    Mean-field coordinate ascent for LDA with point topics ``phi``:
+    ``r_jwk ∝ phi_kw exp(psi(gamma_jk))`` and
+    ``gamma_jk = alpha_k + sum_w c_jw r_jwk``, from ``gamma_jk = alpha_k + N_j / K``,
+    until the mean absolute change of ``gamma_j`` is below ``tol`` or after
+    ``max_iter`` iterations (the [SM] E-step, ALGORITHMS.md 7.2, with
+    E[log phi] replaced by log phi). Empty documents get ``gamma_j = alpha``.
+    One iteration in NumPy: ``e = np.exp(psi(g)); r = phi[:, w].T * e;
+    g = alpha + (c[:, None] * r / r.sum(1, keepdims=True)).sum(0)``.
+    """
+    cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_topics = word_topic.shape[1], j
+    cdef int64_t lo, hi
+    cdef double *buf
+    for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
+        lo = indptr[j]
+        hi = indptr[j + 1]
+        buf = &scratch[threadid(), 0]
+        n_iter[j] = infer_one_document(&word_topic[0, 0], &alpha[0], &indices[lo] if hi > lo else NULL,
+                                       &counts[lo] if hi > lo else NULL, hi - lo, n_topics, max_iter, tol,
+                                       &gamma[j, 0], buf, buf + n_topics)

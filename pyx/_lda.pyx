@@ -1,0 +1,1029 @@
+"""Kernels of the LDA family: collapsed Gibbs, standard VB, collapsed VB and the
+hybrids of Welling, Teh & Kappen (2008) (shared/ALGORITHMS.md section 3).
+
+Each kernel is one call per sweep over all documents, releases the GIL, and
+updates caller-owned arrays in place. Shapes and types:
+
+* corpus: CSR ``indptr`` (int64, D + 1), ``indices`` (int32 word ids),
+  ``counts`` (int32 > 0); a pair is one non-zero (j, w) with count c_jw.
+* ``alpha`` (K,) and ``eta`` (W,) are the Dirichlet priors, ``eta_tot = eta.sum()``.
+* sampled counts are integers: ``ndk`` (D, K) int32, ``nwk`` (W, K) int32
+  (word-major: a token touches one contiguous row), ``nk`` (K,) int64;
+  ``z`` (one int32 topic per sampled token, tokens in CSR order).
+* variational counts are doubles with the same shapes; ``r`` holds one
+  responsibility row per variational pair (M_vb, K), pairs in CSR order.
+
+The threshold of the hybrids ([HYB] eq 14): a pair with c_jw <= threshold is
+sampled token by token, the others are updated variationally. Threshold -1
+gives pure variational sweeps, a threshold >= max c_jw pure Gibbs sweeps.
+"""
+from contextlib import nullcontext
+
+import numpy as np
+cimport numpy as cnp
+from cython.parallel cimport prange, threadid
+from libc.math cimport exp, fabs, log, INFINITY
+from libc.stdint cimport int32_t, int64_t, INT32_MAX
+
+from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform
+from bnpcore.kernels.special cimport bnp_digamma
+
+cnp.import_array()
+
+# variational update of a pair (ALGORITHMS.md 3.3, 3.4)
+cdef enum:
+    M_SVB = 0    # standard VB: psi of expected counts, own contribution included
+    M_CVB0 = 1   # collapsed VB, zero order: expected counts without the token
+    M_CVB = 2    # collapsed VB, second order (Gaussian correction with variances)
+MODE_SVB, MODE_CVB0, MODE_CVB = M_SVB, M_CVB0, M_CVB
+
+# responsibilities whose unnormalised sum falls below this are recomputed in log space
+cdef double _TINY = 1e-280
+
+
+# ---------------------------------------------------------------------------
+# small shared helpers
+# ---------------------------------------------------------------------------
+
+cdef inline double gibbs_weight(double nkw, double njk, double nk, double eta_w, double alpha_k,
+                                double eta_tot) noexcept nogil:
+    """Unnormalised collapsed conditional ([HYB] eq 12 / 25) from counts without the token."""
+    return (nkw + eta_w) * (njk + alpha_k) / (nk + eta_tot)
+
+
+cdef inline int64_t search_cumulative(const double *cum, int64_t n, double u) noexcept nogil:
+    """First i with cum[i] > u (cum non-decreasing); n - 1 if rounding leaves none."""
+    cdef int64_t i = 0
+    while i < n - 1 and cum[i] <= u:
+        i += 1
+    return i
+
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define BNP_PREFETCH(p) __builtin_prefetch(p)
+    #else
+    #define BNP_PREFETCH(p) ((void)0)
+    #endif
+
+    /* The per-pair loops below are compiled twice, for AVX2 and for the baseline
+     * ISA, and picked at load time (GCC/Clang function multiversioning on x86-64
+     * Linux). Without FMA, and with the reduction order written out, both clones
+     * give bit-identical results. */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && defined(__linux__)
+    #define BNP_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define BNP_SIMD_CLONES
+    #endif
+
+    /* sum(x[:n]) with four independent partial sums (no serial add chain). */
+    static inline double bnp__sum4(const double *x, int64_t n) {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
+        for (; i < n; ++i) s0 += x[i];
+        return (s0 + s1) + (s2 + s3);
+    }
+
+    /* r <- scale * w, adding c (scale w - r) to the counts nd, nw, nk; returns
+     * sum_k c |scale w - r| (w is overwritten). */
+    static inline double bnp__apply_row_impl(double *restrict r, double *restrict w, double scale, double c,
+                                             double *restrict nd, double *restrict nw, double *restrict nk,
+                                             int64_t K) {
+        int64_t k;
+        for (k = 0; k < K; ++k) {
+            double x = scale * w[k], d = c * (x - r[k]);
+            nd[k] += d; nw[k] += d; nk[k] += d;
+            r[k] = x;
+            w[k] = fabs(d);
+        }
+        return bnp__sum4(w, K);
+    }
+
+    BNP_SIMD_CLONES
+    static double bnp__apply_row(double *restrict r, double *restrict w, double scale, double c,
+                                 double *restrict nd, double *restrict nw, double *restrict nk, int64_t K) {
+        return bnp__apply_row_impl(r, w, scale, c, nd, nw, nk, K);
+    }
+
+    /* One CVB0 pair update (ALGORITHMS.md 3.4, zero order): weights from the
+     * counts without one copy of the pair, clamped at 0, normalised into r. */
+    BNP_SIMD_CLONES
+    static double bnp__cvb0_pair(double *restrict r, double *restrict w, double *restrict nd,
+                                 double *restrict nw, double *restrict nk, const double *restrict alpha,
+                                 double eta_w, double eta_tot, double c, int64_t K) {
+        int64_t k;
+        for (k = 0; k < K; ++k) {
+            double x = nw[k] - r[k], y = nd[k] - r[k], z = nk[k] - r[k];
+            w[k] = ((x > 0.0 ? x : 0.0) + eta_w) * ((y > 0.0 ? y : 0.0) + alpha[k])
+                   / ((z > 0.0 ? z : 0.0) + eta_tot);
+        }
+        return bnp__apply_row_impl(r, w, 1.0 / bnp__sum4(w, K), c, nd, nw, nk, K);
+    }
+    """
+    void BNP_PREFETCH(const void *p) noexcept nogil
+    double sum_unrolled "bnp__sum4"(const double *x, int64_t n) noexcept nogil
+    double apply_row "bnp__apply_row"(double *r, double *w, double scale, double c, double *nd, double *nw,
+                                      double *nk, int64_t K) noexcept nogil
+    double cvb0_pair "bnp__cvb0_pair"(double *r, double *w, double *nd, double *nw, double *nk,
+                                      const double *alpha, double eta_w, double eta_tot, double c,
+                                      int64_t K) noexcept nogil
+
+
+cdef inline void prefetch_row(const double *row, int64_t n) noexcept nogil:
+    """Hint the cache lines of row[:n] into the cache (a no-op without GCC/Clang)."""
+    cdef int64_t i
+    for i in range(0, n, 8):
+        BNP_PREFETCH(row + i)
+
+
+cdef inline double pos(double x) noexcept nogil:
+    """max(x, 0) (compiles to maxsd; libm's fmax is an out-of-line call)."""
+    return x if x > 0.0 else 0.0
+
+
+cdef inline double normalise_log(double *lw, int64_t n) noexcept nogil:
+    """lw <- exp(lw - max) / sum; returns log of the normaliser (max + log sum)."""
+    cdef double m = -INFINITY, s = 0.0
+    cdef int64_t k
+    for k in range(n):
+        if lw[k] > m:
+            m = lw[k]
+    for k in range(n):
+        lw[k] = exp(lw[k] - m)
+        s += lw[k]
+    for k in range(n):
+        lw[k] /= s
+    return m + log(s)
+
+
+# ---------------------------------------------------------------------------
+# counts from state
+# ---------------------------------------------------------------------------
+
+def count_samples(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+                  int threshold, const int32_t[::1] z,                                              # IN
+                  int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk):                       # OUT
+    """Recount the sampled tokens (pairs with count <= threshold) from ``z``.
+
+    Equivalent NumPy (sampled tokens only, CSR order)::
+
+        ndk[:] = 0; np.add.at(ndk, (doc_of_token, z), 1)
+        nwk[:] = 0; np.add.at(nwk, (word_of_token, z), 1);  nk[:] = ndk.sum(0)
+    """
+    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], j, p, zi = 0, c
+    cdef int32_t w, t
+    with nogil:
+        ndk[:, :] = 0
+        nwk[:, :] = 0
+        nk[:] = 0
+        for j in range(D):
+            for p in range(indptr[j], indptr[j + 1]):
+                if counts[p] > threshold:
+                    continue
+                w = indices[p]
+                for c in range(counts[p]):
+                    t = z[zi]
+                    zi += 1
+                    ndk[j, t] += 1
+                    nwk[w, t] += 1
+                    nk[t] += 1
+    if zi != z.shape[0]:
+        raise ValueError(f"z has {z.shape[0]} topics for {zi} sampled tokens")
+
+
+def count_expected(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+                   int threshold, const double[:, ::1] r,                                            # IN
+                   double[:, ::1] ndk, double[:, ::1] nwk, double[::1] nk,                           # OUT
+                   double[:, ::1] var_dk=None, double[:, ::1] var_wk=None, double[::1] var_k=None):  # OUT
+    """Expected counts (and, if given, their variances) of the variational pairs
+    (count > threshold) from the responsibility rows ``r``.
+
+    Equivalent NumPy: ``ndk[j] = sum_w c_jw r_jw``, ``nwk[w] = sum_j c_jw r_jw``,
+    ``nk = ndk.sum(0)``; variances the same with ``r (1 - r)`` in place of ``r``.
+    """
+    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], j, p, k, row = 0
+    cdef int32_t w
+    cdef double c, x
+    cdef bint with_var = var_dk is not None
+    if with_var and (var_wk is None or var_k is None):
+        raise ValueError("give all three variance arrays or none")
+    with nogil:
+        ndk[:, :] = 0
+        nwk[:, :] = 0
+        nk[:] = 0
+        if with_var:
+            var_dk[:, :] = 0
+            var_wk[:, :] = 0
+            var_k[:] = 0
+        for j in range(D):
+            for p in range(indptr[j], indptr[j + 1]):
+                if counts[p] <= threshold:
+                    continue
+                w = indices[p]
+                c = counts[p]
+                for k in range(K):
+                    x = c * r[row, k]
+                    ndk[j, k] += x
+                    nwk[w, k] += x
+                if with_var:
+                    for k in range(K):
+                        x = c * r[row, k] * (1.0 - r[row, k])
+                        var_dk[j, k] += x
+                        var_wk[w, k] += x
+                row += 1
+        for j in range(D):
+            for k in range(K):
+                nk[k] += ndk[j, k]
+                if with_var:
+                    var_k[k] += var_dk[j, k]
+    if row != r.shape[0]:
+        raise ValueError(f"r has {r.shape[0]} rows for {row} variational pairs")
+
+
+# ---------------------------------------------------------------------------
+# collapsed Gibbs sampling with the sparse bucket decomposition (SparseLDA)
+# ---------------------------------------------------------------------------
+#
+# p(z = k | rest) ∝ (n_kw + eta_w)(n_jk + alpha_k) / (n_k + eta_tot) splits into
+#   word bucket  q_k = n_kw coef_k                 (k in the topics of word w)
+#   doc bucket   r_k = eta_w n_jk cden_k           (k in the topics of document j)
+#   prior bucket s_k = eta_w alpha_k cden_k        (all k)
+# with cden_k = 1 / (n_k + eta_tot) and coef_k = (n_jk + alpha_k) cden_k, so that
+# q_k + r_k + s_k is exactly the conditional (Yao, Mimno & McCallum 2009). The
+# sums R = sum_{k in doc} n_jk cden_k and S = sum_k alpha_k cden_k are kept up to
+# date as counts change and recomputed at every document. Each word keeps the
+# list of its topics with n_kw > 0 (wtopics[w, :wlen[w]]), ordered by
+# decreasing n_kw so that the search through the word bucket stops early.
+
+cdef struct SparseGibbs:
+    int64_t K
+    const double *alpha
+    double eta_tot
+    int64_t *nk
+    int32_t *nd_row      # n_jk of the current document
+    int32_t *wrow        # n_kw of the current word
+    int32_t *wl          # topics of the current word, decreasing n_kw
+    int32_t *wlen        # its length
+    double *cden         # 1 / (n_k + eta_tot)
+    double *coef         # (n_jk + alpha_k) cden_k of the current document
+    double *qcum         # cumulative word bucket
+    int32_t *dlist       # topics of the current document
+    int32_t *dpos        # position of each topic in dlist
+    int64_t nd           # length of dlist
+    double R
+    double S
+
+
+cdef inline void _sg_change(SparseGibbs *s, int32_t t, int32_t delta) noexcept nogil:
+    """Move one token of the current document and word into (+1) or out of (-1) topic t."""
+    cdef double cd = s.cden[t]
+    cdef int32_t n = s.nd_row[t], i, last, cnt
+    s.S -= s.alpha[t] * cd
+    s.R -= n * cd
+    s.nk[t] += delta
+    cd = 1.0 / (s.nk[t] + s.eta_tot)
+    s.cden[t] = cd
+    if delta > 0 and n == 0:
+        s.dpos[t] = <int32_t>s.nd
+        s.dlist[s.nd] = t
+        s.nd += 1
+    n += delta
+    s.nd_row[t] = n
+    if n == 0:
+        last = s.dlist[s.nd - 1]
+        s.dlist[s.dpos[t]] = last
+        s.dpos[last] = s.dpos[t]
+        s.nd -= 1
+    s.S += s.alpha[t] * cd
+    s.R += n * cd
+    s.coef[t] = (n + s.alpha[t]) * cd
+    # word list: keep it sorted by decreasing count with adjacent swaps
+    cnt = s.wrow[t]
+    if delta > 0:
+        if cnt == 0:
+            s.wl[s.wlen[0]] = t
+            s.wlen[0] += 1
+        s.wrow[t] = cnt + 1
+        i = 0
+        while s.wl[i] != t:
+            i += 1
+        while i > 0 and s.wrow[s.wl[i - 1]] < cnt + 1:
+            s.wl[i] = s.wl[i - 1]
+            i -= 1
+        s.wl[i] = t
+    else:
+        s.wrow[t] = cnt - 1
+        i = 0
+        while s.wl[i] != t:
+            i += 1
+        while i + 1 < s.wlen[0] and s.wrow[s.wl[i + 1]] > cnt - 1:
+            s.wl[i] = s.wl[i + 1]
+            i += 1
+        s.wl[i] = t
+        if cnt == 1:
+            s.wlen[0] -= 1
+
+
+cdef inline void _sg_start_doc(SparseGibbs *s) noexcept nogil:
+    cdef int64_t k
+    s.nd = 0
+    s.R = 0.0
+    s.S = 0.0
+    for k in range(s.K):
+        s.coef[k] = (s.nd_row[k] + s.alpha[k]) * s.cden[k]
+        s.S += s.alpha[k] * s.cden[k]
+        if s.nd_row[k] > 0:
+            s.dpos[k] = <int32_t>s.nd
+            s.dlist[s.nd] = <int32_t>k
+            s.nd += 1
+            s.R += s.nd_row[k] * s.cden[k]
+
+
+cdef inline double _sg_word_bucket(SparseGibbs *s) noexcept nogil:
+    cdef int32_t i, k
+    cdef double q = 0.0
+    for i in range(s.wlen[0]):
+        k = s.wl[i]
+        q += s.wrow[k] * s.coef[k]
+        s.qcum[i] = q
+    return q
+
+
+cdef inline int32_t _sg_draw(SparseGibbs *s, double eta_w, double u01) noexcept nogil:
+    """Topic drawn from the conditional of the removed token with one uniform."""
+    cdef double q = _sg_word_bucket(s)
+    cdef double u = u01 * (q + eta_w * (s.R + s.S)), acc
+    cdef int64_t i
+    cdef int32_t k
+    if u < q:
+        return s.wl[search_cumulative(s.qcum, s.wlen[0], u)]
+    u = (u - q) / eta_w
+    if u < s.R and s.nd > 0:
+        acc = 0.0
+        for i in range(s.nd):
+            k = s.dlist[i]
+            acc += s.nd_row[k] * s.cden[k]
+            if u < acc:
+                return k
+        return s.dlist[s.nd - 1]
+    u -= s.R
+    acc = 0.0
+    for k in range(s.K):
+        acc += s.alpha[k] * s.cden[k]
+        if u < acc:
+            return k
+    return <int32_t>(s.K - 1)
+
+
+cdef inline void _sg_bind(SparseGibbs *s, int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk,
+                          int32_t[:, ::1] wtopics, int32_t[::1] wlen, const double[::1] alpha,
+                          double eta_tot, double[::1] scratch, int32_t[::1] iscratch) noexcept nogil:
+    cdef int64_t K = ndk.shape[1], k
+    s.K = K
+    s.alpha = &alpha[0]
+    s.eta_tot = eta_tot
+    s.nk = &nk[0]
+    s.cden = &scratch[0]
+    s.coef = &scratch[K]
+    s.qcum = &scratch[2 * K]
+    s.dlist = &iscratch[0]
+    s.dpos = &iscratch[K]
+    for k in range(K):
+        s.cden[k] = 1.0 / (nk[k] + eta_tot)
+
+
+def _check_sparse_state(ndk, nwk, nk, wtopics, wlen, alpha, scratch, iscratch):
+    K = ndk.shape[1]
+    if nwk.shape[1] != K or nk.shape[0] != K or wtopics.shape[1] != K or alpha.shape[0] != K:
+        raise ValueError("count arrays disagree on the number of topics")
+    if wtopics.shape[0] != nwk.shape[0] or wlen.shape[0] != nwk.shape[0]:
+        raise ValueError("word lists disagree with the word counts")
+    if scratch.shape[0] < 3 * K or iscratch.shape[0] < 2 * K:
+        raise ValueError("scratch too small: need 3 K doubles and 2 K int32")
+
+
+def word_topic_lists(const int32_t[:, ::1] nwk, int32_t[:, ::1] wtopics, int32_t[::1] wlen):  # IN, OUT, OUT
+    """Topics of each word with a positive count, by decreasing count (ties by
+    topic id): ``wtopics[w, :wlen[w]]``. Equivalent NumPy:
+    ``order = np.lexsort((np.arange(K), -nwk[w])); order[nwk[w, order] > 0]``."""
+    cdef int64_t W = nwk.shape[0], K = nwk.shape[1], w, k, i, n
+    cdef int32_t t
+    with nogil:
+        for w in range(W):
+            n = 0
+            for k in range(K):
+                if nwk[w, k] > 0:
+                    # insertion sort (stable): lists are short and built once
+                    i = n
+                    while i > 0 and nwk[w, wtopics[w, i - 1]] < nwk[w, k]:
+                        wtopics[w, i] = wtopics[w, i - 1]
+                        i -= 1
+                    wtopics[w, i] = <int32_t>k
+                    n += 1
+            wlen[w] = <int32_t>n
+
+
+def cgs_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
+              const double[::1] alpha, const double[::1] eta, double eta_tot,                   # IN priors
+              int32_t[::1] z, int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk,       # IN/OUT state
+              int32_t[:, ::1] wtopics, int32_t[::1] wlen,                                      # IN/OUT lists
+              double[::1] scratch, int32_t[::1] iscratch, generator):                          # scratch, rng
+    """One collapsed Gibbs sweep over every token, documents in order ([HYB] eq 12).
+
+    Each token is removed from the counts, its topic drawn from
+    ``p(k) ∝ (nwk[w, k] + eta[w]) (ndk[j, k] + alpha[k]) / (nk[k] + eta_tot)``
+    with one uniform of ``generator``, and added back. The draw uses the exact
+    sparse bucket decomposition (see the comment above), so its cost per token
+    is the number of topics of the word and document rather than K.
+    ``wtopics``/``wlen`` must be the lists of ``word_topic_lists(nwk)``;
+    scratch holds 3 K doubles and 2 K int32.
+    """
+    _check_sparse_state(ndk, nwk, nk, wtopics, wlen, alpha, scratch, iscratch)
+    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], j, p, c, zi = 0
+    cdef int32_t w, t
+    cdef SparseGibbs s
+    cdef bnp_bitgen_t *g = bitgen_of(generator)
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
+        raise ValueError("z must hold one topic per token")
+    with generator.bit_generator.lock, nogil:
+        _sg_bind(&s, ndk, nwk, nk, wtopics, wlen, alpha, eta_tot, scratch, iscratch)
+        for j in range(D):
+            s.nd_row = &ndk[j, 0]
+            _sg_start_doc(&s)
+            for p in range(indptr[j], indptr[j + 1]):
+                w = indices[p]
+                s.wrow = &nwk[w, 0]
+                s.wl = &wtopics[w, 0]
+                s.wlen = &wlen[w]
+                for c in range(counts[p]):
+                    t = z[zi]
+                    _sg_change(&s, t, -1)
+                    t = _sg_draw(&s, eta[w], bnp_rng_uniform(g))
+                    _sg_change(&s, t, 1)
+                    z[zi] = t
+                    zi += 1
+
+
+def cgs_conditional(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+                    const double[::1] alpha, const double[::1] eta, double eta_tot,
+                    const int32_t[::1] z, int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk,
+                    int32_t[:, ::1] wtopics, int32_t[::1] wlen, int64_t token):
+    """The normalised conditional of one token as the sparse sampler of
+    ``cgs_sweep`` sees it (the three buckets after removing the token from the
+    counts), for tests. The state arrays are restored on return.
+
+    Equivalent NumPy: ``p = (nwk[w] - e_t + eta[w]) (ndk[j] - e_t + alpha) /
+    (nk - e_t + eta_tot); p / p.sum()`` with ``e_t`` the indicator of the token's topic.
+    """
+    K = ndk.shape[1]
+    scratch = np.zeros(3 * K)
+    iscratch = np.zeros(2 * K, dtype=np.int32)
+    _check_sparse_state(ndk, nwk, nk, wtopics, wlen, alpha, scratch, iscratch)
+    cdef double[::1] sv = scratch
+    cdef int32_t[::1] iv = iscratch
+    cdef SparseGibbs s
+    cdef int64_t D = indptr.shape[0] - 1, j, p, zi = 0, k, i
+    cdef int32_t w = -1, t = -1
+    out = np.zeros(K)
+    cdef double[::1] ov = out
+    for j in range(D):
+        for p in range(indptr[j], indptr[j + 1]):
+            if token < zi + counts[p]:
+                w = indices[p]
+                t = z[token]
+                break
+            zi += counts[p]
+        if w >= 0:
+            break
+    if w < 0:
+        raise IndexError(f"token {token} out of range")
+    _sg_bind(&s, ndk, nwk, nk, wtopics, wlen, alpha, eta_tot, sv, iv)
+    s.nd_row = &ndk[j, 0]
+    _sg_start_doc(&s)
+    s.wrow = &nwk[w, 0]
+    s.wl = &wtopics[w, 0]
+    s.wlen = &wlen[w]
+    _sg_change(&s, t, -1)
+    _sg_word_bucket(&s)
+    for i in range(s.wlen[0]):
+        ov[s.wl[i]] += s.wrow[s.wl[i]] * s.coef[s.wl[i]]
+    for i in range(s.nd):
+        k = s.dlist[i]
+        ov[k] += eta[w] * s.nd_row[k] * s.cden[k]
+    for k in range(K):
+        ov[k] += eta[w] * alpha[k] * s.cden[k]
+    _sg_change(&s, t, 1)
+    return out / out.sum()
+
+
+# ---------------------------------------------------------------------------
+# sequential sweeps: SVB (sequential schedule), CVB, CVB0 and the hybrids
+# ---------------------------------------------------------------------------
+
+cdef struct Sequential:
+    int64_t K
+    int mode
+    int32_t threshold
+    bint do_cg, do_vb
+    const double *alpha
+    const double *eta
+    double eta_tot
+    double *r
+    int32_t *z
+    double *vb_dk
+    double *vb_wk
+    double *vb_k
+    double *var_dk       # NULL unless mode == MODE_CVB
+    double *var_wk
+    double *var_k
+    int32_t *cg_dk       # live sampled counts (NULL without sampled pairs)
+    int32_t *cg_wk
+    int64_t *cg_k
+    # samples the variational update averages over ([HYB] eq 21 with <psi>, E62):
+    # n_samples x (D K | W K | K) arrays, or the live arrays themselves (1 sample)
+    int64_t n_samples
+    const int32_t *st_dk
+    const int32_t *st_wk
+    const int64_t *st_k
+    int64_t st_dk_stride
+    int64_t st_wk_stride
+    double *work         # 2 K doubles
+    bnp_bitgen_t *g
+    double delta         # sum over variational pairs of c_jw sum_k |r_new - r_old|
+    double entropy       # - sum c_jw r log r of the new rows (MODE_SVB)
+
+
+cdef inline double _sampled(const Sequential *a, const int32_t *st, int64_t stride, int64_t s,
+                            int64_t offset) noexcept nogil:
+    """Sampled document- or word-topic count of sample s at offset (0 without samples)."""
+    return st[s * stride + offset] if a.n_samples > 0 else 0.0
+
+
+cdef inline double _sampled_k(const Sequential *a, int64_t s, int64_t k) noexcept nogil:
+    """Sampled topic total of sample s (0 without samples)."""
+    return a.st_k[s * a.K + k] if a.n_samples > 0 else 0.0
+
+
+cdef inline double _cvb_factor(const Sequential *a, int64_t j, int32_t w, int64_t k, int64_t s, double ro,
+                               double *corr) noexcept nogil:
+    """(N^-_kw + eta_w)(N^-_jk + alpha_k) / (N^-_k + eta_tot) of sample s, and in *corr
+    the second-order exponent -V^-_jk/(2 e_jk^2) - V^-_kw/(2 e_kw^2) + V^-_k/(2 e_k^2)."""
+    cdef int64_t K = a.K
+    cdef double vo = ro * (1.0 - ro)
+    cdef double ekw = pos(a.vb_wk[w * K + k] + _sampled(a, a.st_wk, a.st_wk_stride, s, w * K + k) - ro) + a.eta[w]
+    cdef double ejk = pos(a.vb_dk[j * K + k] + _sampled(a, a.st_dk, a.st_dk_stride, s, j * K + k) - ro) + a.alpha[k]
+    cdef double ek = pos(a.vb_k[k] + _sampled_k(a, s, k) - ro) + a.eta_tot
+    corr[0] = (-pos(a.var_wk[w * K + k] - vo) / (2.0 * ekw * ekw)
+               - pos(a.var_dk[j * K + k] - vo) / (2.0 * ejk * ejk)
+               + pos(a.var_k[k] - vo) / (2.0 * ek * ek))
+    return ekw * ejk / ek
+
+
+cdef inline void _vb_pair(Sequential *a, int64_t j, int32_t w, double c, double *rrow) noexcept nogil:
+    """Variational update of pair (j, w) with count c, responsibility row rrow."""
+    cdef int64_t K = a.K, k, s, S = a.n_samples
+    cdef double *lw = a.work
+    cdef double *factor = a.work + K
+    cdef double *ndk = a.vb_dk + j * K
+    cdef double *nwk = a.vb_wk + w * K
+    cdef double eta_w = a.eta[w], x, ro, rn, corr, m, inv
+    if a.mode == M_CVB0:
+        # zero order: expected counts without one copy of the pair (no samples here)
+        a.delta += cvb0_pair(rrow, lw, ndk, nwk, a.vb_k, a.alpha, eta_w, a.eta_tot, c, K)
+        return
+    elif a.mode == M_CVB and S <= 1:
+        # one sample: product of the factors times one exp of the corrections
+        m = -INFINITY
+        for k in range(K):
+            factor[k] = _cvb_factor(a, j, w, k, 0, rrow[k], &corr)
+            lw[k] = corr
+            if corr > m:
+                m = corr
+        for k in range(K):
+            lw[k] = factor[k] * exp(lw[k] - m)
+        inv = 1.0 / sum_unrolled(lw, K)
+        for k in range(K):
+            lw[k] *= inv
+    else:
+        # averages over samples of psi (SVB, E62) or of the CVB log terms
+        for k in range(K):
+            ro = rrow[k]
+            x = 0.0
+            for s in range(S if S > 0 else 1):
+                if a.mode == M_SVB:
+                    x += (bnp_digamma(nwk[k] + _sampled(a, a.st_wk, a.st_wk_stride, s, w * K + k) + eta_w)
+                          - bnp_digamma(a.vb_k[k] + _sampled_k(a, s, k) + a.eta_tot)
+                          + bnp_digamma(ndk[k] + _sampled(a, a.st_dk, a.st_dk_stride, s, j * K + k) + a.alpha[k]))
+                else:
+                    x += log(_cvb_factor(a, j, w, k, s, ro, &corr)) + corr
+            lw[k] = x / S if S > 1 else x
+        normalise_log(lw, K)
+    if a.mode == M_CVB:
+        for k in range(K):
+            ro = rrow[k]
+            rn = lw[k]
+            x = c * (rn * (1.0 - rn) - ro * (1.0 - ro))
+            a.var_dk[j * K + k] += x
+            a.var_wk[w * K + k] += x
+            a.var_k[k] += x
+    a.delta += apply_row(rrow, lw, 1.0, c, ndk, nwk, a.vb_k, K)
+    if a.mode == M_SVB:
+        for k in range(K):
+            rn = rrow[k]
+            if rn > 0.0:
+                a.entropy -= c * rn * log(rn)
+
+
+cdef inline int32_t _cg_token(Sequential *a, int64_t j, int32_t w, int32_t t) noexcept nogil:
+    """Gibbs draw of one sampled token with topic t ([HYB] eq 25): counts are the
+    variational expectations plus the current sample, without the token."""
+    cdef int64_t K = a.K, k
+    cdef int32_t *cdk = a.cg_dk + j * K
+    cdef int32_t *cwk = a.cg_wk + w * K
+    cdef double *cum = a.work
+    cdef double *ndk = a.vb_dk + j * K
+    cdef double *nwk = a.vb_wk + w * K
+    cdef double eta_w = a.eta[w], tot = 0.0
+    cdk[t] -= 1
+    cwk[t] -= 1
+    a.cg_k[t] -= 1
+    for k in range(K):
+        tot += gibbs_weight(nwk[k] + cwk[k], ndk[k] + cdk[k], a.vb_k[k] + a.cg_k[k], eta_w,
+                            a.alpha[k], a.eta_tot)
+        cum[k] = tot
+    t = <int32_t>search_cumulative(cum, K, bnp_rng_uniform(a.g) * tot)
+    cdk[t] += 1
+    cwk[t] += 1
+    a.cg_k[t] += 1
+    return t
+
+
+cdef void _sequential_sweep(Sequential *a, const int64_t *indptr, const int32_t *indices,
+                            const int32_t *counts, int64_t D) noexcept nogil:
+    cdef int64_t j, p, c, row = 0, zi = 0, nnz = indptr[D]
+    cdef int32_t w
+    for j in range(D):
+        for p in range(indptr[j], indptr[j + 1]):
+            w = indices[p]
+            if p + 1 < nnz:     # the next pair's word row is a random row of a large array
+                prefetch_row(a.vb_wk + indices[p + 1] * a.K, a.K)
+            if counts[p] > a.threshold:
+                if a.do_vb:
+                    _vb_pair(a, j, w, counts[p], a.r + row * a.K)
+                row += 1
+            else:
+                if a.do_cg:
+                    for c in range(counts[p]):
+                        a.z[zi + c] = _cg_token(a, j, w, a.z[zi + c])
+                zi += counts[p]
+
+
+def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+                     const double[::1] alpha, const double[::1] eta, double eta_tot,                  # IN
+                     int mode, int threshold, bint do_cg, bint do_vb,                                 # IN
+                     double[:, ::1] r, int32_t[::1] z,                                                # IN/OUT
+                     double[:, ::1] vb_dk, double[:, ::1] vb_wk, double[::1] vb_k,                    # IN/OUT
+                     double[:, ::1] var_dk, double[:, ::1] var_wk, double[::1] var_k,                 # IN/OUT
+                     int32_t[:, ::1] cg_dk, int32_t[:, ::1] cg_wk, int64_t[::1] cg_k,                 # IN/OUT
+                     const int32_t[:, :, ::1] st_dk, const int32_t[:, :, ::1] st_wk,                  # IN
+                     const int64_t[:, ::1] st_k, double[::1] work, generator):                        # scratch
+    """One sequential sweep, documents and pairs in CSR order: a variational
+    update of every pair with c_jw > threshold (if ``do_vb``) and a Gibbs draw of
+    every token of the other pairs (if ``do_cg``). Counts change immediately.
+
+    Variational update of row r_jw by ``mode`` (ALGORITHMS.md 3.3-3.6), with
+    N = vb + sampled counts and N^- = N minus one copy of the pair:
+
+    * MODE_SVB: ``r ∝ exp(psi(N_kw + eta_w) - psi(N_k + eta_tot) + psi(N_jk + alpha_k))``
+      ([HYB] eq 11/21), each psi averaged over the ``st_*`` samples (E62);
+    * MODE_CVB0: ``r ∝ (N^-_kw + eta_w)(N^-_jk + alpha_k) / (N^-_k + eta_tot)``
+      (requires no sampled pairs);
+    * MODE_CVB: the log of the CVB0 factors minus ``V^-/(2 (N^- + prior)^2)`` for
+      the document and word counts, plus it for the topic total (second order,
+      Teh et al. 2006), averaged over the samples; variances are of the
+      variational pairs only.
+
+    A sampled token is drawn from ``gibbs_weight`` of its counts without it
+    ([HYB] eq 25). ``st_*`` (n_samples, ...) are the sampled counts the
+    variational update averages over: pass the live ``cg_*`` arrays reshaped to
+    one sample for the interleaved single-sample schedule, or zero samples when
+    nothing is sampled. ``work`` holds 2 K doubles; ``generator`` is used only to
+    draw (None when ``do_cg`` is false or nothing is sampled).
+
+    Returns ``(delta, entropy)``: sum over updated pairs of c_jw sum_k |r_new -
+    r_old| and (MODE_SVB) ``-sum c_jw r log r`` of the new rows.
+    """
+    cdef Sequential a
+    cdef int64_t K = vb_dk.shape[1], D = indptr.shape[0] - 1
+    if mode not in (MODE_SVB, MODE_CVB0, MODE_CVB):
+        raise ValueError(f"unknown mode {mode}")
+    if mode == M_CVB0 and st_k.shape[0] > 0:
+        raise ValueError("CVB0 updates take no samples")
+    if work.shape[0] < 2 * K or r.shape[1] != K or alpha.shape[0] != K:
+        raise ValueError("arrays disagree on the number of topics")
+    a.K = K
+    a.mode = mode
+    a.threshold = threshold
+    a.do_cg = do_cg and z.shape[0] > 0
+    a.do_vb = do_vb and r.shape[0] > 0
+    a.alpha = &alpha[0]
+    a.eta = &eta[0]
+    a.eta_tot = eta_tot
+    a.r = &r[0, 0] if r.shape[0] else NULL
+    a.z = &z[0] if z.shape[0] else NULL
+    a.vb_dk = &vb_dk[0, 0]
+    a.vb_wk = &vb_wk[0, 0]
+    a.vb_k = &vb_k[0]
+    if mode == M_CVB:
+        if var_k is None or var_k.shape[0] != K:
+            raise ValueError("MODE_CVB needs the variance arrays")
+        a.var_dk = &var_dk[0, 0]
+        a.var_wk = &var_wk[0, 0]
+        a.var_k = &var_k[0]
+    else:
+        a.var_dk = a.var_wk = a.var_k = NULL
+    a.cg_dk = &cg_dk[0, 0] if z.shape[0] else NULL
+    a.cg_wk = &cg_wk[0, 0] if z.shape[0] else NULL
+    a.cg_k = &cg_k[0] if z.shape[0] else NULL
+    a.n_samples = st_k.shape[0]
+    if a.n_samples:
+        a.st_dk = &st_dk[0, 0, 0]
+        a.st_wk = &st_wk[0, 0, 0]
+        a.st_k = &st_k[0, 0]
+        a.st_dk_stride = st_dk.shape[1] * K
+        a.st_wk_stride = st_wk.shape[1] * K
+    a.work = &work[0]
+    a.g = bitgen_of(generator) if a.do_cg else NULL
+    a.delta = 0.0
+    a.entropy = 0.0
+    lock = generator.bit_generator.lock if a.do_cg else nullcontext()
+    with lock, nogil:
+        _sequential_sweep(&a, &indptr[0], &indices[0] if indices.shape[0] else NULL,
+                          &counts[0] if counts.shape[0] else NULL, D)
+    return a.delta, a.entropy
+
+
+# ---------------------------------------------------------------------------
+# standard VB, parallel schedule
+# ---------------------------------------------------------------------------
+
+cdef struct SVBParallel:
+    int64_t K
+    const int64_t *indptr
+    const int32_t *indices
+    const int32_t *counts
+    const double *ew     # exp(lw), W x K
+    const double *ed     # exp(ld), D x K
+    const double *lw     # psi(N_kw + eta_w) - psi(N_k + eta_tot) - row max, W x K
+    const double *ld     # psi(N_jk + alpha_k) - row max, D x K
+    double *r
+    double *ndk
+    double *nwk          # n_threads x W x K partial word counts
+    int64_t nwk_stride
+    double *work         # n_threads x K
+    double *acc          # n_threads x 2: delta, entropy
+
+
+cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
+    cdef int64_t K = a.K, p, k
+    cdef int32_t w
+    cdef double c, z, lz, rn, d, delta = 0.0, ent = 0.0
+    cdef double *x = a.work + tid * K
+    cdef double *nd = a.ndk + j * K
+    cdef double *nw
+    cdef double *row
+    for k in range(K):
+        nd[k] = 0.0
+    for p in range(a.indptr[j], a.indptr[j + 1]):
+        w = a.indices[p]
+        c = a.counts[p]
+        row = a.r + p * K
+        nw = a.nwk + tid * a.nwk_stride + w * K
+        z = 0.0
+        for k in range(K):
+            x[k] = a.ew[w * K + k] * a.ed[j * K + k]
+            z += x[k]
+        if z > _TINY:
+            lz = log(z)
+            z = 1.0 / z
+            for k in range(K):
+                x[k] *= z
+        else:  # every product underflowed: normalise in log space
+            for k in range(K):
+                x[k] = a.lw[w * K + k] + a.ld[j * K + k]
+            lz = normalise_log(x, K)
+        for k in range(K):
+            rn = x[k]
+            if rn > 0.0:
+                ent -= c * rn * (a.lw[w * K + k] + a.ld[j * K + k] - lz)
+            d = rn - row[k]
+            delta += c * fabs(d)
+            row[k] = rn
+            nd[k] += c * rn
+            nw[k] += c * rn
+    a.acc[2 * tid] += delta
+    a.acc[2 * tid + 1] += ent
+
+
+def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+                      const double[:, ::1] log_word, const double[:, ::1] log_doc,                     # IN
+                      double[:, ::1] r, double[:, ::1] ndk, double[:, :, ::1] nwk_threads,             # OUT
+                      int n_threads=1):
+    """One standard VB iteration, parallel schedule ([HYB] eq 11; Blei et al. 2003
+    E-step + M-step): every pair gets its new row from the counts at the start
+    of the iteration, then the counts are recomputed.
+
+    ``log_word[w, k] = psi(N_kw + eta_w) - psi(N_k + eta_tot)`` and
+    ``log_doc[j, k] = psi(N_jk + alpha_k)``, each shifted so that its row
+    maximum is 0. Equivalent NumPy for pair p = (j, w)::
+
+        r[p] = softmax(log_word[w] + log_doc[j])
+        ndk[j] = sum_p c_p r[p];   nwk_threads.sum(0)[w] = sum_p c_p r[p]
+
+    Documents run in parallel (``n_threads``), each thread adding its word
+    counts to its own slice of ``nwk_threads`` (zeroed here; sum over axis 0).
+    Returns ``(delta, entropy)``: sum_p c_p sum_k |r_new - r_old| and
+    ``-sum_p c_p sum_k r log r`` of the new rows.
+    """
+    cdef int64_t D = indptr.shape[0] - 1, K = r.shape[1], W = log_word.shape[0], j
+    cdef int T = nwk_threads.shape[0]
+    if n_threads < 1 or T < n_threads:
+        raise ValueError(f"nwk_threads has {T} slices for n_threads={n_threads}")
+    if r.shape[0] != indices.shape[0] or log_doc.shape[0] != D or ndk.shape[0] != D:
+        raise ValueError("r, log_doc or ndk do not match the corpus")
+    if log_word.shape[1] != K or log_doc.shape[1] != K or nwk_threads.shape[1] != W or nwk_threads.shape[2] != K:
+        raise ValueError("arrays disagree on the number of topics or words")
+    ew = np.exp(log_word)
+    ed = np.exp(log_doc)
+    work = np.empty((n_threads, K))
+    acc = np.zeros((n_threads, 2))
+    cdef const double[:, ::1] ewv = ew, edv = ed
+    cdef double[:, ::1] wv = work, av = acc
+    cdef SVBParallel a
+    cdef SVBParallel *ap = &a
+    a.K = K
+    a.indptr = &indptr[0]
+    a.indices = &indices[0] if indices.shape[0] else NULL
+    a.counts = &counts[0] if counts.shape[0] else NULL
+    a.ew = &ewv[0, 0]
+    a.ed = &edv[0, 0]
+    a.lw = &log_word[0, 0]
+    a.ld = &log_doc[0, 0]
+    a.r = &r[0, 0] if r.shape[0] else NULL
+    a.ndk = &ndk[0, 0]
+    a.nwk = &nwk_threads[0, 0, 0]
+    a.nwk_stride = W * K
+    a.work = &wv[0, 0]
+    a.acc = &av[0, 0]
+    with nogil:
+        nwk_threads[:, :, :] = 0
+        for j in prange(D, num_threads=n_threads, schedule="static"):
+            _svb_doc(ap, j, threadid())
+    return float(acc[:, 0].sum()), float(acc[:, 1].sum())
+
+
+# ---------------------------------------------------------------------------
+# per-document inference with the topics fixed (transform / fold-in)
+# ---------------------------------------------------------------------------
+
+def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN docs
+            const double[::1] alpha, int mode, int threshold,                                 # IN
+            const double[:, ::1] vb_log_word, const double[:, ::1] cg_word,                   # IN topics
+            int max_iter, int burn_in, double tol,                                            # IN
+            double[:, ::1] theta, generator=None):                                            # OUT
+    """Document-topic proportions of new documents with the topics fixed, by the
+    algorithm's own per-document updates.
+
+    Pairs with c_jw > threshold are variational, with the document factor of
+    ``mode`` (MODE_SVB: ``psi(N_jk + alpha_k)``; MODE_CVB0: ``log(N^-_jk +
+    alpha_k)``; MODE_CVB: that minus ``V^-_jk / (2 (N^-_jk + alpha_k)^2)``) added
+    to ``vb_log_word[w]``; the tokens of the other pairs are sampled from
+    ``cg_word[w, k] (N^-_jk + alpha_k)``, N_jk being the document's expected plus
+    sampled counts. A document without sampled tokens iterates until the mean
+    absolute change of N_j / N_j drops below ``tol`` (at most ``max_iter``
+    sweeps) and returns ``(N_j + alpha) / (N_j + sum(alpha))``; one with sampled
+    tokens runs ``max_iter`` sweeps and averages that vector over the sweeps
+    after ``burn_in``. Initialisation: rows ``softmax(vb_log_word[w])``, topics
+    drawn from ``cg_word[w]``.
+    """
+    cdef int64_t D = indptr.shape[0] - 1, K = alpha.shape[0], j, p, k, c, it, n_vb, n_cg, s, row, zi
+    cdef int64_t max_pairs = 0, max_tokens = 0
+    cdef int32_t w, t
+    cdef double A = 0.0, n_j, ro, vo, rn, d, x, change, tot, ejk
+    cdef bint any_cg = False
+    if vb_log_word.shape[1] != K or cg_word.shape[1] != K or theta.shape[1] != K or theta.shape[0] != D:
+        raise ValueError("arrays disagree on the number of topics or documents")
+    if vb_log_word.shape[0] != cg_word.shape[0]:
+        raise ValueError("vb_log_word and cg_word disagree on the vocabulary")
+    for j in range(D):
+        max_pairs = max(max_pairs, indptr[j + 1] - indptr[j])
+        n_cg = 0
+        for p in range(indptr[j], indptr[j + 1]):
+            if counts[p] <= threshold:
+                n_cg += counts[p]
+        max_tokens = max(max_tokens, n_cg)
+        any_cg = any_cg or n_cg > 0
+    if any_cg and generator is None:
+        raise ValueError("sampled tokens need a generator")
+    r_np = np.empty((max(max_pairs, 1), K))
+    z_np = np.empty(max(max_tokens, 1), dtype=np.int32)
+    work_np = np.empty((5, K))
+    cdef double[:, ::1] rb = r_np, wk = work_np
+    cdef int32_t[::1] zb = z_np
+    cdef double *E = &wk[0, 0]
+    cdef double *V = &wk[1, 0]
+    cdef double *lw = &wk[2, 0]
+    cdef double *avg = &wk[3, 0]
+    cdef double *old = &wk[4, 0]
+    cdef bnp_bitgen_t *g = bitgen_of(generator) if any_cg else NULL
+    for k in range(K):
+        A += alpha[k]
+    lock = generator.bit_generator.lock if any_cg else nullcontext()
+    with lock, nogil:
+        for j in range(D):
+            n_j = 0.0
+            for k in range(K):
+                E[k] = 0.0
+                V[k] = 0.0
+                avg[k] = 0.0
+            # initialise
+            row = 0
+            zi = 0
+            for p in range(indptr[j], indptr[j + 1]):
+                w = indices[p]
+                n_j += counts[p]
+                if counts[p] > threshold:
+                    for k in range(K):
+                        rb[row, k] = vb_log_word[w, k]
+                    normalise_log(&rb[row, 0], K)
+                    for k in range(K):
+                        E[k] += counts[p] * rb[row, k]
+                        V[k] += counts[p] * rb[row, k] * (1.0 - rb[row, k])
+                    row += 1
+                else:
+                    for c in range(counts[p]):
+                        tot = 0.0
+                        for k in range(K):
+                            tot += cg_word[w, k]
+                            lw[k] = tot
+                        t = <int32_t>search_cumulative(lw, K, bnp_rng_uniform(g) * tot)
+                        zb[zi] = t
+                        zi += 1
+                        E[t] += 1.0
+            n_vb = row
+            n_cg = zi
+            s = 0
+            for it in range(max_iter):
+                for k in range(K):
+                    old[k] = E[k]
+                row = 0
+                zi = 0
+                for p in range(indptr[j], indptr[j + 1]):
+                    w = indices[p]
+                    if counts[p] > threshold:
+                        for k in range(K):
+                            ro = rb[row, k]
+                            vo = ro * (1.0 - ro)
+                            if mode == M_SVB:
+                                x = bnp_digamma(E[k] + alpha[k])
+                            else:
+                                ejk = pos(E[k] - ro) + alpha[k]
+                                x = log(ejk)
+                                if mode == M_CVB:
+                                    x -= pos(V[k] - vo) / (2.0 * ejk * ejk)
+                            lw[k] = vb_log_word[w, k] + x
+                        normalise_log(lw, K)
+                        for k in range(K):
+                            ro = rb[row, k]
+                            rn = lw[k]
+                            E[k] += counts[p] * (rn - ro)
+                            V[k] += counts[p] * (rn * (1.0 - rn) - ro * (1.0 - ro))
+                            rb[row, k] = rn
+                        row += 1
+                    else:
+                        for c in range(counts[p]):
+                            t = zb[zi]
+                            E[t] -= 1.0
+                            tot = 0.0
+                            for k in range(K):
+                                tot += cg_word[w, k] * (pos(E[k]) + alpha[k])
+                                lw[k] = tot
+                            t = <int32_t>search_cumulative(lw, K, bnp_rng_uniform(g) * tot)
+                            E[t] += 1.0
+                            zb[zi] = t
+                            zi += 1
+                if n_cg == 0:
+                    change = 0.0
+                    for k in range(K):
+                        change += fabs(E[k] - old[k])
+                    if n_j == 0.0 or change < tol * n_j:
+                        break
+                elif it >= burn_in:
+                    for k in range(K):
+                        avg[k] += E[k]
+                    s += 1
+            for k in range(K):
+                x = avg[k] / s if s > 0 else E[k]
+                theta[j, k] = (x + alpha[k]) / (n_j + A)

@@ -1,0 +1,1188 @@
+"""Kernels of truncation-free stochastic variational inference ([TF] 000) and of
+its truncated stochastic mean-field baselines (shared/ALGORITHMS.md §5, §8.4).
+
+One call handles one minibatch (or one set of documents); loops run without
+the GIL. The global variational state is passed in the lazily scaled form of
+``bnpcore.inference.online.StickState``: ``lambda_kw = eta + scale * gwords[rows[k], w]``,
+``Lambda_k = W eta + scale * row_tilde[rows[k]]``, ``u_k = 1 + sizes[k]``,
+``v_k = g + sum_{l>k} sizes[l]``. Minibatches use a local vocabulary
+(``bnpcore.inference.online.Minibatch``): pair p of document j has local word
+id ``words[p]`` (global id ``vocab[words[p]]``) and count ``counts[p]``.
+
+Random draws go through the numpy Generator passed in (its bit generator,
+under its lock), so a seeded run is reproducible draw for draw.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
+from libc.math cimport exp, log, INFINITY
+from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
+from cython.parallel cimport parallel, prange
+
+from bnpcore.kernels.special cimport bnp_dlgamma, bnp_digamma, bnp_lgamma, bnp_logsumexp, bnp_sample_logweights
+from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_beta, bnp_rng_log_gamma, bnp_rng_uniform
+from bnpcore.kernels.stirling cimport BNP_STIRLING_MAX_N, StirlingTable, bnp_stirling_t, sample_tables
+
+cnp.import_array()
+
+# BLAS dgemm from SciPy's exported Cython BLAS (bound at import through its capsule,
+# so building bnpcore needs no SciPy headers).
+ctypedef void (*dgemm_t)(char *transa, char *transb, int *m, int *n, int *k, double *alpha, double *a,
+                         int *lda, double *b, int *ldb, double *beta, double *c, int *ldc) noexcept nogil
+cdef dgemm_t _dgemm = NULL
+
+
+def _bind_blas():
+    global _dgemm
+    from scipy.linalg import cython_blas
+    capsule = cython_blas.__pyx_capi__["dgemm"]
+    _dgemm = <dgemm_t>PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule))
+
+
+_bind_blas()
+
+
+cdef inline void gemm(bint ta, bint tb, int m, int n, int k, double alpha, const double *a, int lda,
+                      const double *b, int ldb, double beta, double *c, int ldc) noexcept nogil:
+    """Row-major C (m x n) = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n
+    (column-major BLAS on the transposes: C^T = op(B)^T op(A)^T)."""
+    cdef char transa = b'T' if ta else b'N'
+    cdef char transb = b'T' if tb else b'N'
+    if m == 0 or n == 0:
+        return
+    _dgemm(&transb, &transa, &n, &m, &k, &alpha, <double *>b, &ldb, <double *>a, &lda, &beta, c, &ldc)
+
+
+# --------------------------------------------------------------------------- #
+# Minibatches and the global step                                              #
+# --------------------------------------------------------------------------- #
+
+def gather_batch(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+                 const int64_t[::1] docs, int32_t[::1] word_map):  # IN x4, scratch
+    """CSR of the documents ``docs`` of a corpus, with a local vocabulary.
+
+    ``word_map`` is scratch of length W filled with -1 (restored on return).
+    Returns ``(ptr, words, counts, vocab)``: ptr (S + 1, int64), local word id
+    and count of every pair (int32), and the global id of each local id (int32,
+    first-appearance order). Equivalent NumPy: ``sub = corpus[docs]``;
+    ``vocab = pd.unique(sub.indices)``; ``words = index of sub.indices in vocab``.
+    """
+    cdef Py_ssize_t S = docs.shape[0], n_docs = indptr.shape[0] - 1, j, p, q = 0, nv = 0, n = 0
+    cdef int64_t d
+    cdef int32_t w
+    for j in range(S):
+        d = docs[j]
+        if d < 0 or d >= n_docs:
+            raise IndexError(f"document {d} is out of range for {n_docs} documents")
+        n += indptr[d + 1] - indptr[d]
+    ptr = np.empty(S + 1, dtype=np.int64)
+    local = np.empty(n, dtype=np.int32)
+    cnt = np.empty(n, dtype=np.int32)
+    vocab = np.empty(min(n, word_map.shape[0]), dtype=np.int32)
+    cdef int64_t[::1] pv = ptr
+    cdef int32_t[::1] lv = local, cv = cnt, vv = vocab
+    with nogil:
+        for j in range(S):
+            pv[j] = q
+            d = docs[j]
+            for p in range(indptr[d], indptr[d + 1]):
+                w = indices[p]
+                if word_map[w] < 0:
+                    word_map[w] = <int32_t>nv
+                    vv[nv] = w
+                    nv += 1
+                lv[q] = word_map[w]
+                cv[q] = counts[p]
+                q += 1
+        pv[S] = q
+        for j in range(nv):
+            word_map[vv[j]] = -1
+    return ptr, local, cnt, vocab[:nv].copy()
+
+
+def add_block(double[:, ::1] gwords, double[::1] row_tilde, const int64_t[::1] rows,
+              const int32_t[::1] vocab, const double[:, ::1] block, double coef):  # OUT x2, IN x3
+    """Sparse part of the lazily decayed natural-gradient step (ALGORITHMS.md §2.9).
+
+    Equivalent NumPy: ``gwords[rows[:, None], vocab] += coef * block`` and
+    ``row_tilde[rows] += coef * block.sum(axis=1)``.
+    """
+    cdef Py_ssize_t B = block.shape[0], nv = block.shape[1], b, v
+    cdef int64_t r
+    cdef double x, s
+    if rows.shape[0] != B or vocab.shape[0] != nv:
+        raise ValueError(f"block {B}x{nv} does not match {rows.shape[0]} rows and {vocab.shape[0]} words")
+    with nogil:
+        for b in range(B):
+            r = rows[b]
+            s = 0.0
+            for v in range(nv):
+                x = block[b, v]
+                if x != 0.0:
+                    x = coef * x
+                    gwords[r, vocab[v]] += x
+                    s += x
+            row_tilde[r] += s
+
+
+# --------------------------------------------------------------------------- #
+# Growable arrays for the truncation-free local samplers                      #
+# --------------------------------------------------------------------------- #
+
+cdef int _resize(void **p, size_t nbytes) except -1 nogil:
+    """realloc that keeps *p on failure and raises MemoryError."""
+    cdef void *q = realloc(p[0], nbytes if nbytes > 0 else 1)
+    if q == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate {nbytes} bytes")
+    p[0] = q
+    return 0
+
+
+cdef int _resize_rows(void **p, size_t n_rows, size_t old_cols, size_t new_cols, size_t elsize) except -1 nogil:
+    """Re-lay an n_rows x old_cols array as n_rows x new_cols (new columns uninitialised)."""
+    cdef char *q = <char *>malloc(n_rows * new_cols * elsize if n_rows * new_cols > 0 else 1)
+    cdef char *old = <char *>p[0]
+    cdef size_t i
+    if q == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate {n_rows * new_cols * elsize} bytes")
+    if old != NULL:
+        for i in range(n_rows):
+            memcpy(q + i * new_cols * elsize, old + i * old_cols * elsize, old_cols * elsize)
+    free(old)
+    p[0] = q
+    return 0
+
+
+cdef inline double _stick_prefix(const double *log1mv, double *cum, int64_t n) noexcept nogil:
+    """cum[k] = sum_{l<k} log(1 - V_l) for k = 0..n; returns cum[n]."""
+    cdef int64_t k
+    cum[0] = 0.0
+    for k in range(n):
+        cum[k + 1] = cum[k] + log1mv[k]
+    return cum[n]
+
+
+# --------------------------------------------------------------------------- #
+# DP mixture of multinomials: truncation-free local step (§5.2)              #
+# --------------------------------------------------------------------------- #
+
+cdef struct DPWork:
+    int64_t S, nv, K, L, cap, counter
+    double eta, a, w_eta
+    bint exact
+    const int64_t *ptr
+    const int32_t *words
+    const int32_t *counts
+    int64_t *doclen
+    double *dmrest         # S: log DM(c_j | eta)
+    int32_t *z             # S
+    # per component, capacity cap (k-major rows of nv or S entries)
+    double *lc             # cap x nv: lambda_kw + C_kw
+    int32_t *C             # cap x nv: pooled minibatch counts
+    double *lamtot         # Lambda_k + C_k
+    int64_t *m             # minibatch documents in k
+    double *u
+    double *v              # Beta "prior" of stick k: q(V_k), or Beta(1, a) beyond K
+    double *logv
+    double *log1mv
+    double *cum            # cap + 1
+    int64_t *ver           # version of component k (changes with C_k)
+    double *dm             # cap x S cached log DM(c_j | lambda_k + C_k)
+    int64_t *dmver         # cap x S version of the cached value
+    double *lw             # cap + 1 scratch
+
+
+cdef int dp_reserve(DPWork *w, int64_t need) except -1 nogil:
+    cdef int64_t cap = w.cap if w.cap > 0 else 8
+    if need <= w.cap:
+        return 0
+    while cap < need:
+        cap *= 2
+    _resize(<void **>&w.lc, cap * w.nv * sizeof(double))
+    _resize(<void **>&w.C, cap * w.nv * sizeof(int32_t))
+    _resize(<void **>&w.lamtot, cap * sizeof(double))
+    _resize(<void **>&w.m, cap * sizeof(int64_t))
+    _resize(<void **>&w.u, cap * sizeof(double))
+    _resize(<void **>&w.v, cap * sizeof(double))
+    _resize(<void **>&w.logv, cap * sizeof(double))
+    _resize(<void **>&w.log1mv, cap * sizeof(double))
+    _resize(<void **>&w.cum, (cap + 1) * sizeof(double))
+    _resize(<void **>&w.ver, cap * sizeof(int64_t))
+    _resize(<void **>&w.dm, cap * w.S * sizeof(double))
+    _resize(<void **>&w.dmver, cap * w.S * sizeof(int64_t))
+    _resize(<void **>&w.lw, (cap + 1) * sizeof(double))
+    w.cap = cap
+    return 0
+
+
+cdef void dp_free(DPWork *w) noexcept nogil:
+    free(w.doclen); free(w.dmrest); free(w.z)
+    free(w.lc); free(w.C); free(w.lamtot); free(w.m); free(w.u); free(w.v)
+    free(w.logv); free(w.log1mv); free(w.cum); free(w.ver); free(w.dm); free(w.dmver); free(w.lw)
+
+
+cdef inline double dp_log_dm(DPWork *w, int64_t j, int64_t k) noexcept nogil:
+    """log DM(c_j | lambda_k + C_k), the document's token sequence (§2.3)."""
+    cdef int64_t p
+    cdef double s = 0.0
+    cdef const double *row = w.lc + k * w.nv
+    for p in range(w.ptr[j], w.ptr[j + 1]):
+        s += bnp_dlgamma(row[w.words[p]], w.counts[p])
+    return s - bnp_dlgamma(w.lamtot[k], <double>w.doclen[j])
+
+
+cdef inline void dp_move(DPWork *w, int64_t j, int64_t k, int sign) noexcept nogil:
+    """Add (sign = 1) or remove (sign = -1) document j to or from component k."""
+    cdef int64_t p
+    cdef int32_t c
+    for p in range(w.ptr[j], w.ptr[j + 1]):
+        c = sign * w.counts[p]
+        w.C[k * w.nv + w.words[p]] += c
+        w.lc[k * w.nv + w.words[p]] += c
+    w.lamtot[k] += sign * w.doclen[j]
+    w.m[k] += sign
+    w.counter += 1
+    w.ver[k] = w.counter
+
+
+cdef int dp_new_stick(DPWork *w, bnp_bitgen_t *g) except -1 nogil:
+    """Instantiate stick L at the prior: lambda = eta, V_L ~ Beta(1, a)."""
+    cdef int64_t k = w.L, v, j
+    dp_reserve(w, k + 1)
+    for v in range(w.nv):
+        w.lc[k * w.nv + v] = w.eta
+        w.C[k * w.nv + v] = 0
+    w.lamtot[k] = w.w_eta
+    w.m[k] = 0
+    w.u[k] = 1.0
+    w.v[k] = w.a
+    w.logv[k] = bnp_rng_log_beta(g, 1.0, w.a, &w.log1mv[k])
+    w.cum[k + 1] = w.cum[k] + w.log1mv[k]
+    w.counter += 1
+    w.ver[k] = w.counter
+    for j in range(w.S):
+        w.dmver[k * w.S + j] = -1
+    w.L = k + 1
+    return 0
+
+
+cdef int64_t dp_sample_z(DPWork *w, int64_t j, bnp_bitgen_t *g) except -1 nogil:
+    """Draw z_j given the sticks and the other documents' pooled counts."""
+    cdef int64_t k, L = w.L, pick
+    cdef int64_t slot
+    for k in range(L):
+        slot = k * w.S + j
+        if w.dmver[slot] != w.ver[k]:
+            w.dm[slot] = dp_log_dm(w, j, k)
+            w.dmver[slot] = w.ver[k]
+        w.lw[k] = w.logv[k] + w.cum[k] + w.dm[slot]
+    w.lw[L] = w.cum[L] + w.dmrest[j]
+    pick = bnp_sample_logweights(w.lw, L + 1, bnp_rng_uniform(g))
+    if pick < 0:
+        with gil:
+            raise FloatingPointError(f"document {j}: no finite component weight")
+    if pick < L:
+        return pick
+    # The unrepresented sticks share lambda = eta, so the document picks one of
+    # them in proportion to pi_k: walk down the sticks drawn from their prior
+    # (retrospective sampling, E17); the paper's rule takes the next one.
+    while True:
+        dp_new_stick(w, g)
+        if not w.exact or bnp_rng_uniform(g) < exp(w.logv[w.L - 1]):
+            return w.L - 1
+
+
+cdef int dp_sample_sticks(DPWork *w, bnp_bitgen_t *g) except -1 nogil:
+    """V_k ~ Beta(u_k + m_k, v_k + sum_{l>k} m_l); drop trailing empty sticks beyond K."""
+    cdef int64_t k
+    cdef double suffix = 0.0
+    for k in range(w.L - 1, -1, -1):
+        w.logv[k] = bnp_rng_log_beta(g, w.u[k] + w.m[k], w.v[k] + suffix, &w.log1mv[k])
+        suffix += w.m[k]
+    while w.L > w.K and w.m[w.L - 1] == 0:
+        w.L -= 1
+    _stick_prefix(w.log1mv, w.cum, w.L)
+    return 0
+
+
+def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+                  const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
+                  const int64_t[::1] rows, double scale, const double[::1] sizes,
+                  double eta, double a, int sweeps, bint exact, rng, int32_t[:, ::1] trace=None):
+    """Truncation-free local step of the DP mixture on one minibatch (§5.2).
+
+    Joint collapsed Gibbs over the S document labels z_j and the sticks V_k,
+    with q(phi_k) = Dir(lambda_k) integrated out into pooled minibatch counts
+    and q(V_k) = Beta(u_k, v_k) acting as the sticks' prior (sticks beyond the
+    K instantiated ones: Beta(1, a), lambda = eta). Initialisation: V_k ~ q(V_k),
+    then each z_j given the earlier documents; then ``sweeps`` times: all
+    sticks given z, all z_j given the sticks. A document choosing the
+    unrepresented mass walks down fresh sticks (``exact``, E17) or takes the
+    next one (``exact=False``, the literal [TF] S.2.2 rule).
+
+    Parameters
+    ----------
+    ptr, words, counts, vocab : the minibatch (``Minibatch``)
+    gwords, row_tilde, rows, scale, sizes : the global state (``StickState``)
+    eta, a : float
+        Dirichlet prior of the components and DP concentration.
+    sweeps : int
+    exact : bool
+    rng : numpy.random.Generator
+    trace : int32 array of shape (sweeps, S), optional
+        OUT: the labels (stick positions) after every sweep.
+
+    Returns
+    -------
+    n_new : int
+        Components instantiated (non-empty ones only, appended after the K).
+    z : ndarray of shape (S,), int32
+        Final labels in [0, K + n_new).
+    block : ndarray of shape (K + n_new, n_batch_words)
+        Word counts of each component over the minibatch.
+    docs : ndarray of shape (K + n_new,)
+        Number of minibatch documents of each component.
+    """
+    cdef DPWork w
+    cdef int64_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
+    cdef int64_t j, k, v, p, s, kout
+    cdef double suffix
+    cdef int64_t[::1] remap
+    cdef double[:, ::1] bv
+    cdef double[::1] dv
+    cdef int32_t[::1] zv
+    cdef bint do_trace = trace is not None
+    cdef bnp_bitgen_t *g = bitgen_of(rng)
+    if sizes.shape[0] != K or row_tilde.shape[0] != gwords.shape[0]:
+        raise ValueError("inconsistent global state")
+    if trace is not None and (trace.shape[0] != sweeps or trace.shape[1] != S):
+        raise ValueError(f"trace must have shape ({sweeps}, {S})")
+    memset(&w, 0, sizeof(DPWork))
+    w.S, w.nv, w.K, w.L = S, nv, K, K
+    w.eta, w.a, w.w_eta, w.exact = eta, a, W * eta, exact
+    w.ptr = &ptr[0]
+    w.words = &words[0] if words.shape[0] else NULL
+    w.counts = &counts[0] if counts.shape[0] else NULL
+    try:
+        with rng.bit_generator.lock, nogil:
+            _resize(<void **>&w.doclen, S * sizeof(int64_t))
+            _resize(<void **>&w.dmrest, S * sizeof(double))
+            _resize(<void **>&w.z, S * sizeof(int32_t))
+            dp_reserve(&w, K + 8)
+            for j in range(S):
+                w.doclen[j] = 0
+                w.dmrest[j] = 0.0
+                for p in range(ptr[j], ptr[j + 1]):
+                    w.doclen[j] += counts[p]
+                    w.dmrest[j] += bnp_dlgamma(eta, counts[p])
+                w.dmrest[j] -= bnp_dlgamma(w.w_eta, <double>w.doclen[j])
+            suffix = 0.0
+            for k in range(K - 1, -1, -1):
+                w.u[k] = 1.0 + sizes[k]
+                w.v[k] = a + suffix
+                suffix += sizes[k]
+            for k in range(K):
+                for v in range(nv):
+                    w.lc[k * nv + v] = eta + scale * gwords[rows[k], vocab[v]]
+                    w.C[k * nv + v] = 0
+                w.lamtot[k] = w.w_eta + scale * row_tilde[rows[k]]
+                w.m[k] = 0
+                w.logv[k] = bnp_rng_log_beta(g, w.u[k], w.v[k], &w.log1mv[k])
+                w.counter += 1
+                w.ver[k] = w.counter
+                for j in range(S):
+                    w.dmver[k * S + j] = -1
+            _stick_prefix(w.log1mv, w.cum, K)
+            for j in range(S):                       # sequential initialisation
+                k = dp_sample_z(&w, j, g)
+                w.z[j] = <int32_t>k
+                dp_move(&w, j, k, 1)
+            for s in range(sweeps):
+                dp_sample_sticks(&w, g)
+                for j in range(S):
+                    dp_move(&w, j, w.z[j], -1)
+                    k = dp_sample_z(&w, j, g)
+                    w.z[j] = <int32_t>k
+                    dp_move(&w, j, k, 1)
+                if do_trace:
+                    for j in range(S):
+                        trace[s, j] = w.z[j]
+        # Keep the K global components and the new ones that hold documents.
+        remap_arr = np.full(w.L, -1, dtype=np.int64)
+        remap = remap_arr
+        kout = 0
+        for k in range(w.L):
+            if k < K or w.m[k] > 0:
+                remap[k] = kout
+                kout += 1
+        block = np.empty((kout, nv), dtype=np.float64)
+        docs = np.empty(kout, dtype=np.float64)
+        z = np.empty(S, dtype=np.int32)
+        bv, dv, zv = block, docs, z
+        with nogil:
+            for k in range(w.L):
+                if remap[k] >= 0:
+                    dv[remap[k]] = w.m[k]
+                    for v in range(nv):
+                        bv[remap[k], v] = w.C[k * nv + v]
+            for j in range(S):
+                zv[j] = <int32_t>remap[w.z[j]]
+        return kout - K, z, block, docs
+    finally:
+        dp_free(&w)
+
+
+def dp_log_weights(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+                   const double[:, ::1] gwords, const double[::1] row_tilde, const int64_t[::1] rows,
+                   double scale, const double[::1] sizes, double eta, double a,
+                   double[:, ::1] out, int n_threads=1):  # IN x9, OUT
+    """Locally collapsed q(z_j = k) of the DP mixture, unnormalised, in log space ([TF] §2.3).
+
+    ``out[j, k] = log E[pi_k] + log DM(c_j | lambda_k)`` for k < K and
+    ``out[j, K] = log prod_{l<K} E[1 - V_l] + log DM(c_j | eta)`` (all new
+    components), with ``log E[pi_k] = log(u_k/(u_k+v_k)) + sum_{l<k} log(v_l/(u_l+v_l))``.
+    Documents are rows of the CSR (indptr, indices, counts) with global word ids.
+    """
+    cdef Py_ssize_t D = indptr.shape[0] - 1, K = rows.shape[0], W = gwords.shape[1], j, k
+    cdef int64_t p, n
+    cdef double s, suffix, w_eta = W * eta
+    if out.shape[0] != D or out.shape[1] != K + 1 or sizes.shape[0] != K:
+        raise ValueError(f"out must have shape ({D}, {K + 1})")
+    logpi = np.empty(K + 1, dtype=np.float64)
+    lamtot = np.empty(K, dtype=np.float64)
+    cdef double[::1] lp = logpi, lt = lamtot
+    cdef double u, v, cum = 0.0
+    suffix = 0.0
+    for k in range(K - 1, -1, -1):
+        lp[k] = suffix                 # temporarily v_k - a
+        suffix += sizes[k]
+    for k in range(K):
+        u = 1.0 + sizes[k]
+        v = a + lp[k]
+        lp[k] = log(u / (u + v)) + cum
+        cum += log(v / (u + v))
+        lt[k] = w_eta + scale * row_tilde[rows[k]]
+    lp[K] = cum
+    for j in prange(D, nogil=True, schedule="static", num_threads=n_threads):
+        n = 0
+        s = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            n = n + counts[p]
+            s = s + bnp_dlgamma(eta, counts[p])
+        out[j, K] = lp[K] + s - bnp_dlgamma(w_eta, <double>n)
+        for k in range(K):
+            s = 0.0
+            for p in range(indptr[j], indptr[j + 1]):
+                s = s + bnp_dlgamma(eta + scale * gwords[rows[k], indices[p]], counts[p])
+            out[j, k] = lp[k] + s - bnp_dlgamma(lt[k], <double>n)
+
+
+# --------------------------------------------------------------------------- #
+# DP mixture: truncated stochastic mean-field local step (§5.4 a)             #
+# --------------------------------------------------------------------------- #
+
+def dp_meanfield_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+                      const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
+                      const int64_t[::1] rows, double scale, const double[::1] elog_pi, double eta,
+                      double[:, ::1] block, double[::1] docs, double[:, ::1] resp):  # IN x10, OUT x3
+    """Mean-field responsibilities of the truncated DP mixture (§5.4 a) and their statistics.
+
+    ``log r_jk = elog_pi[k] + sum_w c_jw (psi(lambda_kw) - psi(Lambda_k))``, normalised
+    over k; ``block[k, v] = sum_j r_jk c_jv``, ``docs[k] = sum_j r_jk`` (both
+    overwritten); ``resp`` (S x K) receives r (pass an array of shape (0, K) to skip).
+    """
+    cdef Py_ssize_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
+    cdef Py_ssize_t j, k, v
+    cdef int64_t p
+    cdef double lz, r, digtot
+    cdef bint keep = resp.shape[0] == S
+    if block.shape[0] != K or block.shape[1] != nv or docs.shape[0] != K or elog_pi.shape[0] != K:
+        raise ValueError("output shapes do not match the state")
+    if resp.shape[0] not in (0, S) or resp.shape[1] != K:
+        raise ValueError(f"resp must have shape ({S}, {K}) or (0, {K})")
+    if K == 0:
+        raise ValueError("the truncated model has no components")
+    elogphi = np.empty((K, nv), dtype=np.float64)
+    logr = np.empty(K, dtype=np.float64)
+    cdef double[:, ::1] ep = elogphi
+    cdef double[::1] lr = logr
+    with nogil:
+        for k in range(K):
+            digtot = bnp_digamma(W * eta + scale * row_tilde[rows[k]])
+            docs[k] = 0.0
+            for v in range(nv):
+                ep[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - digtot
+                block[k, v] = 0.0
+        for j in range(S):
+            for k in range(K):
+                r = elog_pi[k]
+                for p in range(ptr[j], ptr[j + 1]):
+                    r = r + counts[p] * ep[k, words[p]]
+                lr[k] = r
+            lz = bnp_logsumexp(&lr[0], K)
+            for k in range(K):
+                r = exp(lr[k] - lz)
+                if keep:
+                    resp[j, k] = r
+                if r == 0.0:
+                    continue
+                docs[k] += r
+                for p in range(ptr[j], ptr[j + 1]):
+                    block[k, words[p]] += r * counts[p]
+
+
+# --------------------------------------------------------------------------- #
+# HDP topic model: truncation-free local step ([TF] S.2.2, §5.3)              #
+# --------------------------------------------------------------------------- #
+
+cdef struct HDPWork:
+    int64_t S, nv, ntok, K, L, cap
+    double eta, gamma, alpha, w_eta, inv_w
+    bint exact
+    const int64_t *tptr    # S + 1 token offsets
+    const int32_t *tw      # local word id of every token
+    int32_t *z             # topic of every token
+    # k-inner arrays (row stride cap), re-laid out when cap grows
+    double *wk             # nv x cap: lambda_kw + n^B_kw
+    int32_t *nkw           # nv x cap: n^B_kw
+    int32_t *njk           # S x cap
+    # per topic
+    double *den            # Lambda_k + n^B_k
+    double *inv            # 1 / den
+    int64_t *nk
+    int64_t *M             # sum_j m_jk (tables)
+    double *u
+    double *v
+    double *logv
+    double *log1mv
+    double *cum            # cap + 1
+    double *ab             # alpha beta_k
+    double ab_new          # alpha beta_new
+    double *cw             # cap + 1 cumulative weights
+
+
+cdef int hdp_reserve(HDPWork *w, int64_t need) except -1 nogil:
+    cdef int64_t cap = w.cap if w.cap > 0 else 8
+    if need <= w.cap:
+        return 0
+    while cap < need:
+        cap *= 2
+    _resize_rows(<void **>&w.wk, w.nv, w.cap, cap, sizeof(double))
+    _resize_rows(<void **>&w.nkw, w.nv, w.cap, cap, sizeof(int32_t))
+    _resize_rows(<void **>&w.njk, w.S, w.cap, cap, sizeof(int32_t))
+    _resize(<void **>&w.den, cap * sizeof(double))
+    _resize(<void **>&w.inv, cap * sizeof(double))
+    _resize(<void **>&w.nk, cap * sizeof(int64_t))
+    _resize(<void **>&w.M, cap * sizeof(int64_t))
+    _resize(<void **>&w.u, cap * sizeof(double))
+    _resize(<void **>&w.v, cap * sizeof(double))
+    _resize(<void **>&w.logv, cap * sizeof(double))
+    _resize(<void **>&w.log1mv, cap * sizeof(double))
+    _resize(<void **>&w.cum, (cap + 1) * sizeof(double))
+    _resize(<void **>&w.ab, cap * sizeof(double))
+    _resize(<void **>&w.cw, (cap + 1) * sizeof(double))
+    w.cap = cap
+    return 0
+
+
+cdef void hdp_free(HDPWork *w) noexcept nogil:
+    free(w.z); free(w.wk); free(w.nkw); free(w.njk); free(w.den); free(w.inv); free(w.nk); free(w.M)
+    free(w.u); free(w.v); free(w.logv); free(w.log1mv); free(w.cum); free(w.ab); free(w.cw)
+
+
+cdef inline void hdp_weights(HDPWork *w) noexcept nogil:
+    """alpha beta_k = alpha V_k prod_{l<k}(1 - V_l) and alpha beta_new from the sticks."""
+    cdef int64_t k
+    _stick_prefix(w.log1mv, w.cum, w.L)
+    for k in range(w.L):
+        w.ab[k] = w.alpha * exp(w.logv[k] + w.cum[k])
+    w.ab_new = w.alpha * exp(w.cum[w.L])
+
+
+cdef int hdp_new_stick(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
+    """Instantiate topic L at the prior: lambda = eta, V_L ~ Beta(1, gamma)."""
+    cdef int64_t k = w.L, i
+    hdp_reserve(w, k + 1)
+    for i in range(w.nv):
+        w.wk[i * w.cap + k] = w.eta
+        w.nkw[i * w.cap + k] = 0
+    for i in range(w.S):
+        w.njk[i * w.cap + k] = 0
+    w.den[k] = w.w_eta
+    w.inv[k] = 1.0 / w.w_eta
+    w.nk[k] = 0
+    w.M[k] = 0
+    w.u[k] = 1.0
+    w.v[k] = w.gamma
+    w.logv[k] = bnp_rng_log_beta(g, 1.0, w.gamma, &w.log1mv[k])
+    w.ab[k] = w.alpha * exp(w.logv[k] + w.cum[k])
+    w.cum[k + 1] = w.cum[k] + w.log1mv[k]
+    w.ab_new = w.alpha * exp(w.cum[k + 1])
+    w.L = k + 1
+    return 0
+
+
+cdef inline void hdp_move(HDPWork *w, int64_t j, int64_t t, int64_t k, int sign) noexcept nogil:
+    cdef int64_t i = w.tw[t] * w.cap + k
+    w.wk[i] += sign
+    w.nkw[i] += sign
+    w.njk[j * w.cap + k] += sign
+    w.nk[k] += sign
+    w.den[k] += sign
+    w.inv[k] = 1.0 / w.den[k]
+
+
+cdef int64_t hdp_sample_token(HDPWork *w, int64_t j, int64_t t, bnp_bitgen_t *g) except -1 nogil:
+    """Draw z of token t of document j (removed from the counts) ([TF] S.2.2, E14):
+    p(k) ∝ (n_jk + alpha beta_k)(n^B_kw + lambda_kw)/(n^B_k + Lambda_k), new ∝ alpha beta_new / W."""
+    cdef int64_t k, L = w.L, lo, hi, mid
+    cdef const double *row_w = w.wk + w.tw[t] * w.cap
+    cdef const int32_t *row_j = w.njk + j * w.cap
+    cdef double total = 0.0, target
+    for k in range(L):
+        total += (row_j[k] + w.ab[k]) * row_w[k] * w.inv[k]
+        w.cw[k] = total
+    total += w.ab_new * w.inv_w
+    w.cw[L] = total
+    target = bnp_rng_uniform(g) * total
+    lo, hi = 0, L
+    while lo < hi:                               # first k with cw[k] > target
+        mid = (lo + hi) // 2
+        if w.cw[mid] > target:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo < L:
+        return lo
+    # a new topic: the uninstantiated topics share the word weight 1/W, so the
+    # token picks one in proportion to beta_k (retrospective walk, E17)
+    while True:
+        hdp_new_stick(w, g)
+        if not w.exact or bnp_rng_uniform(g) < exp(w.logv[w.L - 1]):
+            return w.L - 1
+
+
+cdef int hdp_sweep_tokens(HDPWork *w, bint initial, bnp_bitgen_t *g) except -1 nogil:
+    cdef int64_t j, t, k
+    for j in range(w.S):
+        for t in range(w.tptr[j], w.tptr[j + 1]):
+            if not initial:
+                hdp_move(w, j, t, w.z[t], -1)
+            k = hdp_sample_token(w, j, t, g)
+            w.z[t] = <int32_t>k
+            hdp_move(w, j, t, k, 1)
+    return 0
+
+
+cdef void hdp_sample_tables(HDPWork *w, const bnp_stirling_t *table, bnp_bitgen_t *g) noexcept nogil:
+    """m_jk ~ Antoniak(n_jk, alpha beta_k); M_k = sum_j m_jk ([TF] S.2 eq 3)."""
+    cdef int64_t j, k, n
+    cdef double c
+    for k in range(w.L):
+        w.M[k] = 0
+    for j in range(w.S):
+        for k in range(w.L):
+            n = w.njk[j * w.cap + k]
+            if n > 0:
+                c = w.ab[k] if w.ab[k] > 1e-300 else 1e-300     # beta_k may underflow
+                w.M[k] += sample_tables(table, n, c, g)
+
+
+cdef int hdp_sample_sticks(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
+    """V_k ~ Beta(u_k + M_k, v_k + sum_{l>k} M_l) (E5); drop trailing empty topics beyond K."""
+    cdef int64_t k
+    cdef double suffix = 0.0
+    for k in range(w.L - 1, -1, -1):
+        w.logv[k] = bnp_rng_log_beta(g, w.u[k] + w.M[k], w.v[k] + suffix, &w.log1mv[k])
+        suffix += w.M[k]
+    while w.L > w.K and w.nk[w.L - 1] == 0:
+        w.L -= 1
+    hdp_weights(w)
+    return 0
+
+
+def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+                   const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
+                   const int64_t[::1] rows, double scale, const double[::1] sizes,
+                   double eta, double gamma, double alpha, int sweeps, bint exact, rng,
+                   StirlingTable stirling, int32_t[:, ::1] trace=None):
+    """Truncation-free local step of the HDP topic model on one minibatch ([TF] S.2.2, §5.3).
+
+    Collapsed Gibbs over the topics z of all minibatch tokens (q(phi_k)
+    integrated out, counts pooled over the minibatch, E14), the table counts
+    m_jk (Antoniak) and the sticks V_k (q(V_k) as prior; Beta(1, gamma) beyond
+    the K instantiated topics). Initialisation: V_k ~ q(V_k), every token
+    given the earlier ones, tables; then ``sweeps`` times: sticks, tokens,
+    tables. New topics: retrospective walk (``exact``, E17) or the literal
+    next-stick rule.
+
+    Parameters
+    ----------
+    ptr, words, counts, vocab : the minibatch (``Minibatch``)
+    gwords, row_tilde, rows, scale, sizes : the global state (``StickState``;
+        sizes are expected table counts)
+    eta, gamma, alpha : float
+        Topic Dirichlet prior, top-level and document-level concentrations.
+    sweeps : int
+    exact : bool
+    rng : numpy.random.Generator
+    stirling : bnpcore.kernels.stirling.StirlingTable
+        Grown here to the longest minibatch document (at most its cap; longer
+        counts use the seating sampler).
+    trace : int32 array of shape (sweeps, n_tokens), optional
+        OUT: topic (stick position) of every token after every sweep.
+
+    Returns
+    -------
+    n_new : int
+        Topics instantiated (those holding tokens), appended after the K.
+    block : ndarray of shape (K + n_new, n_batch_words)
+        n^B_kw, minibatch word counts of every topic.
+    tables : ndarray of shape (K + n_new,)
+        sum_j m_jk, minibatch table counts of every topic.
+    """
+    cdef HDPWork w
+    cdef int64_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
+    cdef int64_t j, k, i, p, c, s, t, kout, ntok = 0, longest = 0, n
+    cdef double suffix
+    cdef int64_t[::1] remap
+    cdef double[:, ::1] bv
+    cdef double[::1] mv
+    cdef int64_t[::1] tpv
+    cdef int32_t[::1] twv
+    cdef bint do_trace = trace is not None
+    cdef bnp_bitgen_t *g = bitgen_of(rng)
+    if sizes.shape[0] != K or row_tilde.shape[0] != gwords.shape[0]:
+        raise ValueError("inconsistent global state")
+    for j in range(S):
+        n = 0
+        for p in range(ptr[j], ptr[j + 1]):
+            n += counts[p]
+        ntok += n
+        longest = max(longest, n)
+    if trace is not None and (trace.shape[0] != sweeps or trace.shape[1] != ntok):
+        raise ValueError(f"trace must have shape ({sweeps}, {ntok})")
+    stirling.reserve(min(longest, BNP_STIRLING_MAX_N))
+    tptr = np.empty(S + 1, dtype=np.int64)
+    tword = np.empty(ntok, dtype=np.int32)
+    tpv, twv = tptr, tword
+    t = 0
+    for j in range(S):
+        tpv[j] = t
+        for p in range(ptr[j], ptr[j + 1]):
+            for c in range(counts[p]):
+                twv[t] = words[p]
+                t += 1
+    tpv[S] = t
+    memset(&w, 0, sizeof(HDPWork))
+    w.S, w.nv, w.ntok, w.K, w.L = S, nv, ntok, K, K
+    w.eta, w.gamma, w.alpha, w.w_eta, w.inv_w, w.exact = eta, gamma, alpha, W * eta, 1.0 / W, exact
+    w.tptr = &tpv[0]
+    w.tw = &twv[0] if ntok else NULL
+    try:
+        with rng.bit_generator.lock, nogil:
+            _resize(<void **>&w.z, ntok * sizeof(int32_t))
+            hdp_reserve(&w, K + 8)
+            memset(w.njk, 0, S * w.cap * sizeof(int32_t))
+            suffix = 0.0
+            for k in range(K - 1, -1, -1):
+                w.u[k] = 1.0 + sizes[k]
+                w.v[k] = gamma + suffix
+                suffix += sizes[k]
+            for k in range(K):
+                for i in range(nv):
+                    w.wk[i * w.cap + k] = eta + scale * gwords[rows[k], vocab[i]]
+                    w.nkw[i * w.cap + k] = 0
+                w.den[k] = w.w_eta + scale * row_tilde[rows[k]]
+                w.inv[k] = 1.0 / w.den[k]
+                w.nk[k] = 0
+                w.logv[k] = bnp_rng_log_beta(g, w.u[k], w.v[k], &w.log1mv[k])
+            hdp_weights(&w)
+            hdp_sweep_tokens(&w, True, g)
+            hdp_sample_tables(&w, &stirling.table, g)
+            for s in range(sweeps):
+                hdp_sample_sticks(&w, g)
+                hdp_sweep_tokens(&w, False, g)
+                hdp_sample_tables(&w, &stirling.table, g)
+                if do_trace:
+                    for t in range(ntok):
+                        trace[s, t] = w.z[t]
+        remap_arr = np.full(w.L, -1, dtype=np.int64)
+        remap = remap_arr
+        kout = 0
+        for k in range(w.L):
+            if k < K or w.nk[k] > 0:
+                remap[k] = kout
+                kout += 1
+        block = np.empty((kout, nv), dtype=np.float64)
+        tables = np.empty(kout, dtype=np.float64)
+        bv, mv = block, tables
+        with nogil:
+            for k in range(w.L):
+                if remap[k] >= 0:
+                    mv[remap[k]] = w.M[k]
+                    for i in range(nv):
+                        bv[remap[k], i] = w.nkw[i * w.cap + k]
+        return kout - K, block, tables
+    finally:
+        hdp_free(&w)
+
+
+# --------------------------------------------------------------------------- #
+# HDP: the online variational baseline of Wang, Paisley & Blei (2011) (§5.4 b)  #
+# --------------------------------------------------------------------------- #
+
+cdef inline double _softmax(double *v, int64_t n, const double *prior, double *cross) noexcept nogil:
+    """v <- exp(v - lse) in place (one exp per entry); returns lse = log sum exp(v).
+    With ``prior``, also cross[0] = sum_i p_i (prior_i - log p_i) (the entropy term of a bound)."""
+    cdef int64_t i
+    cdef double m = v[0], s = 0.0, acc = 0.0, e
+    for i in range(1, n):
+        if v[i] > m:
+            m = v[i]
+    for i in range(n):
+        e = exp(v[i] - m)
+        if prior != NULL and e > 0.0:
+            acc += e * (prior[i] - v[i])
+        v[i] = e
+        s += e
+    for i in range(n):
+        v[i] /= s
+    m += log(s)
+    if prior != NULL:
+        cross[0] = acc / s + m
+    return m
+
+
+cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const int32_t *cd, int64_t nnz,
+                         int64_t T, const double *elog_beta, const double *zeros, double alpha, int max_iter,
+                         double tol, double *varphi, double *zeta, double *ed, double *zc, double *dots,
+                         double *entropy, double *est, double *colsum, int *n_iter) noexcept nogil:
+    """Document-level coordinate ascent of the online HDP (Wang et al. 2011).
+
+    E is the nv x K matrix of E[log phi_kw] (word-major). Iterates
+    varphi_tk ∝ exp(sum_p c_p zeta_pt E[log phi_k w_p] + E[log beta_k]),
+    zeta_pt ∝ exp(sum_k varphi_tk E[log phi_k w_p] + E[log pi_t]), and the
+    document sticks Beta(1 + N_t, alpha + sum_{s>t} N_s); the first three
+    iterations leave out both stick terms (as Wang et al.'s code). It stops
+    after max_iter iterations or, from the fifth on (two iterations with the
+    stick terms), when the relative change of the document bound is in [0, tol).
+
+    Initialisation (unstated in the paper): atom t points to the document's
+    t-th best topic by sum_p c_p E[log phi_k w_p] + E[log beta_k], and zeta
+    follows. (The reference code starts from a uniform zeta, which is a
+    fixed point where every atom is the same mixture of topics: the updates
+    never break that symmetry and the document is fitted by a single
+    distribution over topics.) Scratch: ed (nnz x K), zc and dots (nnz x T),
+    entropy (nnz), est and colsum (T); ``zeros`` holds max(K, T) zeros.
+    Returns the document bound.
+    """
+    cdef int64_t t, k, p, best
+    cdef int it = 0
+    cdef double d, g, h, dg, elv, el1mv, cum, acc, cross = 0.0
+    cdef double bound = 0.0, old = -INFINITY, conv = INFINITY
+    cdef double *row = varphi
+    for p in range(nnz):                                     # the document's rows of E
+        memcpy(ed + p * K, E + wd[p] * K, K * sizeof(double))
+    for k in range(K):                                       # document scores of the topics
+        row[k] = elog_beta[k]
+    for p in range(nnz):
+        for k in range(K):
+            row[k] += cd[p] * ed[p * K + k]
+    for t in range(T if T < K else K):                       # ranks, in colsum
+        best = 0
+        for k in range(1, K):
+            if row[k] > row[best]:
+                best = k
+        colsum[t] = best
+        row[best] = -INFINITY
+    for t in range(K, T):                                    # more atoms than topics: cycle
+        colsum[t] = colsum[t % K]
+    for p in range(nnz):
+        for t in range(T):
+            zeta[p * T + t] = ed[p * K + <int64_t>colsum[t]]
+        _softmax(zeta + p * T, T, NULL, NULL)
+    for t in range(T):
+        est[t] = 0.0
+    while it < max_iter and (it < 5 or conv < 0.0 or conv > tol):
+        bound = 0.0
+        for p in range(nnz):                                 # varphi = (c zeta)^T ed (+ E[log beta])
+            for t in range(T):
+                zc[p * T + t] = cd[p] * zeta[p * T + t]
+        if it >= 3:
+            for t in range(T):
+                memcpy(varphi + t * K, elog_beta, K * sizeof(double))
+        gemm(True, False, T, K, nnz, 1.0, zc, T, ed, K, 1.0 if it >= 3 else 0.0, varphi, K)
+        if nnz == 0 and it < 3:
+            memset(varphi, 0, T * K * sizeof(double))
+        for t in range(T):
+            _softmax(varphi + t * K, K, elog_beta, &cross)
+            bound += cross
+        gemm(False, True, nnz, T, K, 1.0, ed, K, varphi, K, 0.0, dots, T)     # dots = ed varphi^T
+        for t in range(T):
+            colsum[t] = 0.0
+        for p in range(nnz):                                 # zeta
+            for t in range(T):
+                zeta[p * T + t] = dots[p * T + t] + est[t] if it >= 3 else dots[p * T + t]
+            _softmax(zeta + p * T, T, zeros, &entropy[p])   # entropy[p] = -sum_t zeta log zeta
+            for t in range(T):
+                colsum[t] += cd[p] * zeta[p * T + t]
+        cum = 0.0                                            # document sticks
+        acc = 0.0
+        for t in range(T):
+            acc += colsum[t]
+        for t in range(T - 1):
+            acc -= colsum[t]
+            g = 1.0 + colsum[t]
+            h = alpha + acc
+            dg = bnp_digamma(g + h)
+            elv = bnp_digamma(g) - dg
+            el1mv = bnp_digamma(h) - dg
+            est[t] = elv + cum
+            cum += el1mv
+            bound += log(alpha) + bnp_lgamma(g) + bnp_lgamma(h) - bnp_lgamma(g + h) \
+                + (1.0 - g) * elv + (alpha - h) * el1mv
+        est[T - 1] = cum
+        for p in range(nnz):                                 # assignments and words
+            acc = entropy[p]
+            for t in range(T):
+                acc += zeta[p * T + t] * (est[t] + dots[p * T + t])
+            bound += cd[p] * acc
+        conv = (bound - old) / -old if old > -INFINITY else INFINITY
+        old = bound
+        it += 1
+    n_iter[0] = it
+    return bound
+
+
+def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+                       const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
+                       const int64_t[::1] rows, double scale, const double[::1] elog_beta, double eta,
+                       double alpha, int n_atoms, int max_iter, double tol,
+                       double[:, ::1] block, double[::1] sizes, double[:, ::1] doc_topic, double[::1] bound,
+                       int32_t[::1] n_iter, int n_threads=1):  # IN x14, OUT x5
+    """Local step of the online HDP of Wang, Paisley & Blei (2011) on a minibatch (§5.4 b).
+
+    Every document runs ``wpb_document`` (in parallel over documents); the
+    minibatch statistics are then summed serially, in document order, so the
+    result does not depend on the number of threads:
+    ``block[k, v] = sum_j sum_t varphi_jtk sum_{p: w_p = v} c_p zeta_jpt``,
+    ``sizes[k] = sum_j sum_t varphi_jtk``, and (unless it has shape (0, K))
+    ``doc_topic[j, k] = sum_t varphi_jtk N_jt`` (expected topic counts).
+    ``bound`` and ``n_iter`` receive each document's bound and iterations.
+    """
+    cdef Py_ssize_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
+    cdef Py_ssize_t T = n_atoms, nnz = words.shape[0], j, k, t, v, i
+    cdef int64_t p, maxnnz = 0
+    cdef bint keep = doc_topic.shape[0] == S
+    if block.shape[0] != K or block.shape[1] != nv or sizes.shape[0] != K or elog_beta.shape[0] != K:
+        raise ValueError("output shapes do not match the state")
+    if bound.shape[0] != S or n_iter.shape[0] != S or doc_topic.shape[0] not in (0, S) or doc_topic.shape[1] != K:
+        raise ValueError("per-document outputs do not match the minibatch")
+    if T < 1 or K < 1:
+        raise ValueError(f"need at least one topic and one document atom, got {K} and {T}")
+    for j in range(S):
+        maxnnz = max(maxnnz, ptr[j + 1] - ptr[j])
+    elogphi_k = np.empty((K, nv), dtype=np.float64)     # E[log phi], topic-major (row reads)
+    digtot = np.empty(K, dtype=np.float64)
+    varphi = np.empty((S, T, K), dtype=np.float64)
+    zeta = np.empty((nnz, T), dtype=np.float64)
+    blockt = np.zeros((nv, K), dtype=np.float64)
+    cdef double[:, ::1] ek = elogphi_k, bt = blockt, zv = zeta
+    cdef double[:, ::1] ev
+    cdef double[::1] dt = digtot
+    cdef double[:, :, ::1] vv = varphi
+    cdef double *scratch = NULL
+    zeros = np.zeros(max(K, T), dtype=np.float64)
+    cdef double[::1] zr = zeros
+    cdef double coef
+    cdef int it
+    for k in range(K):
+        dt[k] = bnp_digamma(W * eta + scale * row_tilde[rows[k]])
+    for k in prange(K, nogil=True, schedule="static", num_threads=n_threads):
+        for v in range(nv):
+            ek[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - dt[k]
+    elogphi = np.ascontiguousarray(elogphi_k.T)        # word-major: a document gathers rows
+    ev = elogphi
+    with nogil:
+        with parallel(num_threads=n_threads):
+            scratch = <double *>malloc((maxnnz * (K + 2 * T + 1) + 2 * T + 1) * sizeof(double))
+            if scratch != NULL:
+                for j in prange(S, schedule="dynamic"):
+                    bound[j] = wpb_document(&ev[0, 0], K, &words[ptr[j]] if ptr[j] < nnz else NULL,
+                                            &counts[ptr[j]] if ptr[j] < nnz else NULL, ptr[j + 1] - ptr[j],
+                                            T, &elog_beta[0], &zr[0], alpha, max_iter, tol,
+                                            &vv[j, 0, 0], &zv[ptr[j], 0] if ptr[j] < nnz else NULL, scratch,
+                                            scratch + maxnnz * K, scratch + maxnnz * (K + T),
+                                            scratch + maxnnz * (K + 2 * T), scratch + maxnnz * (K + 2 * T + 1),
+                                            scratch + maxnnz * (K + 2 * T + 1) + T, &it)
+                    n_iter[j] = it
+                free(scratch)
+            else:
+                for j in prange(S, schedule="static"):
+                    n_iter[j] = -1
+        for k in range(K):
+            sizes[k] = 0.0
+        for j in range(S):
+            for t in range(T):
+                for k in range(K):
+                    sizes[k] += vv[j, t, k]
+            for p in range(ptr[j], ptr[j + 1]):
+                for t in range(T):
+                    coef = counts[p] * zv[p, t]
+                    if coef != 0.0:
+                        for k in range(K):
+                            bt[words[p], k] += coef * vv[j, t, k]
+            if keep:
+                for k in range(K):
+                    doc_topic[j, k] = 0.0
+                for t in range(T):
+                    coef = 0.0
+                    for p in range(ptr[j], ptr[j + 1]):
+                        coef = coef + counts[p] * zv[p, t]
+                    for k in range(K):
+                        doc_topic[j, k] += coef * vv[j, t, k]
+    for j in range(S):
+        if n_iter[j] < 0:
+            raise MemoryError("cannot allocate the document scratch space")
+    np.asarray(block)[:] = blockt.T
+
+
+# --------------------------------------------------------------------------- #
+# HDP held-out likelihood by importance sampling ([TF] S.3, §8.4)              #
+# --------------------------------------------------------------------------- #
+
+cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, const double *topics, int64_t K,
+                             int64_t W, const double *prior, double prior_total, int burnin, int n_samples,
+                             bnp_bitgen_t *g, double *phid, int32_t *tokp, int32_t *z, double *nk, double *cw,
+                             double *lg, double *lw, double *counts_out) noexcept nogil:
+    """log p(x | topics, Dir(prior)) of one document by importance sampling.
+
+    Gibbs on the topic of every token with the topics fixed (``burnin`` sweeps
+    from z_i ∝ prior_k phi_k,x_i), then ``n_samples`` draws pi ~ Dir(prior + n)
+    weighted by Dir(pi | prior) prod_i sum_k pi_k phi_k,x_i / Dir(pi | prior + n).
+    The (a_k - 1) log pi_k terms of both densities cancel exactly, so
+    log w = -dlgamma(A, N) + sum_k dlgamma(prior_k, n_k) - sum_k n_k log pi_k
+    + sum_i log sum_k pi_k phi_k,x_i.
+    """
+    cdef int64_t p, k, i, n = 0, c
+    cdef int s, r
+    cdef double total, target, base, lz, acc
+    for p in range(nnz):
+        for k in range(K):
+            phid[p * K + k] = topics[k * W + wd[p]]
+        for c in range(cd[p]):
+            tokp[n] = <int32_t>p
+            n += 1
+    for k in range(K):
+        nk[k] = 0.0
+    for s in range(burnin + 1):
+        for i in range(n):
+            p = tokp[i]
+            if s > 0:
+                nk[z[i]] -= 1.0
+            total = 0.0
+            for k in range(K):
+                total += ((nk[k] + prior[k]) if s > 0 else prior[k]) * phid[p * K + k]
+                cw[k] = total
+            target = bnp_rng_uniform(g) * total
+            k = 0
+            while k < K - 1 and cw[k] <= target:
+                k += 1
+            z[i] = <int32_t>k
+            if s > 0:
+                nk[k] += 1.0
+        if s == 0:
+            for i in range(n):
+                nk[z[i]] += 1.0
+    if counts_out != NULL:
+        for k in range(K):
+            counts_out[k] = nk[k]
+    if n == 0 or n_samples == 0:
+        return 0.0
+    base = -bnp_dlgamma(prior_total, <double>n)
+    for k in range(K):
+        base += bnp_dlgamma(prior[k], nk[k])
+    for r in range(n_samples):
+        for k in range(K):
+            lg[k] = bnp_rng_log_gamma(g, prior[k] + nk[k])
+        lz = bnp_logsumexp(lg, K)
+        acc = base
+        for k in range(K):
+            lg[k] -= lz
+            if nk[k] > 0.0:
+                acc -= nk[k] * lg[k]
+            lg[k] = exp(lg[k])
+        for p in range(nnz):
+            total = 0.0
+            for k in range(K):
+                total += lg[k] * phid[p * K + k]
+            acc += cd[p] * log(total)
+        lw[r] = acc
+    return bnp_logsumexp(lw, n_samples) - log(<double>n_samples)
+
+
+def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+                const double[:, ::1] topics, const double[::1] prior, int burnin, int n_samples,
+                list generators, int chunk, double[::1] loglik, double[:, ::1] doc_counts, int n_threads=1):
+    """Per-document log p(x_j | topics, pi_j ~ Dir(prior)) by importance sampling ([TF] S.3).
+
+    Documents are processed in chunks of ``chunk``; chunk c draws from
+    ``generators[c]``, so the result does not depend on ``n_threads``.
+    ``doc_counts`` (n_docs x K, or shape (0, K) to skip) receives the topic
+    counts of the last Gibbs sweep.
+    """
+    cdef Py_ssize_t D = indptr.shape[0] - 1, K = topics.shape[0], W = topics.shape[1]
+    cdef Py_ssize_t n_chunks = (D + chunk - 1) // chunk if chunk > 0 else 0, c, j
+    cdef int64_t maxnnz = 0, maxlen = 0, n, p
+    cdef bint keep = doc_counts.shape[0] == D
+    cdef double prior_total = 0.0
+    cdef int failed[1]
+    if chunk < 1 or len(generators) != n_chunks:
+        raise ValueError(f"need one generator per chunk of {chunk} documents ({n_chunks}), got {len(generators)}")
+    if prior.shape[0] != K or loglik.shape[0] != D or doc_counts.shape[0] not in (0, D) or doc_counts.shape[1] != K:
+        raise ValueError("shapes of prior, loglik or doc_counts do not match")
+    if K == 0:
+        raise ValueError("no topics")
+    for j in range(D):
+        n = 0
+        for p in range(indptr[j], indptr[j + 1]):
+            n += counts[p]
+        maxlen = max(maxlen, n)
+        maxnnz = max(maxnnz, indptr[j + 1] - indptr[j])
+    for j in range(K):
+        prior_total += prior[j]
+    cdef bnp_bitgen_t **gens = <bnp_bitgen_t **>malloc(max(n_chunks, 1) * sizeof(bnp_bitgen_t *))
+    cdef double *buf = NULL
+    cdef int32_t *ibuf = NULL
+    if gens == NULL:
+        raise MemoryError()
+    failed[0] = 0
+    try:
+        for c in range(n_chunks):
+            gens[c] = bitgen_of(generators[c])
+        with nogil, parallel(num_threads=n_threads):
+            buf = <double *>malloc((maxnnz * K + 3 * K + max(n_samples, 1) + 1) * sizeof(double))
+            ibuf = <int32_t *>malloc((2 * maxlen + 1) * sizeof(int32_t))
+            if buf == NULL or ibuf == NULL:
+                failed[0] = 1
+            else:
+                for c in prange(n_chunks, schedule="dynamic"):
+                    for j in range(c * chunk, min((c + 1) * chunk, D)):
+                        loglik[j] = heldout_document(
+                            &indices[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
+                            &counts[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
+                            indptr[j + 1] - indptr[j], &topics[0, 0], K, W, &prior[0], prior_total, burnin,
+                            n_samples, gens[c], buf, ibuf, ibuf + maxlen, buf + maxnnz * K,
+                            buf + maxnnz * K + K, buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K,
+                            &doc_counts[j, 0] if keep else NULL)
+            free(buf)
+            free(ibuf)
+    finally:
+        free(gens)
+    if failed[0]:
+        raise MemoryError("cannot allocate the per-thread scratch space")

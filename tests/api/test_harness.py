@@ -1,0 +1,97 @@
+"""benchmarks/harness.py and the peer adapters of benchmarks/bench_peers.py
+(the scripts themselves run outside the test suite)."""
+import importlib.util
+import io
+import pathlib
+
+import numpy as np
+import pytest
+
+from bnpcore.evaluation import token_log_likelihood
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _module(name):
+    spec = importlib.util.spec_from_file_location(f"bnpcore_bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = _module("harness")
+bench_peers = _module("bench_peers")
+
+
+def test_topics_used_counts_topics_with_enough_expected_tokens():
+    doc_topic = np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.9995, 0.0, 0.0005]])
+    lengths = np.array([10, 1000, 1000])
+    # masses: 1004.5 + 5 ... topic 2 holds 0.5 of 2010 tokens (0.025%)
+    assert harness.topics_used(doc_topic, lengths) == 2
+    assert harness.topics_used(doc_topic, lengths, min_share=1e-4) == 3
+
+
+def test_normalize_rows_handles_empty_rows():
+    out = harness.normalize_rows([[1.0, 3.0], [0.0, 0.0]])
+    np.testing.assert_allclose(out, [[0.25, 0.75], [0.5, 0.5]])
+    out = harness.normalize_rows([[0.0, 0.0]], empty=np.array([1.0, 3.0]))
+    np.testing.assert_allclose(out, [[0.25, 0.75]])
+
+
+def test_bnpcore_row_scores_with_the_shared_metric(tiny_corpus, toy_models):
+    observed, heldout = tiny_corpus.split_tokens(0.2, random_state=0)
+    est = toy_models["toy-kmeans"].make(test=True, random_state=0)
+    row = harness.bnpcore_row(est, observed, heldout, algorithm="toy")
+    assert row.heldout_loglik == token_log_likelihood(est.transform(observed), est.topics_, heldout)
+    assert (row.system, row.algorithm, row.threads) == ("bnpcore", "toy", 1)
+    assert row.tokens_per_second == pytest.approx(observed.n_tokens * len(est.history_) / row.train_seconds)
+    assert 1 <= row.topics_used <= 3
+
+
+def test_print_table_gives_time_ratio_to_bnpcore(capsys):
+    rows = [harness.Row("bnpcore", "a", "s", 1, 2.0, 10.0, 3, -7.0),
+            harness.Row("gensim", "b", "s", 1, 5.0, 4.0, 3, -7.5)]
+    harness.print_table(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].endswith("1.00") and lines[3].endswith("2.50")
+
+
+def test_missing_peers_are_skipped_with_a_message(monkeypatch, tiny_corpus):
+    monkeypatch.setattr(bench_peers, "installed", lambda module: False)
+    out = io.StringIO()
+    assert bench_peers.run_peers(list(bench_peers.PEERS), tiny_corpus, tiny_corpus, None, out=out) == []
+    assert out.getvalue().count("is not installed (pip install .[bench])") == len(bench_peers.PEERS)
+
+
+def test_tomotopy_estimates_match_its_sampled_assignments(tiny_corpus):
+    """Topic-word rows rebuilt over the full vocabulary equal (n_kw + eta) / (n_k + W eta)
+    counted from tomotopy's own token assignments."""
+    tp = pytest.importorskip("tomotopy")
+    observed, _ = tiny_corpus.split_tokens(0.2, random_state=0)
+    observed = observed[np.flatnonzero(observed.matrix[:, 0].toarray().ravel() == 0)]   # word 0 never seen
+    cfg = bench_peers.parse_args(["--sweeps", "5", "--topics", "3"])
+    model = tp.LDAModel(k=3, alpha=0.1, eta=0.01, seed=0)
+    kept = bench_peers._tomotopy_fit(model, observed, cfg)
+    doc_topic, topic_word = bench_peers._tomotopy_extract(model, kept, observed, 0.01)
+    index = {w: i for i, w in enumerate(observed.vocabulary)}
+    counts = np.zeros((3, observed.n_words))
+    for doc in model.docs:
+        for w, z in zip(doc.words, doc.topics):
+            counts[z, index[model.vocabs[w]]] += 1
+    expected = (counts + 0.01) / (counts.sum(axis=1, keepdims=True) + observed.n_words * 0.01)
+    np.testing.assert_allclose(topic_word, expected, rtol=1e-5)
+    assert topic_word[:, 0].min() > 0
+    assert doc_topic.shape == (observed.n_docs, 3)
+    np.testing.assert_allclose(doc_topic.sum(axis=1), 1.0, rtol=1e-5)
+    empty = np.flatnonzero(observed.doc_lengths == 0)
+    assert len(empty) and np.allclose(doc_topic[empty], 1 / 3)
+
+
+def test_registered_bnpcore_models_join_the_table(toy_registry, tiny_corpus):
+    observed, heldout = tiny_corpus.split_tokens(0.2, random_state=0)
+    cfg = bench_peers.parse_args(["--bnpcore-iterations", "3", "--seed", "2"])
+    (row,) = bench_peers.run_registered(["toy-kmeans"], observed, heldout, cfg)
+    est = toy_registry["toy-kmeans"].make(max_iter=3, random_state=2).fit(observed)
+    assert (row.algorithm, row.settings) == ("toy-kmeans", "n_components=10, max_iter=3")
+    assert row.heldout_loglik == est.heldout_log_likelihood(observed, heldout)
+    assert row.tokens_per_second == pytest.approx(observed.n_tokens * 3 / row.train_seconds)

@@ -1,0 +1,225 @@
+"""G-HDP (direct-assignment Gibbs sampler): conditionals, exact posterior, concentration
+updates, bars recovery, estimator contract."""
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import gammaln
+
+from bnpcore import base
+from bnpcore.corpus import Corpus
+from bnpcore.hdp import DirectAssignmentGibbs
+from bnpcore.kernels import _hdp_gibbs
+from bnpcore.kernels.stirling import StirlingTable, antoniak_mean, antoniak_var
+from bnpcore.models.hdp_gibbs import resample_alpha, resample_gamma
+
+from hdp_reference import canonical, crp_tables, hdp_partition_posterior, make_bars, match_topics
+
+
+def _joint_log(njk, nkw, ab, eta):
+    """log p(z, x | alpha beta) of the collapsed HDP with finitely many weighted topics."""
+    eta_tot = eta * nkw.shape[1]
+    out = (gammaln(ab + njk) - gammaln(ab)).sum()
+    out += (gammaln(eta_tot) - gammaln(eta_tot + nkw.sum(1))).sum()
+    return out + (gammaln(nkw + eta) - gammaln(eta)).sum()
+
+
+def test_conditional_matches_collapsed_joint():
+    rng = np.random.default_rng(1)
+    n_docs, n_words, K = 3, 4, 3
+    words = rng.integers(0, n_words, 12).astype(np.int32)
+    tok_ptr = np.array([0, 4, 9, 12], dtype=np.int64)
+    z = np.array([0, 0, 1, 2, 1, 1, 0, 2, 2, 0, 1, 2], dtype=np.int32)
+    kcap = 5
+    doc_of = np.repeat(np.arange(n_docs), np.diff(tok_ptr))
+    n_jk = np.zeros((n_docs, kcap), np.int32)
+    n_wk = np.zeros((n_words, kcap), np.int32)
+    np.add.at(n_jk, (doc_of, z), 1)
+    np.add.at(n_wk, (words, z), 1)
+    n_k = n_jk.sum(0).astype(np.int64)
+    beta = np.zeros(kcap)
+    beta[:K] = [0.5, 0.2, 0.2]
+    beta_new, alpha, eta = 0.1, 1.7, 0.3
+    for t in range(len(words)):
+        j = doc_of[t]
+        got = _hdp_gibbs.token_conditional(words, tok_ptr, z, n_jk, n_wk, n_k, beta, beta_new, K, alpha, eta, j, t)
+        # reference: joint with the token moved to each topic, new topic = a (K+1)-th topic of weight beta_new
+        logs = []
+        for k in range(K + 1):
+            zz = z.copy()
+            zz[t] = k
+            njk = np.zeros((n_docs, K + 1))
+            nkw = np.zeros((K + 1, n_words))
+            np.add.at(njk, (doc_of, zz), 1)
+            np.add.at(nkw, (zz, words), 1)
+            logs.append(_joint_log(njk, nkw, alpha * np.append(beta[:K], beta_new), eta))
+        ref = np.exp(np.array(logs) - np.logaddexp.reduce(logs))
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+def test_reference_partition_prior_sums_to_one():
+    # one word type: the likelihood is 1, so the partition prior must sum to 1
+    _, _, log_norm = hdp_partition_posterior([0, 0, 1, 1, 1], [0] * 5, 1, 0.7, 1.3, 0.5)
+    assert abs(log_norm) < 1e-12
+
+
+def _partition_chi2_pvalue(docs, n_words, alpha, gamma, eta_tot, n_sweeps, thin, seed):
+    """Run the sampler with fixed concentrations and compare its token partitions (topics
+    relabelled by first appearance) with the exact posterior by Pearson's chi-square."""
+    corpus = Corpus(docs, n_words=n_words)
+    words, tok_ptr = corpus.tokens()                  # the sampler's token order
+    doc_of = np.repeat(np.arange(len(docs)), np.diff(tok_ptr)).tolist()
+    parts, probs, _ = hdp_partition_posterior(doc_of, words.tolist(), n_words, alpha, gamma, eta_tot / n_words)
+    index = {p: i for i, p in enumerate(parts)}
+    counts = np.zeros(len(parts))
+
+    def record(model, it):
+        if it % thin == 0:           # thinning: successive sweeps are correlated
+            counts[index[canonical(model._z)]] += 1
+
+    DirectAssignmentGibbs(init_topics=2, n_iter=n_sweeps, burn_in=0, eta_tot=eta_tot, alpha=alpha, gamma=gamma,
+                          random_state=seed).fit(corpus, callback=record)
+    expected = probs * counts.sum()
+    big = expected >= 5
+    obs, exp = counts[big], expected[big]
+    if not big.all():
+        obs, exp = np.append(obs, counts[~big].sum()), np.append(exp, expected[~big].sum())
+    chi2 = ((obs - exp) ** 2 / exp).sum()
+    return stats.chi2.sf(chi2, len(obs) - 1)
+
+
+def test_exact_posterior_over_partitions():
+    """Chi-square of the sampler's partitions against exact enumeration (ALGORITHMS.md 10.6):
+    2 documents with (2, 3) tokens, W = 2, alpha = 0.7, gamma = 1.3 fixed (52 partitions)."""
+    assert _partition_chi2_pvalue([[0, 1], [0, 0, 1]], 2, 0.7, 1.3, 1.0, 100000, 2, 3) > 1e-3
+
+
+@pytest.mark.slow
+def test_exact_posterior_over_partitions_larger():
+    """3 documents with (3, 2, 2) tokens over 3 words (877 partitions), other concentrations."""
+    assert _partition_chi2_pvalue([[2, 0, 1], [1, 1], [2, 0]], 3, 2.5, 0.4, 0.6, 400000, 2, 5) > 1e-3
+
+
+def test_draw_tables_moments():
+    rng = np.random.default_rng(5)
+    n_jk = np.array([[3, 0, 7], [1, 12, 0]], dtype=np.int32)
+    ab = np.array([0.4, 2.5, 0.01])
+    table = StirlingTable(12)
+    m_k = np.zeros(3, dtype=np.int64)
+    draws = np.empty((20000, 3))
+    for i in range(draws.shape[0]):
+        _hdp_gibbs.draw_tables(n_jk, ab, 3, table, rng, m_k)
+        draws[i] = m_k
+    for k in range(3):
+        mean = sum(antoniak_mean(int(n), ab[k]) for n in n_jk[:, k])
+        var = sum(antoniak_var(int(n), ab[k]) for n in n_jk[:, k])
+        assert abs(draws[:, k].mean() - mean) < 5 * np.sqrt(var / draws.shape[0])
+
+
+def test_gamma_update_leaves_prior_invariant():
+    rng = np.random.default_rng(7)
+    prior = (2.0, 1.5)
+    m_tot = 40
+    out = np.empty(4000)
+    for i in range(out.shape[0]):
+        g = rng.gamma(prior[0], 1 / prior[1])
+        K = crp_tables(m_tot, g, rng)          # topics given m.. tables: CRP over the tables
+        out[i] = resample_gamma(g, K, m_tot, prior, rng, n_rounds=1)
+    assert stats.kstest(out, stats.gamma(prior[0], scale=1 / prior[1]).cdf).pvalue > 1e-3
+
+
+def test_alpha_update_leaves_prior_invariant():
+    rng = np.random.default_rng(8)
+    prior = (3.0, 2.0)
+    lengths = np.array([5, 12, 0, 30, 2])
+    out = np.empty(4000)
+    for i in range(out.shape[0]):
+        a = rng.gamma(prior[0], 1 / prior[1])
+        m = sum(crp_tables(n, a, rng) for n in lengths)
+        out[i] = resample_alpha(a, m, lengths, prior, rng, n_rounds=1)
+    assert stats.kstest(out, stats.gamma(prior[0], scale=1 / prior[1]).cdf).pvalue > 1e-3
+
+
+def test_bars_recovered_from_one_topic():
+    # sparse document mixtures (Dir(0.1) over the bars), as in the CV-HDP test: from a single
+    # topic the sampler needs thousands of sweeps to separate dense Dir(1) mixtures of 20
+    # overlapping bars at this corpus size; here 600 sweeps suffice for every seed tried
+    rng = np.random.default_rng(0)
+    counts, truth = make_bars(300, 100, rng, alpha=0.1)
+    model = DirectAssignmentGibbs(init_topics=1, n_iter=600, burn_in=100, eta_tot=5.0, random_state=0)
+    model.fit(Corpus(counts))
+    assert model.history_[0]["n_topics"] < 20
+    # every bar has a topic within L1 distance 0.5 (a 50/50 mix of two bars is at 1.0)
+    dist = match_topics(model.topics_[model.weights_ > 0.01], truth)
+    assert np.all(dist < 0.5), dist
+
+
+@pytest.fixture(scope="module")
+def small_fit():
+    rng = np.random.default_rng(2)
+    counts, _ = make_bars(60, 50, rng)
+    counts[3] = 0                                       # an empty document
+    X = Corpus(counts)
+    train, test = X.split_tokens(0.1, random_state=0)
+    model = DirectAssignmentGibbs(init_topics=10, n_iter=30, burn_in=10, eta_tot=5.0, random_state=4)
+    return model.fit(train, heldout=test), train, test
+
+
+def test_fitted_attributes(small_fit):
+    model, train, test = small_fit
+    K = model.n_components_
+    assert model.topics_.shape == (K, 100) and np.allclose(model.topics_.sum(1), 1)
+    assert np.all(np.diff(model.weights_) <= 0)
+    assert np.isclose(model.weights_.sum() + model.beta_new_, 1)
+    assert len(model.history_) == 30 and model.history_[-1]["n_topics"] == K
+    assert model.score(test) == model.heldout_loglik_
+    assert np.isfinite(model.score(test.matrix))          # a copy: final-sample predictive
+    theta = model.transform(train[:5])
+    assert theta.shape == (5, K) and np.all(theta.sum(1) <= 1 + 1e-12)
+
+
+def test_reproducible_and_save_load(small_fit, tmp_path):
+    model, train, test = small_fit
+    again = DirectAssignmentGibbs(**model.get_params()).fit(train, heldout=test)
+    np.testing.assert_array_equal(again.topics_, model.topics_)
+    path = model.save(tmp_path / "g.npz")
+    loaded = base.load(path)
+    np.testing.assert_array_equal(loaded.topics_, model.topics_)
+    np.testing.assert_array_equal(loaded._z, model._z)
+    assert loaded.alpha_ == model.alpha_
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"n_iter": 0}, "n_iter"), ({"burn_in": 300}, "burn_in"), ({"eta_tot": -1.0}, "eta_tot"),
+    ({"alpha": 0.0}, "alpha"), ({"gamma_prior": (1.0, 0.0)}, "gamma_prior"), ({"init_topics": 0}, "init_topics"),
+])
+def test_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        DirectAssignmentGibbs(**params).fit(Corpus([[0, 1]], n_words=2))
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="no tokens"):
+        DirectAssignmentGibbs().fit(Corpus([[], []], n_words=3))
+    with pytest.raises(ValueError, match="documents"):
+        DirectAssignmentGibbs(n_iter=2, burn_in=0).fit(Corpus([[0, 1]], n_words=2),
+                                                       heldout=Corpus([[0], [1]], n_words=2))
+
+
+def test_slot_growth_beyond_capacity():
+    # one long document of distinct words with a huge alpha * gamma opens many topics in one sweep
+    X = Corpus([list(range(200))], n_words=200)
+    model = DirectAssignmentGibbs(init_topics=1, n_iter=2, burn_in=0, eta_tot=0.01, alpha=50.0, gamma=50.0,
+                                  random_state=0).fit(X)
+    assert model.n_components_ > 16
+    assert np.array_equal(np.unique(model._z), np.arange(model.n_components_))   # every topic is used
+
+
+def test_transform_with_disjoint_topics_is_exact():
+    # topics on disjoint words: every token of a word of topic 1 must be assigned to topic 1
+    model = DirectAssignmentGibbs(random_state=0)
+    model.topics_ = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.25, 0.75]])
+    model.weights_ = np.array([0.6, 0.3])
+    model.alpha_, model.n_components_ = 2.0, 2
+    theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4), n_sweeps=5, burn_in=2)
+    np.testing.assert_allclose(theta, [[2.0 * 0.6 / 5, (3 + 2.0 * 0.3) / 5], [(5 + 2.0 * 0.6) / 7, 2.0 * 0.3 / 7]],
+                               rtol=1e-12)

@@ -1,0 +1,128 @@
+"""Collapsed Gibbs sampling (ALGORITHMS.md 3.2, test oracles 10.2)."""
+import itertools
+
+import numpy as np
+import pytest
+
+from bnpcore.corpus import Corpus
+from bnpcore.kernels import _lda
+from bnpcore.models.lda import GibbsState
+
+ALL = np.iinfo(np.int32).max
+
+
+def sparse_state(corpus, z, K):
+    """Count arrays and word lists of the sparse sampler for assignment z."""
+    ndk = np.zeros((corpus.n_docs, K), dtype=np.int32)
+    nwk = np.zeros((corpus.n_words, K), dtype=np.int32)
+    nk = np.zeros(K, dtype=np.int64)
+    _lda.count_samples(corpus.indptr, corpus.indices, corpus.counts, ALL, z, ndk, nwk, nk)
+    wtopics = np.empty((corpus.n_words, K), dtype=np.int32)
+    wlen = np.empty(corpus.n_words, dtype=np.int32)
+    _lda.word_topic_lists(nwk, wtopics, wlen)
+    return ndk, nwk, nk, wtopics, wlen
+
+
+def docs_of(corpus):
+    words, ptr = corpus.tokens()
+    return [list(words[ptr[j]:ptr[j + 1]]) for j in range(corpus.n_docs)]
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_conditional_equals_brute_force_joint(ref, K):
+    docs = [[0, 1], [1]]                       # 2 documents, 3 tokens, W = 2
+    corpus = Corpus(docs, n_words=2)
+    alpha = np.array([0.3, 0.7, 1.1][:K])
+    eta = np.array([0.2, 0.5])
+    for state in itertools.product(range(K), repeat=3):
+        z = np.array(state, dtype=np.int32)
+        arrays = sparse_state(corpus, z, K)
+        for i in range(3):
+            got = _lda.cgs_conditional(corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(),
+                                       z, *arrays, i)
+            logp = []
+            for k in range(K):
+                zk = z.copy()
+                zk[i] = k
+                logp.append(ref.log_joint(docs, zk, alpha, eta))
+            want = np.exp(np.array(logp) - max(logp))
+            np.testing.assert_allclose(got, want / want.sum(), rtol=1e-12, atol=1e-15)
+        # the state is left unchanged
+        ndk, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
+        for a, b in zip(arrays[:3] + arrays[4:], (ndk, nwk, nk, wlen)):
+            np.testing.assert_array_equal(a, b)
+        for w in range(2):   # same topics, still by decreasing count (ties in any order)
+            topics = arrays[3][w, :wlen[w]]
+            assert set(topics) == set(wtopics[w, :wlen[w]])
+            assert np.all(np.diff(nwk[w, topics]) <= 0)
+
+
+def run_chain(corpus, alpha, eta, K, n_sweeps, seed, thin):
+    """States (as integers in base K) of the compiled sampler every ``thin`` sweeps."""
+    rng = np.random.default_rng(seed)
+    z = rng.integers(0, K, size=corpus.n_tokens, dtype=np.int32)
+    ndk, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
+    scratch, iscratch = np.empty(3 * K), np.empty(2 * K, dtype=np.int32)
+    powers = K ** np.arange(corpus.n_tokens)
+    out = np.empty(n_sweeps // thin, dtype=np.int64)
+    args = (corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), z, ndk, nwk, nk, wtopics, wlen,
+            scratch, iscratch, rng)
+    for t in range(n_sweeps):
+        _lda.cgs_sweep(*args)
+        if (t + 1) % thin == 0:
+            out[t // thin] = z @ powers
+    return out
+
+
+@pytest.mark.parametrize("docs, K, alpha, eta", [
+    ([[0, 0, 1], [1]], 2, [0.3, 0.7], [0.2, 0.5]),      # a pair with count 2
+    ([[0, 2], [1, 2]], 2, [0.5, 0.5], [0.1, 0.1, 0.1]),
+    ([[0, 1], [1]], 3, [0.2, 0.4, 1.0], [0.3, 0.6]),
+])
+def test_sampler_stationary_distribution(ref, docs, K, alpha, eta):
+    """Histogram of the compiled sparse sampler's states against the exact
+    posterior by enumeration (fixed seed; thinning 5 removes the chain's
+    autocorrelation)."""
+    alpha, eta = np.array(alpha), np.array(eta)
+    corpus = Corpus(docs, n_words=len(eta))
+    states, post = ref.posterior_by_enumeration(docs_of(corpus), alpha, eta)
+    powers = K ** np.arange(corpus.n_tokens)
+    index = np.array([s @ powers for s in states])
+    draws = run_chain(corpus, alpha, eta, K, n_sweeps=150_000, seed=1, thin=5)
+    observed = np.bincount(draws, minlength=K ** corpus.n_tokens)[index]
+    assert ref.chi_square_pvalue(observed, post) > 1e-3
+
+
+def test_counts_and_word_lists_stay_consistent(make_counts):
+    C = make_counts(3, n_docs=30, n_words=25, max_count=6)
+    corpus = Corpus(C)
+    K = 7
+    alpha = np.linspace(0.05, 0.5, K)
+    eta = np.linspace(0.01, 0.2, corpus.n_words)
+    state = GibbsState(corpus, K, alpha, eta, np.random.default_rng(5))
+    words, ptr = corpus.tokens()
+    docs = np.repeat(np.arange(corpus.n_docs), np.diff(ptr))
+    for _ in range(6):
+        state.sweep()
+        ndk = np.zeros((corpus.n_docs, K), dtype=np.int64)
+        nwk = np.zeros((corpus.n_words, K), dtype=np.int64)
+        np.add.at(ndk, (docs, state.z), 1)
+        np.add.at(nwk, (words, state.z), 1)
+        np.testing.assert_array_equal(state.ndk, ndk)
+        np.testing.assert_array_equal(state.nwk, nwk)
+        np.testing.assert_array_equal(state.nk, ndk.sum(0))
+        for w in range(corpus.n_words):
+            topics = state.wtopics[w, :state.wlen[w]]
+            assert set(topics) == set(np.flatnonzero(nwk[w]))
+            assert np.all(np.diff(nwk[w, topics]) <= 0), "word list not sorted by count"
+
+
+def test_large_counts_and_tiny_priors():
+    C = np.array([[5000, 3, 0], [0, 1, 2000], [7, 0, 0]])
+    corpus = Corpus(C)
+    K = 4
+    state = GibbsState(corpus, K, np.full(K, 1e-6), np.full(3, 1e-8), np.random.default_rng(0))
+    for _ in range(3):
+        state.sweep()
+    assert state.nk.sum() == corpus.n_tokens
+    assert np.all(state.z >= 0) and np.all(state.z < K)

@@ -1,0 +1,126 @@
+"""Standard VB (ALGORITHMS.md 3.3, test oracles 10.3)."""
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+from bnpcore.corpus import Corpus
+from bnpcore.kernels import _lda
+from bnpcore.lda import StandardVB
+from bnpcore.models.lda import ParallelSVBState, SequentialState
+
+K = 4
+
+
+def priors(corpus):
+    return np.array([0.1, 0.3, 0.05, 0.8]), np.linspace(0.02, 0.3, corpus.n_words)
+
+
+def rows_by_pair(corpus, r):
+    """{(j, w): row} from CSR-ordered rows."""
+    docs = np.repeat(np.arange(corpus.n_docs), np.diff(corpus.indptr))
+    return {(int(j), int(w)): r[p].copy() for p, (j, w) in enumerate(zip(docs, corpus.indices))}
+
+
+def new_state(schedule, corpus, seed=0, n_threads=1):
+    alpha, eta = priors(corpus)
+    rng = np.random.default_rng(seed)
+    if schedule == "parallel":
+        return ParallelSVBState(corpus, K, alpha, eta, rng, n_threads)
+    return SequentialState(corpus, K, alpha, eta, rng, _lda.MODE_SVB, -1)
+
+
+@pytest.mark.parametrize("schedule", ["parallel", "sequential"])
+def test_bound_never_decreases(make_counts, schedule):
+    for seed in range(3):
+        corpus = Corpus(make_counts(seed))
+        alpha, eta = priors(corpus)
+        est = StandardVB(n_components=K, alpha=alpha, eta=eta, max_iter=60, tol=None, schedule=schedule,
+                         n_threads=1, random_state=seed).fit(corpus)
+        bounds = np.array([rec["bound"] for rec in est.history_])
+        assert np.all(np.diff(bounds) >= -1e-10 * np.abs(bounds[1:])), np.diff(bounds).min()
+        assert bounds[-1] > bounds[0]
+
+
+def test_sequential_bound_never_decreases_pair_by_pair(ref, counts):
+    """The claim behind the sequential schedule (linearisation bound, E61), on
+    the reference update: B_SVB after every single pair update."""
+    C = counts[:8, :10]
+    alpha, eta = np.array([0.1, 0.3, 0.05, 0.8]), np.linspace(0.02, 0.3, 10)
+    rng = np.random.default_rng(1)
+    r = {(j, w): rng.dirichlet(np.ones(K)) for j, w, c in ref.pairs_of(C)}
+    last = ref.lda_elbo(C, r, alpha, eta)
+    for _ in range(3):
+        for j, w, c in ref.pairs_of(C):
+            ref.svb_pair_update(C, r, j, w, alpha, eta)
+            now = ref.lda_elbo(C, r, alpha, eta)
+            assert now >= last - 1e-10 * abs(last)
+            last = now
+
+
+@pytest.mark.parametrize("schedule", ["parallel", "sequential"])
+def test_bound_equals_standard_lda_elbo(ref, counts, schedule):
+    corpus = Corpus(counts)
+    alpha, eta = priors(corpus)
+    state = new_state(schedule, corpus)
+    for _ in range(3):
+        record = state.sweep()
+    want = ref.lda_elbo(counts, rows_by_pair(corpus, state.r), alpha, eta)
+    np.testing.assert_allclose(record["bound"], want, rtol=1e-10)
+
+
+def test_parallel_iteration_is_one_blei_em_step(ref, counts):
+    corpus = Corpus(counts)
+    alpha, eta = priors(corpus)
+    state = new_state("parallel", corpus)
+    for _ in range(2):
+        before = rows_by_pair(corpus, state.r)
+        state.sweep()
+        want = ref.svb_parallel_iteration(counts, before, alpha, eta)
+        got = rows_by_pair(corpus, state.r)
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-11, atol=1e-14)
+        ndk, nkw = ref.expected_counts(counts, got)
+        np.testing.assert_allclose(state.ndk, ndk, rtol=1e-12)
+        np.testing.assert_allclose(state.nwk, nkw.T, rtol=1e-12)
+
+
+def test_sequential_sweep_matches_reference(ref, counts):
+    corpus = Corpus(counts)
+    alpha, eta = priors(corpus)
+    state = new_state("sequential", corpus)
+    for _ in range(2):
+        want = ref.svb_sequential_sweep(counts, rows_by_pair(corpus, state.r), alpha, eta)
+        state.sweep()
+        got = rows_by_pair(corpus, state.r)
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-13)
+
+
+def test_threads_give_the_same_iteration(counts):
+    corpus = Corpus(counts)
+    one, two = new_state("parallel", corpus, n_threads=1), new_state("parallel", corpus, n_threads=2)
+    for _ in range(5):
+        a, b = one.sweep(), two.sweep()
+        np.testing.assert_allclose(two.r, one.r, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(b["bound"], a["bound"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["parallel", "sequential"])
+def test_one_topic_bound_is_the_exact_marginal_likelihood(counts, schedule):
+    corpus = Corpus(counts)
+    eta = np.linspace(0.02, 0.3, corpus.n_words)
+    est = StandardVB(n_components=1, alpha=0.7, eta=eta, max_iter=3, schedule=schedule, n_threads=1,
+                     random_state=0).fit(corpus)
+    n_w = counts.sum(axis=0)
+    exact = gammaln(eta.sum()) - gammaln(n_w.sum() + eta.sum()) + (gammaln(n_w + eta) - gammaln(eta)).sum()
+    np.testing.assert_allclose(est.history_[-1]["bound"], exact, rtol=1e-12)
+    np.testing.assert_allclose(est.doc_topic_, 1.0)
+
+
+def test_products_that_underflow_fall_back_to_log_space():
+    C = np.array([[3, 0, 1], [0, 2, 0], [1, 1, 0]])
+    est = StandardVB(n_components=3, alpha=1e-4, eta=1e-4, max_iter=20, n_threads=1, random_state=0)
+    est.fit(Corpus(C))
+    bounds = [rec["bound"] for rec in est.history_]
+    assert np.all(np.isfinite(bounds)) and np.all(np.isfinite(est.topics_))
+    assert np.all(np.diff(bounds) >= -1e-10 * np.abs(bounds[1:]))
