@@ -131,6 +131,14 @@ MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_topics": 300, "n_atoms": 
                                                     "alpha": 1.0, "batch_size": 100, "n_epochs": 20},
                            {"n_topics": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 
+# NGGP mixtures ([NRM] 002 Table 1 on KOS: eta = 0.1; IG prior sigma = 0.5, a = 10, tau = 100).
+# ADF reports once per block of merge_every documents: small blocks give tiny corpora several.
+_NRM_KOS = {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1}
+MODELS["adf-nrm"] = ("bnpcore.mixture:ADF", _NRM_KOS, {"merge_every": 10})
+MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {**_NRM_KOS, "max_passes": 50}, {"max_passes": 3, "merge_every": 10})
+MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "n_sweeps": 215, "n_samples": 50},
+                       {"n_sweeps": 5, "n_samples": 2})
+
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = "hdp-tf-svi"
 

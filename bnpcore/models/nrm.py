@@ -22,7 +22,7 @@ from scipy.special import logsumexp
 
 from bnpcore._validation import check_int, check_positive, check_random_state
 from bnpcore.base import BaseEstimator, TopicMixin
-from bnpcore.corpus import Corpus, as_corpus
+from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
 from bnpcore.kernels import _nrm
 
@@ -254,18 +254,22 @@ class _Sites:
         self.q[:m.nnz] = m.data
 
 
-def _adf_pass(state, corpus, p, sites=None, start=0):
-    """ADF-NRM over the documents start.. of ``corpus`` (kernel calls with
-    capacity growth), with a merge step whenever the number of observations
-    reaches a multiple of merge_every. Returns the number of merges."""
+def _adf_pass(state, corpus, p, sites=None, on_block=None):
+    """ADF-NRM over the documents of ``corpus`` (kernel calls with capacity growth).
+
+    The stream is cut into blocks that end where the number of observations
+    reaches a multiple of ``merge_every`` (or at the end of ``corpus``), so the
+    cut points do not depend on how a stream is split into calls. After each
+    block: the merge step (when a multiple is reached and merging is on), then
+    ``on_block(merged)`` (clusters merged in that block); a true return value
+    stops the pass. Returns (documents processed, clusters merged).
+    """
     n_docs = corpus.n_docs
     empty_i64, empty_i32, empty_f64 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
     n_merged = 0
-    i = start
+    i = 0
     while i < n_docs:
-        stop = n_docs
-        if p["merge"]:
-            stop = min(n_docs, i + p["merge_every"] - state.m % p["merge_every"])
+        stop = min(n_docs, i + p["merge_every"] - state.m % p["merge_every"])
         while i < stop:
             if state.n_slots >= state.cap:
                 state.grow()
@@ -277,15 +281,18 @@ def _adf_pass(state, corpus, p, sites=None, start=0):
                              sites.ptr if sites is not None else empty_i64,
                              sites.k if sites is not None else empty_i32,
                              sites.q if sites is not None else empty_f64)
+        merged = 0
         if p["merge"] and state.m % p["merge_every"] == 0:
             before = state.n_slots
             mapping = state.merge(p)
-            if state.n_slots < before:
-                n_merged += before - state.n_slots
-                if sites is not None:
-                    sites.remap(mapping, upto=i)
-                    state.ints[3] = sites.ptr[i]
-    return n_merged
+            merged = before - state.n_slots
+            if merged and sites is not None:
+                sites.remap(mapping, upto=i)
+                state.ints[3] = sites.ptr[i]
+        n_merged += merged
+        if on_block is not None and on_block(merged):
+            break
+    return i, n_merged
 
 
 def _recompute_from_sites(state, sites, corpus, p):
@@ -311,13 +318,16 @@ class _NRMMixin(TopicMixin):
 
     def _check_docs(self, X):
         self._check_fitted()
-        return as_corpus(X, n_words=self.n_words_)
+        return as_corpus(X, n_words=self.n_features_in_)
 
     def transform(self, X):
         """Cluster responsibilities of documents under the fitted model (nothing is updated).
 
-        q_dk ∝ w_k DM(x_d | lambda_k) over the ``n_components_`` clusters, in the
-        order of ``topics_``. Returns ndarray of shape (n_docs, n_components_).
+        q_dk ∝ w_k DM(x_d | lambda_k) over the ``n_components_`` instantiated
+        clusters, in the order of ``topics_``: the new-cluster term is left out
+        and the rows renormalised, so they sum to 1 (an empty document gets the
+        weights ``weights_`` renormalised). Returns ndarray of shape
+        (n_docs, n_components_).
         """
         docs = self._check_docs(X)
         lw = np.log(np.maximum(self.weights_, 1e-300))
@@ -329,15 +339,26 @@ class _NRMMixin(TopicMixin):
         return np.exp(out)
 
     def score_samples(self, X):
-        """log p(x_d | training data) of each held-out document (count vector, with
-        the multinomial coefficient; the new-cluster term included)."""
-        docs = self._check_docs(X)
-        return mixture_log_predictive(*self._components(), docs, multinomial_coef=True)
+        """log p(x_d | training data) of each held-out document: the probability of
+        its count vector (multinomial coefficient included), new-cluster term
+        included. ``score_samples(X).sum()`` is the total predictive
+        log-likelihood that [NRM] Table 1 reports (ALGORITHMS.md 8.5, E40)."""
+        return self._log_predictive(self._check_docs(X), multinomial_coef=True)
 
     def score(self, X, y=None):
-        """Total predictive log-likelihood of the documents of X ([NRM] Table 1's metric):
-        sum_d log [ sum_k w_k DM(x_d | lambda_k) + w_new DM(x_d | eta) ] + log MultCoef(x_d)."""
-        return float(np.sum(self.score_samples(X)))
+        """Held-out per-word log-likelihood of the documents of X (the library's
+        ``score``): sum_d log p(tokens of x_d | training data) / (tokens in X).
+
+        It is the token-sequence probability, without the multinomial
+        coefficient, so that it compares with the other estimators' per-word
+        scores: ``score(X) = (score_samples(X).sum() - sum_d log MultCoef(x_d))
+        / n_tokens``. [NRM] Table 1's total is ``score_samples(X).sum()``.
+        Raises ``ValueError`` when X has no tokens.
+        """
+        docs = self._check_docs(X)
+        if docs.n_tokens == 0:
+            raise ValueError("the documents to score have no tokens")
+        return float(np.sum(self._log_predictive(docs, multinomial_coef=False)) / docs.n_tokens)
 
 
 _STREAM_DOC = """
@@ -366,6 +387,9 @@ _STREAM_DOC = """
         cosine similarity above ``merge_threshold`` are merged, most similar
         pair first, each cluster at most once per round.
     merge_every : int, default 1000
+        The stream is processed in blocks ending at every multiple of
+        ``merge_every`` observations: merges (when enabled) run and ADF reports
+        progress (``history_``) at the end of each block.
     merge_threshold : float, default 0.95
         Deliberately conservative ([NRM]: merging often removes the small
         clusters that make the NGGP better than the DP): after one ADF pass
@@ -397,7 +421,7 @@ _STREAM_ATTRS = """
         E[K] (supp (18)).
     u_ : float
         Uhat, the mode of q(U) given all training observations (NaN for sigma = 0).
-    n_words_ : int
+    n_features_in_ : int
     vocabulary_ : list of str or None
     history_ : list of dict"""
 
@@ -406,11 +430,6 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
 
     def _prior(self):
         return _check_streaming(self, _check_prior(self))
-
-    def _kernel_params(self, n_words):
-        p = self._prior()
-        p["n_words"] = n_words
-        return p
 
     def _n_observations(self):
         return self._state.m
@@ -434,12 +453,14 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
         self.u_ = (float("nan") if p["sigma"] == 0 or m == 0 else
                    _nrm.mode_u(m, self.expected_n_components_, p["a"], p["sigma"], p["tau"], p["u_posterior"]))
 
-    def _components(self):
+    def _log_predictive(self, docs, multinomial_coef):
+        """Per-document log p(x_d) under the predictive mixture (23): the clusters
+        with their weights plus the prior-only new cluster."""
         with np.errstate(divide="ignore"):
             lw = np.log(np.append(self.weights_, self.weight_new_))
-        lam = np.vstack([self.components_, np.full((1, self.n_words_), float(self.eta))])
+        lam = np.vstack([self.components_, np.full((1, self.n_features_in_), float(self.eta))])
         keep = np.isfinite(lw)
-        return lw[keep], lam[keep]
+        return mixture_log_predictive(lw[keep], lam[keep], docs, multinomial_coef=multinomial_coef)
 
     def save(self, path):
         """Save parameters, fitted attributes and the streaming state (``bnpcore.load``
@@ -460,13 +481,16 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
     def _after_load(self):
         names = [n for n in _Clusters._ARRAYS if hasattr(self, "_st_" + n)]
         if names:
-            self._state = _Clusters.from_dict({n: getattr(self, "_st_" + n) for n in names}, int(self.n_words_))
+            self._state = _Clusters.from_dict({n: getattr(self, "_st_" + n) for n in names},
+                                              int(self.n_features_in_))
             for n in names:
                 delattr(self, "_st_" + n)
 
     def _start(self, docs):
+        for name in self._fitted_names():     # refitting forgets the previous fit
+            delattr(self, name)
         self._state = _Clusters(docs.n_words)
-        self.n_words_ = docs.n_words
+        self.n_features_in_ = docs.n_words
         self.vocabulary_ = docs.vocabulary
         self.history_ = []
 
@@ -491,8 +515,13 @@ class ADF(_StreamingBase):
 
     Attributes
     ----------""" + _STREAM_ATTRS + """
-        One entry per ``partial_fit`` call: documents seen, clusters, E[K],
-        Uhat, merges, seconds.
+        One entry per block of the stream (``iteration`` counts blocks from the
+        start of the stream): a block ends when the number of documents seen
+        reaches a multiple of ``merge_every`` or at the end of the data of a
+        ``fit``/``partial_fit`` call, so a fit on N documents reports
+        ceil(N / merge_every) times. Keys: iteration, n_docs_seen,
+        n_components, expected_k, u (Uhat), merged (clusters merged at the end
+        of the block), seconds.
 
     References
     ----------
@@ -537,18 +566,31 @@ class ADF(_StreamingBase):
 
     def partial_fit(self, X, y=None):
         """Absorb the documents of X, in order, into the current model (the stream
-        continues where the previous call stopped)."""
+        continues where the previous call stopped).
+
+        Reports once per block of the stream (see ``history_``); a reporting
+        callback that returns True stops the call after that block, leaving the
+        model fitted on the documents absorbed so far.
+        """
         fitted = hasattr(self, "_state")
-        docs = as_corpus(X, n_words=self.n_words_ if fitted else None)
+        docs = as_corpus(X, n_words=self.n_features_in_ if fitted else None)
+        p = self._prior()
         if not fitted:
             self._start(docs)
-        p = self._kernel_params(docs.n_words)
-        t0 = time.perf_counter()
-        merges = _adf_pass(self._state, docs, p)
-        self._refresh(p)
-        self.history_.append({"n_docs_seen": self._state.m, "n_components": self.n_components_,
-                              "expected_k": self.expected_n_components_, "u": self.u_,
-                              "merged": merges, "seconds": time.perf_counter() - t0})
+        p["n_words"] = docs.n_words
+        clock = [time.perf_counter()]
+
+        def block_done(merged):
+            self._refresh(p)
+            now = time.perf_counter()
+            seconds, clock[0] = now - clock[0], now
+            return self._report(len(self.history_) + 1, n_docs_seen=self._state.m,
+                                n_components=self.n_components_, expected_k=self.expected_n_components_,
+                                u=self.u_, merged=merged, seconds=seconds)
+
+        _adf_pass(self._state, docs, p, on_block=block_done)
+        if not hasattr(self, "components_"):    # no document yet (X empty): the empty model
+            self._refresh(p)
         return self
 
 
@@ -582,9 +624,10 @@ class EP(_StreamingBase):
 
     Attributes
     ----------""" + _STREAM_ATTRS + """
-        One entry per epoch: epoch, clusters, E[K], Uhat, mean site change,
-        merges, seconds, and the held-out total predictive log-likelihood
-        when ``fit`` was given ``heldout``.
+        One entry per epoch (``iteration`` = epoch, 1 being the ADF pass):
+        n_components, expected_k, u (Uhat), change (mean site change, NaN
+        for the ADF pass), merged, seconds, and heldout_total (the held-out
+        total predictive log-likelihood) when ``fit`` was given ``heldout``.
     n_iter_ : int
         Epochs run (the ADF pass included).
     sites_nbytes_ : int
@@ -624,9 +667,14 @@ class EP(_StreamingBase):
         X : Corpus or matrix
             Training documents (processed in order, or shuffled once with ``shuffle``).
         heldout : Corpus, optional
-            Documents scored after the epochs in ``eval_at`` (``history_[e]["heldout"]``).
+            Documents scored after the epochs in ``eval_at``: their total
+            predictive log-likelihood, ``score_samples(heldout).sum()``, goes to
+            ``history_[e - 1]["heldout_total"]`` ([NRM] Table 1's metric).
         eval_at : collection of int, optional
             Epochs (1 = the ADF pass) after which ``heldout`` is scored; None: all.
+
+        Every epoch is reported (``history_``); a reporting callback that returns
+        True ends the fit after that epoch with the model of that epoch.
         """
         docs = as_corpus(X)
         p = self._prior()
@@ -639,20 +687,22 @@ class EP(_StreamingBase):
         self._start(docs)
         p["n_words"] = docs.n_words
         self._docs = docs
-        st = self._state
-        sites = _Sites(docs.n_docs, max(16, 2 * docs.n_docs))
-        t0 = time.perf_counter()
-        merged = _adf_pass(st, docs, p, sites=sites)
-        self._sites = sites
-        evaluate = (lambda e: heldout) if eval_at is None else (lambda e: heldout if e in eval_at else None)
-        self._epoch_done(p, 1, float("nan"), merged, time.perf_counter() - t0, evaluate(1))
-        for epoch in range(2, max_passes + 1):
+        self._sites = _Sites(docs.n_docs, max(16, 2 * docs.n_docs))
+        for epoch in range(1, max_passes + 1):
             t0 = time.perf_counter()
-            change, merged = self._ep_epoch(p)
-            self._epoch_done(p, epoch, change, merged, time.perf_counter() - t0, evaluate(epoch))
-            if change < tol:
+            if epoch == 1:
+                change, merged = float("nan"), _adf_pass(self._state, docs, p, sites=self._sites)[1]
+            else:
+                change, merged = self._ep_epoch(p)
+            self._refresh(p)
+            self.sites_nbytes_ = self._sites.nbytes
+            self.n_iter_ = epoch
+            metrics = {"n_components": self.n_components_, "expected_k": self.expected_n_components_,
+                       "u": self.u_, "change": change, "merged": merged, "seconds": time.perf_counter() - t0}
+            if heldout is not None and (eval_at is None or epoch in eval_at):
+                metrics["heldout_total"] = float(np.sum(self.score_samples(heldout)))
+            if self._report(epoch, **metrics) or change < tol:
                 break
-        self.n_iter_ = len(self.history_)
         return self
 
     def _n_observations(self):
@@ -685,15 +735,6 @@ class EP(_StreamingBase):
         self._sites = new
         return change, merged
 
-    def _epoch_done(self, p, epoch, change, merged, seconds, heldout):
-        self._refresh(p)
-        self.sites_nbytes_ = self._sites.nbytes
-        entry = {"epoch": epoch, "n_components": self.n_components_, "expected_k": self.expected_n_components_,
-                 "u": self.u_, "change": change, "merged": merged, "seconds": seconds}
-        if heldout is not None:
-            entry["heldout"] = self.score(heldout)
-        self.history_.append(entry)
-
 
 class CollapsedGibbs(_NRMMixin, BaseEstimator):
     """Marginal (collapsed) Gibbs sampler for NGGP mixtures of multinomials
@@ -718,6 +759,8 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         The states of the last ``n_samples`` sweeps are kept; ``score`` and
         ``score_samples`` average the predictive log-likelihood over them
         ("averaging the predictive log-likelihood for the last 50 samples").
+        When a reporting callback stops the fit early, the states kept so far
+        are used, or the last state alone if none was kept yet.
     random_state : int, Generator or None
 
     Attributes
@@ -734,10 +777,17 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         a (U + tau)^sigma / Z.
     u_ : float
         Final U (NaN for sigma = 0).
-    n_components_, n_words_, vocabulary_
+    n_components_, n_features_in_, vocabulary_
     history_ : list of dict
-        Per sweep: clusters, U, seconds, and (with ``heldout``) the held-out
-        total predictive log-likelihood of that sweep's state.
+        One entry per sweep (``iteration`` = sweep): n_components, u, seconds,
+        and heldout_total (with ``heldout``: the held-out total predictive
+        log-likelihood of that sweep's state).
+
+    Notes
+    -----
+    ``score`` and ``score_samples`` need the training documents (the kept
+    states are partitions of them): the model keeps them, and ``save`` stores
+    them.
 
     References
     ----------
@@ -747,6 +797,9 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
     nonparametric mixture models. AISTATS 2015.
     R. M. Neal. Slice sampling. Annals of Statistics 31(3), 2003.
     """
+
+    # the kept states and the training documents they partition (score after load)
+    _persist = ("_samples_z", "_samples_u", "_train_indptr", "_train_indices", "_train_counts")
 
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, n_sweeps=215, n_samples=50, random_state=None):
         self.a = a
@@ -763,10 +816,13 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         Parameters
         ----------
         heldout : Corpus, optional
-            Scored with the state of the sweeps in ``eval_at``
-            (``history_[s - 1]["heldout"]``).
+            Scored with the state of the sweeps in ``eval_at``: the total
+            predictive log-likelihood goes to ``history_[s - 1]["heldout_total"]``.
         eval_at : collection of int, optional
             Sweeps (1-based) whose state is scored on ``heldout``; None: all.
+
+        Every sweep is reported (``history_``); a reporting callback that
+        returns True ends the fit after that sweep (see ``n_samples``).
         """
         docs = as_corpus(X)
         p = _check_prior(self)
@@ -778,10 +834,13 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         if heldout is not None:
             heldout = as_corpus(heldout, n_words=docs.n_words)
         rng = check_random_state(self.random_state)
+        for name in self._fitted_names():     # refitting forgets the previous fit
+            delattr(self, name)
         N, W = docs.n_docs, docs.n_words
-        self._docs = docs
-        self.n_words_ = W
+        self._train_indptr, self._train_indices, self._train_counts = docs.indptr, docs.indices, docs.counts
+        self.n_features_in_ = W
         self.vocabulary_ = docs.vocabulary
+        self.history_ = []
         cap = 16
         z = np.zeros(N, dtype=np.int32)
         nk = np.zeros(cap, dtype=np.int64)
@@ -795,7 +854,7 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         reals = np.array([v0])
         scratch = np.empty(cap + 1)
         no_z, no_u = np.zeros((0, N), dtype=np.int32), np.zeros(0)
-        self.history_ = []
+        train = self._train_matrix() if heldout is not None else None
         samples_z, samples_u = [], []
         for sweep in range(1, n_sweeps + 1):
             t0 = time.perf_counter()
@@ -809,14 +868,18 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
                 done = _nrm.gibbs_run(docs.indptr, docs.indices, docs.counts, p, 1, rng,
                                       z, nk, C, Ctot, ints, reals, scratch, no_z, no_u)
             u = float(np.exp(reals[0])) if p["sigma"] > 0 else float("nan")
-            entry = {"sweep": sweep, "n_components": int(ints[1]), "u": u, "seconds": time.perf_counter() - t0}
-            keep = sweep > n_sweeps - n_samples
-            if keep:
+            metrics = {"n_components": int(ints[1]), "u": u, "seconds": time.perf_counter() - t0}
+            if sweep > n_sweeps - n_samples:
                 samples_z.append(z.copy())
                 samples_u.append(u)
             if heldout is not None and (eval_at is None or sweep in eval_at):
-                entry["heldout"] = float(np.sum(self._sample_log_predictive(z, u, heldout, p)))
-            self.history_.append(entry)
+                metrics["heldout_total"] = float(np.sum(self._sample_log_predictive(z, u, heldout, p, True,
+                                                                                    train)))
+            if self._report(sweep, **metrics):
+                break
+        if not samples_z:                     # stopped before the kept sweeps: the last state
+            samples_z.append(z.copy())
+            samples_u.append(u)
         self._samples_z = np.array(samples_z)
         self._samples_u = np.array(samples_u)
         sizes = np.bincount(z, minlength=cap)
@@ -841,43 +904,29 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         lw = np.append(lw, lw_new)
         return lw - logsumexp(lw)
 
-    def _sample_log_predictive(self, z, u, docs, p):
-        """Per-document log predictive under one state (z, U) of the chain (8.5)."""
-        train = self._docs
+    def _train_matrix(self):
+        """The training documents (which the kept states partition), float64 CSR."""
+        shape = (len(self._train_indptr) - 1, int(self.n_features_in_))
+        return sp.csr_matrix((self._train_counts.astype(np.float64), self._train_indices, self._train_indptr),
+                             shape=shape)
+
+    def _sample_log_predictive(self, z, u, docs, p, multinomial_coef, train):
+        """Per-document log predictive under one state (z, U) of the chain (8.5);
+        ``train`` is ``_train_matrix()``."""
         K = int(z.max()) + 1
         onehot = sp.csr_matrix((np.ones(len(z)), (z, np.arange(len(z)))), shape=(K, len(z)))
         sizes = np.asarray(onehot.sum(axis=1)).ravel()
         used = sizes > 0
-        counts = np.asarray((onehot @ train.matrix.astype(np.float64)).todense())[used]
+        counts = np.asarray((onehot @ train).todense())[used]
         lw = self._log_weights(sizes[used], u, p)
-        lam = np.vstack([p["eta"] + counts, np.full((1, train.n_words), p["eta"])])
-        return mixture_log_predictive(lw, lam, docs, multinomial_coef=True)
+        lam = np.vstack([p["eta"] + counts, np.full((1, train.shape[1]), p["eta"])])
+        return mixture_log_predictive(lw, lam, docs, multinomial_coef=multinomial_coef)
 
-    def save(self, path):
-        """Save parameters, fitted attributes, the kept samples and the training
-        documents they index (``score`` works on the loaded model)."""
-        train = self._docs if hasattr(self, "_docs") else None
-        if train is not None:
-            self._train_indptr, self._train_indices, self._train_counts = train.indptr, train.indices, train.counts
-            self._persist = ("_samples_z", "_samples_u", "_train_indptr", "_train_indices", "_train_counts")
-        try:
-            return super().save(path)
-        finally:
-            if train is not None:
-                del self._train_indptr, self._train_indices, self._train_counts, self._persist
-
-    def _after_load(self):
-        if hasattr(self, "_train_indptr"):
-            self._docs = Corpus._from_arrays(self._train_indptr, self._train_indices, self._train_counts,
-                                             int(self.n_words_), self.vocabulary_)
-            del self._train_indptr, self._train_indices, self._train_counts
-
-    def score_samples(self, X):
+    def _log_predictive(self, docs, multinomial_coef):
         """Per-document log predictive, averaged over the kept samples (the mean of
         the per-sample log-likelihoods, [NRM] section 4.3)."""
-        docs = self._check_docs(X)
-        p = _check_prior(self)
-        return np.mean([self._sample_log_predictive(z, u, docs, p)
+        p, train = _check_prior(self), self._train_matrix()
+        return np.mean([self._sample_log_predictive(z, u, docs, p, multinomial_coef, train)
                         for z, u in zip(self._samples_z, self._samples_u)], axis=0)
 
 
@@ -890,7 +939,7 @@ def grid_search(X, sigma=0.5, a_grid=(1.0, 10.0, 100.0, 1000.0), tau_grid=(0.1, 
     ``1 - test_fraction`` / ``test_fraction``; ADF-NRM is run once on the first
     part for every a in ``a_grid`` and (sigma > 0 only) every tau in
     ``tau_grid``, and scored by the total predictive log-likelihood of the
-    second part.
+    second part (``score_samples(test).sum()``).
 
     Parameters
     ----------
@@ -934,7 +983,7 @@ def grid_search(X, sigma=0.5, a_grid=(1.0, 10.0, 100.0, 1000.0), tau_grid=(0.1, 
     for a in a_grid:
         for tau in taus:
             model = ADF(a=a, sigma=sigma, tau=tau, eta=eta, **adf_params).fit(train)
-            results.append({"a": a, "tau": None if sigma == 0 else tau, "score": model.score(test),
+            results.append({"a": a, "tau": None if sigma == 0 else tau, "score": float(model.score_samples(test).sum()),
                             "n_components": model.n_components_})
     best = max(results, key=lambda r: r["score"])
     results[0]["subset"] = {"train": train_idx, "test": test_idx}

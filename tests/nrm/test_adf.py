@@ -21,9 +21,10 @@ def small_corpus(seed=0, n_docs=40, n_words=25):
 
 
 def run_kernel(X, params, sites=False):
-    """ADF state of the kernel (via the model layer's pass) without merges."""
+    """ADF state of the kernel (via the model layer's pass, in blocks of 7
+    documents) without merges."""
     docs = Corpus(X)
-    p = dict(params, n_words=docs.n_words, merge=False)
+    p = dict(params, n_words=docs.n_words, merge=False, merge_every=7)
     st = _Clusters(docs.n_words, cap=2)
     s = _Sites(docs.n_docs, 4) if sites else None
     _adf_pass(st, docs, p, sites=s)
@@ -152,7 +153,28 @@ def test_partial_fit_in_chunks_equals_fit_and_resumes_after_save(tmp_path):
     part.partial_fit(docs[np.arange(37, 61)]).partial_fit(docs[np.arange(61, 90)])
     for name in ("components_", "cluster_mass_", "weights_"):
         np.testing.assert_array_equal(getattr(part, name), getattr(full, name))
-    assert part.u_ == full.u_ and len(part.history_) == 3
+    assert part.u_ == full.u_
+    # one report per block of 25 documents, cut also where a partial_fit call ends
+    assert [h["n_docs_seen"] for h in full.history_] == [25, 50, 75, 90]
+    assert [h["n_docs_seen"] for h in part.history_] == [25, 37, 50, 61, 75, 90]
+    assert [h["iteration"] for h in part.history_] == list(range(1, 7))
+    assert sum(h["merged"] for h in part.history_) == sum(h["merged"] for h in full.history_)
+
+
+def test_reporting_callback_stops_after_a_block():
+    """Stopping after the second block leaves the model of the first 40 documents."""
+    docs = Corpus(small_corpus(seed=2, n_docs=90))
+    first = ADF(a=2.0, sigma=0.5, tau=1.0, merge_every=20).fit(docs[np.arange(40)])
+    stopped = ADF(a=2.0, sigma=0.5, tau=1.0, merge_every=20)
+    seen = []
+    with stopped.reporting(lambda est, rec: seen.append(rec["n_docs_seen"]) or len(seen) == 2):
+        stopped.fit(docs)
+    assert seen == [20, 40] and len(stopped.history_) == 2
+    for name in ("components_", "cluster_mass_", "weights_", "topics_"):
+        np.testing.assert_array_equal(getattr(stopped, name), getattr(first, name))
+    assert stopped.score(docs) == first.score(docs)
+    stopped.partial_fit(docs[np.arange(40, 90)])          # the stream continues where it stopped
+    assert [h["n_docs_seen"] for h in stopped.history_] == [20, 40, 60, 80, 90]
 
 
 def test_shuffle_uses_random_state():
@@ -192,7 +214,7 @@ def test_estimator_outputs():
     r = m.transform(X)
     assert r.shape == (60, K) and np.allclose(r.sum(axis=1), 1)
     s = m.score_samples(X)
-    assert s.shape == (60,) and np.all(np.isfinite(s)) and m.score(X) == pytest.approx(s.sum())
+    assert s.shape == (60,) and np.all(np.isfinite(s))
     assert m.get_topics().shape == (K, X.shape[1]) and len(m.show_topic(0, 3)) == 3
     with pytest.raises(ValueError):
         m.transform(np.ones((2, X.shape[1] + 1), dtype=int))
@@ -223,7 +245,7 @@ def test_grid_search_scores_every_point_on_a_held_out_part_of_the_subset():
     assert not set(split["train"]) & set(split["test"])
     r = results[3]
     m = ADF(a=r["a"], sigma=0.5, tau=r["tau"], eta=0.75).fit(docs[split["train"]])
-    assert m.score(docs[split["test"]]) == r["score"]
+    assert m.score_samples(docs[split["test"]]).sum() == r["score"]
     best_dp, results_dp = grid_search(docs, sigma=0.0, a_grid=(1.0, 10.0, 100.0), eta=0.75, random_state=0)
     assert set(best_dp) == {"a"} and len(results_dp) == 3
 
@@ -240,9 +262,9 @@ def test_ig_overtakes_dp_as_the_stream_grows():
     gap, k = [], {}
     for kw in (dict(a=100.0, sigma=0.0), dict(a=1.0, sigma=0.5, tau=1000.0)):
         m = ADF(eta=0.75, **kw).partial_fit(docs[np.arange(0, 300)])
-        early = m.score(test)
+        early = m.score_samples(test).sum()
         m.partial_fit(docs[np.arange(300, 4000)])
-        gap.append((early, m.score(test)))
+        gap.append((early, m.score_samples(test).sum()))
         k[kw["sigma"]] = m.n_components_
     (dp_early, dp_late), (ig_early, ig_late) = gap
     assert ig_late - dp_late > 2 * abs(ig_early - dp_early) and ig_late - dp_late > 300

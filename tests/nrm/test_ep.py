@@ -99,9 +99,12 @@ def test_ep_stops_at_tolerance_and_reports():
     ep = EP(max_passes=30, tol=1e-3, **KW).fit(X, heldout=X[:10])
     assert ep.n_iter_ == len(ep.history_) <= 30
     assert ep.n_iter_ == 30 or ep.history_[-1]["change"] < 1e-3
-    assert all("heldout" in h for h in ep.history_)
+    assert all("heldout_total" in h for h in ep.history_)
     ep = EP(max_passes=4, tol=0.0, **KW).fit(X, heldout=X[:10], eval_at={1, 3})
-    assert ["heldout" in h for h in ep.history_] == [True, False, True, False]
+    assert ["heldout_total" in h for h in ep.history_] == [True, False, True, False]
+    assert ep.history_[-2]["heldout_total"] == pytest.approx(
+        EP(max_passes=3, tol=0.0, **KW).fit(X).score_samples(X[:10]).sum(), rel=1e-12)
+    assert [h["iteration"] for h in ep.history_] == [1, 2, 3, 4]
     assert ep.sites_nbytes_ == ep._sites.ptr.nbytes + 12 * ep._sites.nnz
     r = ep.transform(X)
     assert np.allclose(r.sum(axis=1), 1)
@@ -114,7 +117,7 @@ def test_ep_passes_improve_on_adf_on_pitman_yor_data():
     train, test = X[:2000], X[2000:]
     for kw in (dict(a=100.0, sigma=0.0), dict(a=1.0, sigma=0.5, tau=1000.0)):
         ep = EP(eta=0.75, max_passes=4, tol=0.0, **kw).fit(train, heldout=test)
-        scores = [h["heldout"] for h in ep.history_]
+        scores = [h["heldout_total"] for h in ep.history_]
         assert scores[-1] > scores[0] + 50, scores
 
 
@@ -136,7 +139,9 @@ def test_degenerate_corpora_give_finite_answers(cls):
     kw = {"n_sweeps": 3, "n_samples": 2, "random_state": 0} if cls == "CollapsedGibbs" else {}
     empty = np.zeros((6, 4), dtype=int)
     m = est(a=1.0, sigma=0.5, tau=1.0, **kw).fit(empty)
-    assert m.score(empty) == pytest.approx(0.0, abs=1e-12)      # log p(empty document) = 0
+    np.testing.assert_allclose(m.score_samples(empty), 0.0, atol=1e-12)    # log p(empty document) = 0
+    with pytest.raises(ValueError, match="no tokens"):
+        m.score(empty)
     huge = np.array([[10 ** 6, 0, 3], [0, 2 * 10 ** 5, 0], [10 ** 6, 1, 0]])
     for eta in (1e-8, 0.1, 1e3):
         m = est(a=1.0, sigma=0.5, tau=1.0, eta=eta, **kw).fit(huge)

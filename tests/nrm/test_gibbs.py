@@ -106,9 +106,10 @@ def test_estimator_on_separated_clusters():
     assert m.weights_.sum() + m.weight_new_ == pytest.approx(1.0)
     np.testing.assert_allclose(m.weights_, (m.cluster_sizes_ - 0.5) / (30 - 1.5 + (m.u_ + 1.0) ** 0.5))
     assert np.allclose(m.transform(X).argmax(axis=1), m.labels_)
-    assert len(m.history_) == 30 and "heldout" in m.history_[-1] and "heldout" not in m.history_[-6]
+    assert len(m.history_) == 30 and "heldout_total" in m.history_[-1] and "heldout_total" not in m.history_[-6]
+    assert [h["iteration"] for h in m.history_] == list(range(1, 31))
     s = m.score_samples(X[:4])
-    assert s.sum() == pytest.approx(np.mean([h["heldout"] for h in m.history_[-5:]]))
+    assert s.sum() == pytest.approx(np.mean([h["heldout_total"] for h in m.history_[-5:]]))
     a = CollapsedGibbs(sigma=0.0, a=1.0, n_sweeps=5, n_samples=2, random_state=4).fit(X)
     b = CollapsedGibbs(sigma=0.0, a=1.0, n_sweeps=5, n_samples=2, random_state=4).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
