@@ -131,6 +131,14 @@ MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_topics": 300, "n_atoms": 
                                                     "alpha": 1.0, "batch_size": 100, "n_epochs": 20},
                            {"n_topics": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 
+# HDP by collapsed inference ([CVHDP] 001 settings for KOS: eta_tot = 100, tau = 1/W fixed;
+# G-HDP from 100 topics, CV-HDP truncated at 120 topics).
+MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
+                       {"init_topics": 100, "n_iter": 1000, "burn_in": 200, "eta_tot": 100.0},
+                       {"init_topics": 3, "n_iter": 5, "burn_in": 2})
+MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 100, "eta_tot": 100.0},
+                     {"n_components": 5, "n_iter": 5})
+
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = None
 

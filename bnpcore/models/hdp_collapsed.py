@@ -214,7 +214,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
     # -- validation ------------------------------------------------------------
     def _validate(self):
         check_int(self.n_components, "n_components", 1)
-        check_int(self.n_iter, "n_iter", 0)
+        check_int(self.n_iter, "n_iter", 1)
         for name in ("alpha", "gamma"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name)
@@ -232,7 +232,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
             raise ValueError("learn_weights=False (CV-LDA mode) needs a fixed alpha")
 
     # -- fitting ---------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None, init_from=None, callback=None):
+    def fit(self, X, y=None, heldout=None, init_from=None):
         """Fit on ``X``.
 
         Parameters
@@ -243,8 +243,9 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         init_from : DirectAssignmentGibbs, optional
             A sampler fitted on the same ``X``: start from its last state
             ([CVHDP] Fig. 3); the truncation becomes max(n_components, its topics).
-        callback : callable, optional
-            ``callback(self, iteration)`` after every iteration; return True to stop.
+
+        Every iteration is recorded in ``history_`` through ``_report`` (a callback
+        installed with ``reporting`` may stop the run by returning True).
         """
         X = as_corpus(X)
         self._validate()
@@ -273,14 +274,13 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         for it in range(self.n_iter):
             self._sweep()
             self._update_all()
-            entry = {"iteration": it + 1, "bound": self.bound_, "n_active": int((self._E_k >= 1).sum()),
-                     "alpha": self._h["E_alpha"], "gamma": self._h["E_gamma"],
-                     "seconds": time.perf_counter() - start}
+            record = {"bound": self.bound_, "n_active": int((self._E_k >= 1).sum()),
+                      "alpha": self._h["E_alpha"], "gamma": self._h["E_gamma"]}
             if heldout is not None:
                 theta, phi = self._predictive()
-                entry["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
-            self.history_.append(entry)
-            if callback is not None and callback(self, it):
+                record["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
+            record["seconds"] = time.perf_counter() - start
+            if self._report(it + 1, **record):
                 break
         self._set_fitted(X.vocabulary)
         del self._X
@@ -509,7 +509,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         ndarray of shape (n_docs, n_components_)
         """
         self._check_fitted()
-        X = as_corpus(X, n_words=self.topics_.shape[1])
+        X = as_corpus(X, n_words=np.asarray(self.topics_).shape[1])
         check_int(n_iter, "n_iter", 1)
         theta = np.zeros((X.n_docs, self.n_components_))
         prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)

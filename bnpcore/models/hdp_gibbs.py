@@ -163,7 +163,7 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         check_int(self.n_concentration_rounds, "n_concentration_rounds", 1)
 
     # -- fitting ---------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None, callback=None):
+    def fit(self, X, y=None, heldout=None):
         """Run the sampler on ``X``.
 
         Parameters
@@ -173,9 +173,10 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
             Held-out tokens of the same documents (e.g. from
             ``Corpus.split_tokens``); scored after every sweep, averaged over the
             samples after burn-in ([CVHDP] eq 17).
-        callback : callable, optional
-            ``callback(self, iteration)`` after every sweep (e.g. to record
-            samples); return True to stop.
+
+        Every sweep is recorded in ``history_`` through ``_report``; a callback
+        installed with ``reporting`` sees the sampler state (``_z``) after each
+        sweep and may stop the run by returning True.
         """
         self._validate()
         X = as_corpus(X)
@@ -204,19 +205,17 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         start = time.perf_counter()
         for it in range(self.n_iter):
             self._sweep()
-            entry = {"iteration": it + 1, "n_topics": self._K, "alpha": self._alpha, "gamma": self._gamma,
-                     "n_tables": int(self._m_k[:self._K].sum())}
+            record = {"n_topics": self._K, "alpha": self._alpha, "gamma": self._gamma,
+                      "n_tables": int(self._m_k[:self._K].sum()), "log_lik": self._log_likelihood()}
             if heldout is not None:
                 theta, phi = self._predictive()
                 if it >= self.burn_in:
                     average.add(theta, phi)
-                    entry["heldout_loglik"] = average.log_likelihood()
+                    record["heldout_loglik"] = average.log_likelihood()
                 else:
-                    entry["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
-            entry["log_lik"] = self._log_likelihood()
-            entry["seconds"] = time.perf_counter() - start
-            self.history_.append(entry)
-            if callback is not None and callback(self, it):
+                    record["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
+            record["seconds"] = time.perf_counter() - start
+            if self._report(it + 1, **record):
                 break
         if average is not None and average.n_samples:
             self.heldout_loglik_ = average.log_likelihood()
@@ -343,15 +342,16 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
 
         Per-document Gibbs sampling of the tokens' topics under
         ``p(z_i = k) ∝ (n_jk + alpha beta_k) topics_[k, w_i]``; the posterior means
-        of the sweeps after ``burn_in`` are averaged. Rows sum to
-        ``1 - alpha beta_new / (alpha + N_j)``, the rest being the new-topic mass.
+        ``(n_jk + alpha beta_k) / (N_j + alpha sum_l beta_l)`` of the sweeps after
+        ``burn_in`` are averaged (proportions over the instantiated topics: rows sum
+        to 1; an empty document gets the normalised ``weights_``).
 
         Returns
         -------
         ndarray of shape (n_docs, n_components_)
         """
         self._check_fitted()
-        X = as_corpus(X, n_words=self.topics_.shape[1])
+        X = as_corpus(X, n_words=np.asarray(self.topics_).shape[1])
         check_int(n_sweeps, "n_sweeps", 1)
         check_int(burn_in, "burn_in", 0)
         if burn_in >= n_sweeps:
@@ -362,8 +362,7 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         if self.n_components_:
             _hdp_gibbs.fold_in(words, tok_ptr, np.ascontiguousarray(np.asarray(self.topics_).T), prior,
                                n_sweeps, burn_in, check_random_state(self.random_state), theta)
-        lengths = np.diff(tok_ptr)
-        return theta * ((lengths + prior.sum()) / (lengths + self.alpha_))[:, None]
+        return theta
 
     def score(self, X):
         """Per-word log-likelihood of held-out tokens of the training documents.
