@@ -15,7 +15,7 @@ from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import token_log_likelihood
 from bnpcore.kernels import _cvhdp
 from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
-from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior
+from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, corpus_digest
 
 __all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tables", "expected_log_g",
            "gamma_posterior", "stick_posteriors", "kl_gamma", "kl_dirichlet", "expected_stick_kl"]
@@ -189,7 +189,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
     for latent Dirichlet allocation", NIPS 2006.
     """
 
-    _persist = ("_hyper",)
+    _persist = ("_hyper", "_train_digest")
 
     def __init__(self, n_components=40, n_iter=100, alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
                  gamma_prior=(7.5, 7.5), eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
@@ -258,6 +258,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
                                  "give the held-out tokens of the same documents")
         rng = check_random_state(self.random_state)
         self._X = X
+        self._train_digest = corpus_digest(X)
         self._lengths = X.doc_lengths.astype(np.float64)
         if init_from is None and self.init == "gibbs":
             init_from = DirectAssignmentGibbs(init_topics=100, n_iter=self.init_gibbs_iter,
@@ -516,6 +517,15 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         _cvhdp.cv_fold_in(X.indptr, X.indices, X.counts, np.ascontiguousarray(np.asarray(self.topics_).T),
                           prior, n_iter, theta)
         return theta
+
+    def heldout_log_likelihood(self, observed, heldout):
+        """Per-word log-likelihood of ``heldout`` given ``observed`` tokens of the same
+        documents: eq 16 with the fitted E[n_jk] when ``observed`` is the training
+        corpus (:meth:`score`), otherwise proportions inferred by :meth:`transform`."""
+        observed = as_corpus(observed)
+        if getattr(self, "_train_digest", None) == corpus_digest(observed):
+            return self.score(heldout)
+        return super().heldout_log_likelihood(observed, heldout)
 
     def score(self, X):
         """Per-word log-likelihood (eq 16) of held-out tokens of the training

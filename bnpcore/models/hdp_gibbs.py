@@ -3,6 +3,7 @@
 Teh, Jordan, Beal & Blei (2006), section 5.3 and appendix A; used as G-HDP1 /
 G-HDP100 by Teh, Kurihara & Welling (2007). Specification: ALGORITHMS.md 4.4.
 """
+import hashlib
 import time
 
 import numpy as np
@@ -17,6 +18,14 @@ from bnpcore.kernels.rng import dirichlet as _log_dirichlet_draw
 from bnpcore.kernels.stirling import StirlingTable, MAX_N as _STIRLING_MAX_N
 
 __all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha"]
+
+
+def corpus_digest(X):
+    """A fingerprint of a corpus's counts (to recognise the training documents)."""
+    h = hashlib.sha1()
+    for arr in (X.indptr, X.indices, X.counts):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
 
 
 def check_gamma_prior(value, name):
@@ -131,7 +140,7 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
     Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007 (G-HDP, eq 17).
     """
 
-    _persist = ("_z", "_beta", "_beta_new", "_train_shape")
+    _persist = ("_z", "_beta", "_beta_new", "_train_shape", "_train_digest")
 
     def __init__(self, init_topics=1, n_iter=200, burn_in=100, eta_tot=100.0, alpha=None, gamma=None,
                  alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), n_concentration_rounds=5,
@@ -192,6 +201,7 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         self._doc_lengths = np.diff(self._tok_ptr)
         self._eta = self.eta_tot / X.n_words
         self._train_shape = [X.n_docs, X.n_words]
+        self._train_digest = corpus_digest(X)
         self._table = StirlingTable(int(min(self._doc_lengths.max(), _STIRLING_MAX_N)))
         a_alpha, b_alpha = check_gamma_prior(self.alpha_prior, "alpha_prior")
         a_gamma, b_gamma = check_gamma_prior(self.gamma_prior, "gamma_prior")
@@ -363,6 +373,16 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
             _hdp_gibbs.fold_in(words, tok_ptr, np.ascontiguousarray(np.asarray(self.topics_).T), prior,
                                n_sweeps, burn_in, check_random_state(self.random_state), theta)
         return theta
+
+    def heldout_log_likelihood(self, observed, heldout):
+        """Per-word log-likelihood of ``heldout`` given ``observed`` tokens of the same
+        documents: when ``observed`` is the training corpus, the sampler's own
+        predictive (:meth:`score`, eq 17); otherwise topic proportions inferred on
+        ``observed`` by :meth:`transform`."""
+        observed = as_corpus(observed)
+        if getattr(self, "_train_digest", None) == corpus_digest(observed):
+            return self.score(heldout)
+        return super().heldout_log_likelihood(observed, heldout)
 
     def score(self, X):
         """Per-word log-likelihood of held-out tokens of the training documents.

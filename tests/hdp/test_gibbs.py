@@ -312,3 +312,9 @@ def test_geweke_joint_sampler_with_concentrations():
     for i, name in ((1, "alpha"), (2, "gamma")):
         p = stats.ks_2samp(prior[:, i], chain[:, i]).pvalue
         assert p > 1e-3, (name, p)
+
+
+def test_heldout_log_likelihood_uses_the_sample_average(small_fit):
+    model, train, test = small_fit
+    assert model.heldout_log_likelihood(train, test) == model.heldout_loglik_
+    assert np.isfinite(model.heldout_log_likelihood(train[:20], test[:20]))
