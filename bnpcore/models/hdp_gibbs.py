@@ -245,6 +245,11 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         self._beta_new = 1.0 / (k0 + 1)
         self._m_k = np.zeros(self._kcap, dtype=np.int64)
         self._counts_from_z(n_docs, n_words)
+        # a random start can leave topics without tokens: their weight joins beta_new
+        empty = self._n_k[:k0] == 0
+        self._beta_new += self._beta[:k0][empty].sum()
+        self._beta[:k0][empty] = 0.0
+        self._compact(k0)
 
     def _counts_from_z(self, n_docs, n_words):
         kc = self._kcap

@@ -318,3 +318,9 @@ def test_heldout_log_likelihood_uses_the_sample_average(small_fit):
     model, train, test = small_fit
     assert model.heldout_log_likelihood(train, test) == model.heldout_loglik_
     assert np.isfinite(model.heldout_log_likelihood(train[:20], test[:20]))
+
+
+def test_random_start_with_more_topics_than_tokens():
+    model = DirectAssignmentGibbs(init_topics=50, n_iter=3, burn_in=0, random_state=0).fit(Corpus([[0, 1, 2]]))
+    assert 1 <= model.n_components_ <= 3
+    assert np.isclose(model.weights_.sum() + model.beta_new_, 1.0)
