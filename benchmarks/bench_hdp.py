@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Row, print_table  # noqa: E402
-from hdp_data import load_kos  # noqa: E402
 
+from bnpcore.cli import load_data  # noqa: E402
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
 from bnpcore.hdp import DirectAssignmentGibbs  # noqa: E402
 
@@ -120,7 +120,7 @@ def main(argv=None):
     ap.add_argument("--tomotopy-optim", default="both", choices=["on", "off", "both"],
                     help="tomotopy's own alpha/gamma optimisation (its default) or alpha = gamma = 1 fixed")
     args = ap.parse_args(argv)
-    X = load_kos()
+    X = load_data("kos")
     train, test = X.split_tokens(0.1, random_state=args.seed, mode="doc_tokens")
     rows = []
     for name, fn in (("bnpcore", bench_bnpcore), ("tomotopy", bench_tomotopy), ("gensim", bench_gensim)):

@@ -20,15 +20,12 @@ Results are appended to a JSON file as they arrive and summarised as a table
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hdp_data import load_kos  # noqa: E402
-
-from bnpcore.hdp import CollapsedVB, DirectAssignmentGibbs  # noqa: E402
+from bnpcore.cli import load_data
+from bnpcore.hdp import CollapsedVB, DirectAssignmentGibbs
 
 
 def run_cv(name, train, test, K, n_iter, seed, init_from=None):
@@ -94,7 +91,7 @@ def main(argv=None):
             json.dump(rows, fh, indent=1)
         print(json.dumps({k: v for k, v in row.items() if k != "topics_trace"}), flush=True)
 
-    X = load_kos()
+    X = load_data("kos")
     for seed in range(args.seeds):
         train, test = X.split_tokens(0.1, random_state=seed, mode="doc_tokens")
         for K in args.ks:

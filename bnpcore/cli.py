@@ -139,6 +139,14 @@ MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {**_NRM_KOS, "max_passes": 50}, {"max_
 MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "n_sweeps": 215, "n_samples": 50},
                        {"n_sweeps": 5, "n_samples": 2})
 
+# HDP by collapsed inference ([CVHDP] 001 settings for KOS: eta_tot = 100, tau = 1/W fixed;
+# G-HDP from 100 topics, CV-HDP truncated at 120 topics).
+MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
+                       {"init_topics": 100, "n_iter": 500, "burn_in": 200, "eta_tot": 100.0},
+                       {"init_topics": 3, "n_iter": 5, "burn_in": 2})
+MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 100, "eta_tot": 100.0},
+                     {"n_components": 5, "n_iter": 5})
+
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = "hdp-tf-svi"
 

@@ -15,7 +15,7 @@ from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import token_log_likelihood
 from bnpcore.kernels import _cvhdp
 from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
-from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior
+from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, corpus_digest
 
 __all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tables", "expected_log_g",
            "gamma_posterior", "stick_posteriors", "kl_gamma", "kl_dirichlet", "expected_stick_kl"]
@@ -189,7 +189,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
     for latent Dirichlet allocation", NIPS 2006.
     """
 
-    _persist = ("_hyper",)
+    _persist = ("_hyper", "_train_digest")
 
     def __init__(self, n_components=40, n_iter=100, alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
                  gamma_prior=(7.5, 7.5), eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
@@ -214,7 +214,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
     # -- validation ------------------------------------------------------------
     def _validate(self):
         check_int(self.n_components, "n_components", 1)
-        check_int(self.n_iter, "n_iter", 0)
+        check_int(self.n_iter, "n_iter", 1)
         for name in ("alpha", "gamma"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name)
@@ -232,7 +232,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
             raise ValueError("learn_weights=False (CV-LDA mode) needs a fixed alpha")
 
     # -- fitting ---------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None, init_from=None, callback=None):
+    def fit(self, X, y=None, heldout=None, init_from=None):
         """Fit on ``X``.
 
         Parameters
@@ -243,8 +243,9 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         init_from : DirectAssignmentGibbs, optional
             A sampler fitted on the same ``X``: start from its last state
             ([CVHDP] Fig. 3); the truncation becomes max(n_components, its topics).
-        callback : callable, optional
-            ``callback(self, iteration)`` after every iteration; return True to stop.
+
+        Every iteration is recorded in ``history_`` through ``_report`` (a callback
+        installed with ``reporting`` may stop the run by returning True).
         """
         X = as_corpus(X)
         self._validate()
@@ -257,6 +258,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
                                  "give the held-out tokens of the same documents")
         rng = check_random_state(self.random_state)
         self._X = X
+        self._train_digest = corpus_digest(X)
         self._lengths = X.doc_lengths.astype(np.float64)
         if init_from is None and self.init == "gibbs":
             init_from = DirectAssignmentGibbs(init_topics=100, n_iter=self.init_gibbs_iter,
@@ -273,14 +275,13 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         for it in range(self.n_iter):
             self._sweep()
             self._update_all()
-            entry = {"iteration": it + 1, "bound": self.bound_, "n_active": int((self._E_k >= 1).sum()),
-                     "alpha": self._h["E_alpha"], "gamma": self._h["E_gamma"],
-                     "seconds": time.perf_counter() - start}
+            record = {"bound": self.bound_, "n_active": int((self._E_k >= 1).sum()),
+                      "alpha": self._h["E_alpha"], "gamma": self._h["E_gamma"]}
             if heldout is not None:
                 theta, phi = self._predictive()
-                entry["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
-            self.history_.append(entry)
-            if callback is not None and callback(self, it):
+                record["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
+            record["seconds"] = time.perf_counter() - start
+            if self._report(it + 1, **record):
                 break
         self._set_fitted(X.vocabulary)
         del self._X
@@ -509,13 +510,22 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         ndarray of shape (n_docs, n_components_)
         """
         self._check_fitted()
-        X = as_corpus(X, n_words=self.topics_.shape[1])
+        X = as_corpus(X, n_words=np.asarray(self.topics_).shape[1])
         check_int(n_iter, "n_iter", 1)
         theta = np.zeros((X.n_docs, self.n_components_))
         prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)
         _cvhdp.cv_fold_in(X.indptr, X.indices, X.counts, np.ascontiguousarray(np.asarray(self.topics_).T),
                           prior, n_iter, theta)
         return theta
+
+    def heldout_log_likelihood(self, observed, heldout):
+        """Per-word log-likelihood of ``heldout`` given ``observed`` tokens of the same
+        documents: eq 16 with the fitted E[n_jk] when ``observed`` is the training
+        corpus (:meth:`score`), otherwise proportions inferred by :meth:`transform`."""
+        observed = as_corpus(observed)
+        if getattr(self, "_train_digest", None) == corpus_digest(observed):
+            return self.score(heldout)
+        return super().heldout_log_likelihood(observed, heldout)
 
     def score(self, X):
         """Per-word log-likelihood (eq 16) of held-out tokens of the training

@@ -3,6 +3,7 @@
 Teh, Jordan, Beal & Blei (2006), section 5.3 and appendix A; used as G-HDP1 /
 G-HDP100 by Teh, Kurihara & Welling (2007). Specification: ALGORITHMS.md 4.4.
 """
+import hashlib
 import time
 
 import numpy as np
@@ -17,6 +18,14 @@ from bnpcore.kernels.rng import dirichlet as _log_dirichlet_draw
 from bnpcore.kernels.stirling import StirlingTable, MAX_N as _STIRLING_MAX_N
 
 __all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha"]
+
+
+def corpus_digest(X):
+    """A fingerprint of a corpus's counts (to recognise the training documents)."""
+    h = hashlib.sha1()
+    for arr in (X.indptr, X.indices, X.counts):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
 
 
 def check_gamma_prior(value, name):
@@ -131,7 +140,7 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
     Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007 (G-HDP, eq 17).
     """
 
-    _persist = ("_z", "_beta", "_beta_new", "_train_shape")
+    _persist = ("_z", "_beta", "_beta_new", "_train_shape", "_train_digest")
 
     def __init__(self, init_topics=1, n_iter=200, burn_in=100, eta_tot=100.0, alpha=None, gamma=None,
                  alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), n_concentration_rounds=5,
@@ -163,7 +172,7 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         check_int(self.n_concentration_rounds, "n_concentration_rounds", 1)
 
     # -- fitting ---------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None, callback=None):
+    def fit(self, X, y=None, heldout=None):
         """Run the sampler on ``X``.
 
         Parameters
@@ -173,9 +182,10 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
             Held-out tokens of the same documents (e.g. from
             ``Corpus.split_tokens``); scored after every sweep, averaged over the
             samples after burn-in ([CVHDP] eq 17).
-        callback : callable, optional
-            ``callback(self, iteration)`` after every sweep (e.g. to record
-            samples); return True to stop.
+
+        Every sweep is recorded in ``history_`` through ``_report``; a callback
+        installed with ``reporting`` sees the sampler state (``_z``) after each
+        sweep and may stop the run by returning True.
         """
         self._validate()
         X = as_corpus(X)
@@ -191,6 +201,7 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         self._doc_lengths = np.diff(self._tok_ptr)
         self._eta = self.eta_tot / X.n_words
         self._train_shape = [X.n_docs, X.n_words]
+        self._train_digest = corpus_digest(X)
         self._table = StirlingTable(int(min(self._doc_lengths.max(), _STIRLING_MAX_N)))
         a_alpha, b_alpha = check_gamma_prior(self.alpha_prior, "alpha_prior")
         a_gamma, b_gamma = check_gamma_prior(self.gamma_prior, "gamma_prior")
@@ -204,19 +215,17 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         start = time.perf_counter()
         for it in range(self.n_iter):
             self._sweep()
-            entry = {"iteration": it + 1, "n_topics": self._K, "alpha": self._alpha, "gamma": self._gamma,
-                     "n_tables": int(self._m_k[:self._K].sum())}
+            record = {"n_topics": self._K, "alpha": self._alpha, "gamma": self._gamma,
+                      "n_tables": int(self._m_k[:self._K].sum()), "log_lik": self._log_likelihood()}
             if heldout is not None:
                 theta, phi = self._predictive()
                 if it >= self.burn_in:
                     average.add(theta, phi)
-                    entry["heldout_loglik"] = average.log_likelihood()
+                    record["heldout_loglik"] = average.log_likelihood()
                 else:
-                    entry["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
-            entry["log_lik"] = self._log_likelihood()
-            entry["seconds"] = time.perf_counter() - start
-            self.history_.append(entry)
-            if callback is not None and callback(self, it):
+                    record["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
+            record["seconds"] = time.perf_counter() - start
+            if self._report(it + 1, **record):
                 break
         if average is not None and average.n_samples:
             self.heldout_loglik_ = average.log_likelihood()
@@ -236,6 +245,11 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         self._beta_new = 1.0 / (k0 + 1)
         self._m_k = np.zeros(self._kcap, dtype=np.int64)
         self._counts_from_z(n_docs, n_words)
+        # a random start can leave topics without tokens: their weight joins beta_new
+        empty = self._n_k[:k0] == 0
+        self._beta_new += self._beta[:k0][empty].sum()
+        self._beta[:k0][empty] = 0.0
+        self._compact(k0)
 
     def _counts_from_z(self, n_docs, n_words):
         kc = self._kcap
@@ -343,15 +357,16 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
 
         Per-document Gibbs sampling of the tokens' topics under
         ``p(z_i = k) ∝ (n_jk + alpha beta_k) topics_[k, w_i]``; the posterior means
-        of the sweeps after ``burn_in`` are averaged. Rows sum to
-        ``1 - alpha beta_new / (alpha + N_j)``, the rest being the new-topic mass.
+        ``(n_jk + alpha beta_k) / (N_j + alpha sum_l beta_l)`` of the sweeps after
+        ``burn_in`` are averaged (proportions over the instantiated topics: rows sum
+        to 1; an empty document gets the normalised ``weights_``).
 
         Returns
         -------
         ndarray of shape (n_docs, n_components_)
         """
         self._check_fitted()
-        X = as_corpus(X, n_words=self.topics_.shape[1])
+        X = as_corpus(X, n_words=np.asarray(self.topics_).shape[1])
         check_int(n_sweeps, "n_sweeps", 1)
         check_int(burn_in, "burn_in", 0)
         if burn_in >= n_sweeps:
@@ -362,8 +377,17 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         if self.n_components_:
             _hdp_gibbs.fold_in(words, tok_ptr, np.ascontiguousarray(np.asarray(self.topics_).T), prior,
                                n_sweeps, burn_in, check_random_state(self.random_state), theta)
-        lengths = np.diff(tok_ptr)
-        return theta * ((lengths + prior.sum()) / (lengths + self.alpha_))[:, None]
+        return theta
+
+    def heldout_log_likelihood(self, observed, heldout):
+        """Per-word log-likelihood of ``heldout`` given ``observed`` tokens of the same
+        documents: when ``observed`` is the training corpus, the sampler's own
+        predictive (:meth:`score`, eq 17); otherwise topic proportions inferred on
+        ``observed`` by :meth:`transform`."""
+        observed = as_corpus(observed)
+        if getattr(self, "_train_digest", None) == corpus_digest(observed):
+            return self.score(heldout)
+        return super().heldout_log_likelihood(observed, heldout)
 
     def score(self, X):
         """Per-word log-likelihood of held-out tokens of the training documents.

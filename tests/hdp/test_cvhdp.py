@@ -261,7 +261,7 @@ def test_fitted_attributes(small_fit):
     assert len(model.history_) == 10 and all(np.isfinite(h["bound"]) for h in model.history_)
     assert np.isclose(model.score(test), model.history_[-1]["heldout_loglik"])
     theta = model.transform(train[:5])
-    assert theta.shape == (5, 15) and np.all(theta.sum(1) <= 1 + 1e-12)
+    assert theta.shape == (5, 15) and np.allclose(theta.sum(1), 1)
     terms = model._bound(as_dict=True)
     assert {"kl_alpha", "kl_gamma", "kl_sticks"} <= set(terms)
 
@@ -315,3 +315,10 @@ def test_transform_with_disjoint_topics_is_exact():
     model.alpha_, model.n_components_ = 2.0, 2
     theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4))
     np.testing.assert_allclose(theta, [[1.2 / 4.8, 3.6 / 4.8], [6.2 / 6.8, 0.6 / 6.8]], rtol=1e-12)
+
+
+def test_heldout_log_likelihood_uses_the_fitted_state_for_training_documents(small_fit):
+    model, train, test = small_fit
+    assert model.heldout_log_likelihood(train, test) == model.score(test)
+    other = model.heldout_log_likelihood(train[:20], test[:20])      # new documents: fold-in
+    assert np.isfinite(other)

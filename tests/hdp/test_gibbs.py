@@ -72,12 +72,14 @@ def _partition_chi2_pvalue(docs, n_words, alpha, gamma, eta_tot, n_sweeps, thin,
     index = {p: i for i, p in enumerate(parts)}
     counts = np.zeros(len(parts))
 
-    def record(model, it):
-        if it % thin == 0:           # thinning: successive sweeps are correlated
+    def record(model, rec):
+        if rec["iteration"] % thin == 0:           # thinning: successive sweeps are correlated
             counts[index[canonical(model._z)]] += 1
 
-    DirectAssignmentGibbs(init_topics=2, n_iter=n_sweeps, burn_in=0, eta_tot=eta_tot, alpha=alpha, gamma=gamma,
-                          random_state=seed).fit(corpus, callback=record)
+    model = DirectAssignmentGibbs(init_topics=2, n_iter=n_sweeps, burn_in=0, eta_tot=eta_tot, alpha=alpha,
+                                  gamma=gamma, random_state=seed)
+    with model.reporting(record):
+        model.fit(corpus)
     expected = probs * counts.sum()
     big = expected >= 5
     obs, exp = counts[big], expected[big]
@@ -174,7 +176,7 @@ def test_fitted_attributes(small_fit):
     assert model.score(test) == model.heldout_loglik_
     assert np.isfinite(model.score(test.matrix))          # a copy: final-sample predictive
     theta = model.transform(train[:5])
-    assert theta.shape == (5, K) and np.all(theta.sum(1) <= 1 + 1e-12)
+    assert theta.shape == (5, K) and np.allclose(theta.sum(1), 1)
 
 
 def test_reproducible_and_save_load(small_fit, tmp_path):
@@ -221,5 +223,104 @@ def test_transform_with_disjoint_topics_is_exact():
     model.weights_ = np.array([0.6, 0.3])
     model.alpha_, model.n_components_ = 2.0, 2
     theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4), n_sweeps=5, burn_in=2)
-    np.testing.assert_allclose(theta, [[2.0 * 0.6 / 5, (3 + 2.0 * 0.3) / 5], [(5 + 2.0 * 0.6) / 7, 2.0 * 0.3 / 7]],
-                               rtol=1e-12)
+    np.testing.assert_allclose(theta, [[1.2 / 4.8, 3.6 / 4.8], [6.2 / 6.8, 0.6 / 6.8]], rtol=1e-12)
+
+
+def _prior_draw(lengths, prior_a, prior_g, rng):
+    """(z per document, beta, beta_new, alpha, gamma) from the HDP prior, by the
+    direct-assignment urn (tokens join topic k ∝ n_jk + alpha beta_k, a new one ∝ alpha beta_new)."""
+    alpha, gamma = rng.gamma(prior_a[0], 1 / prior_a[1]), rng.gamma(prior_g[0], 1 / prior_g[1])
+    beta, beta_new, z = [], 1.0, []
+    for n in lengths:
+        zj, njk = [], {}
+        for _ in range(n):
+            w = np.array([njk.get(k, 0) + alpha * b for k, b in enumerate(beta)] + [alpha * beta_new])
+            k = rng.choice(len(w), p=w / w.sum())
+            if k == len(beta):
+                b = rng.beta(1.0, gamma)
+                beta.append(b * beta_new)
+                beta_new *= 1 - b
+            njk[k] = njk.get(k, 0) + 1
+            zj.append(k)
+        z.append(zj)
+    return z, np.array(beta), beta_new, alpha, gamma
+
+
+def _words_given_z(z, n_words, eta, rng):
+    """Words of every token from the collapsed topic-word Polya urns."""
+    counts = {}
+    words = []
+    for zj in z:
+        wj = []
+        for k in zj:
+            c = counts.setdefault(k, np.zeros(n_words))
+            w = rng.choice(n_words, p=(c + eta) / (c.sum() + n_words * eta))
+            c[w] += 1
+            wj.append(w)
+        words.append(wj)
+    return words
+
+
+@pytest.mark.slow
+def test_geweke_joint_sampler_with_concentrations():
+    """Successive-conditional (Geweke 2004) test of the whole sweep, concentrations resampled:
+    alternating one sweep given x with a fresh x | z must leave the prior of (K, alpha, gamma)
+    invariant."""
+    rng = np.random.default_rng(11)
+    lengths, W, eta, pa, pg = [4, 3, 5], 3, 0.5, (2.0, 2.0), (3.0, 2.0)
+    n_prior, n_chain, thin = 3000, 30000, 10
+    prior = np.array([[len(b), a, g] for z, b, _, a, g in (_prior_draw(lengths, pa, pg, rng)
+                                                            for _ in range(n_prior))])
+    model = DirectAssignmentGibbs(init_topics=1, n_iter=2, burn_in=0, eta_tot=W * eta, alpha_prior=pa,
+                                  gamma_prior=pg, n_concentration_rounds=1, random_state=12)
+    model._validate()
+    model._rng = np.random.default_rng(13)
+    model._eta = eta
+    z, beta, beta_new, model._alpha, model._gamma = _prior_draw(lengths, pa, pg, rng)
+    chain = []
+    for it in range(n_chain):
+        words = _words_given_z(z, W, eta, rng)
+        # the corpus orders tokens by word within a document: carry z along
+        order = [np.argsort(wj, kind="stable") for wj in words]
+        X = Corpus([list(np.asarray(wj)[o]) for wj, o in zip(words, order)], n_words=W)
+        model._words, model._tok_ptr = X.tokens()
+        model._doc_lengths = np.diff(model._tok_ptr)
+        model._table = StirlingTable(max(lengths))
+        flat = np.concatenate([np.asarray(zj)[o] for zj, o in zip(z, order)]).astype(np.int32)
+        K = len(beta)
+        model._kcap = max(16, 2 * K)
+        model._z, model._K = flat, K
+        model._beta = np.zeros(model._kcap)
+        model._beta[:K] = beta
+        model._beta_new = beta_new
+        model._m_k = np.zeros(model._kcap, dtype=np.int64)
+        model._counts_from_z(len(lengths), W)
+        model._compact(K)                       # the prior draw may leave no empty topic; no-op then
+        model._sweep()
+        K = model._K
+        z = np.split(model._z, np.cumsum(lengths)[:-1])
+        beta, beta_new = model._beta[:K].copy(), model._beta_new
+        if it % thin == 0:
+            chain.append([K, model._alpha, model._gamma])
+    chain = np.array(chain)
+    # K: two-sample chi-square over its values (rare values pooled); alpha, gamma: KS
+    values = np.unique(prior[:, 0])
+    table = np.array([[np.sum(s[:, 0] == v) for v in values] for s in (prior, chain)])
+    keep = table.sum(0) >= 10
+    table = np.column_stack([table[:, keep], table[:, ~keep].sum(1)]) if (~keep).any() else table
+    assert stats.chi2_contingency(table)[1] > 1e-3, table
+    for i, name in ((1, "alpha"), (2, "gamma")):
+        p = stats.ks_2samp(prior[:, i], chain[:, i]).pvalue
+        assert p > 1e-3, (name, p)
+
+
+def test_heldout_log_likelihood_uses_the_sample_average(small_fit):
+    model, train, test = small_fit
+    assert model.heldout_log_likelihood(train, test) == model.heldout_loglik_
+    assert np.isfinite(model.heldout_log_likelihood(train[:20], test[:20]))
+
+
+def test_random_start_with_more_topics_than_tokens():
+    model = DirectAssignmentGibbs(init_topics=50, n_iter=3, burn_in=0, random_state=0).fit(Corpus([[0, 1, 2]]))
+    assert 1 <= model.n_components_ <= 3
+    assert np.isclose(model.weights_.sum() + model.beta_new_, 1.0)
