@@ -10,37 +10,13 @@ from scipy.special import logsumexp
 from bnpcore._validation import check_int, check_positive
 from bnpcore.base import TopicMixin
 from bnpcore.corpus import as_corpus
+from bnpcore.evaluation import dp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels._svi import dp_local_step, dp_log_weights, dp_meanfield_step
 
 __all__ = ["TruncationFreeSVI", "StochasticVB"]
 
 _NEW_COMPONENT = ("exact", "paper")
-
-
-def _dp_heldout_log_likelihood(weights, topics, docs):
-    """Held-out log-likelihood of whole documents under a finite mixture of
-    multinomials ([TF] S.3, DP case; ALGORITHMS.md §8.4), per document.
-
-    ``log p(x_j) = logsumexp_k [ log weights[k] + sum_w c_jw log topics[k, w] ]``
-    (token sequence: no multinomial coefficient). ``weights`` need not sum to
-    one: [TF] keeps E[pi] over the instantiated components only (E13). Divide
-    the sum by ``docs.n_tokens`` for the per-word value.
-
-    Returns
-    -------
-    ndarray of shape (n_docs,)
-    """
-    docs = as_corpus(docs)
-    weights = np.asarray(weights, dtype=np.float64)
-    topics = np.asarray(topics, dtype=np.float64)
-    if topics.ndim != 2 or topics.shape != (weights.shape[0], docs.n_words):
-        raise ValueError(f"topics must have shape ({weights.shape[0]}, {docs.n_words}), got {topics.shape}")
-    if weights.size == 0:
-        return np.where(docs.doc_lengths > 0, -np.inf, 0.0)
-    with np.errstate(divide="ignore"):
-        joint = np.asarray(docs.matrix @ np.log(topics).T) + np.log(weights)
-    return logsumexp(joint, axis=1)
 
 
 class _OnlineDPMixture(OnlineEstimator, TopicMixin):
@@ -61,9 +37,7 @@ class _OnlineDPMixture(OnlineEstimator, TopicMixin):
         variational means of the instantiated components."""
         self._check_fitted()
         X = as_corpus(X, n_words=self.n_features_in_)
-        if X.n_tokens == 0:
-            raise ValueError("the documents to score have no tokens")
-        return float(_dp_heldout_log_likelihood(self.weights_, self.topics_, X).sum() / X.n_tokens)
+        return dp_heldout_log_likelihood(self.weights_, self.topics_, X)
 
 
 class TruncationFreeSVI(_OnlineDPMixture):

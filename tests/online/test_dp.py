@@ -9,7 +9,7 @@ from bnpcore import mixture
 from bnpcore.corpus import Corpus
 from bnpcore.inference.online import Minibatch, StickState
 from bnpcore.kernels._svi import dp_local_step, dp_log_weights, dp_meanfield_step
-from bnpcore.models.dp_svi import _dp_heldout_log_likelihood
+from bnpcore.evaluation import dp_heldout_log_likelihood
 
 
 def make_state(lam, sizes, eta, a, truncated=False):
@@ -189,17 +189,6 @@ def test_minibatch_sampler_is_exact_on_a_tiny_posterior():
     assert stats.chi2.sf(chi2, big.sum() - 1) > 1e-3
 
 
-# -- held-out likelihood ------------------------------------------------------------
-
-def test_dp_heldout_closed_form_matches_brute_force():
-    rng = np.random.default_rng(0)
-    topics = rng.dirichlet(np.ones(3), 4)
-    weights = rng.dirichlet(np.ones(5))[:4]         # leftover mass dropped (E13)
-    docs = Corpus(np.array([[2, 0, 1], [0, 0, 0], [5, 1, 1], [0, 3, 0]]))
-    ref = [np.log(sum(weights[k] * np.prod(topics[k] ** c) for k in range(4))) for c in docs.matrix.toarray()]
-    np.testing.assert_allclose(_dp_heldout_log_likelihood(weights, topics, docs), ref, rtol=1e-12)
-
-
 # -- growth from zero and the baselines -------------------------------------------
 
 def pitman_yor_corpus(seed, n_docs=500, n_words=80, length=60, discount=0.25, conc=1.0):
@@ -246,7 +235,7 @@ def test_truncation_free_grows_from_zero_and_recovers_the_clusters():
     big = sizes[z[:400]] >= 3
     assert adjusted_rand(z[:400], labels) > 0.99
     assert adjusted_rand(z[:400][big], labels[big]) == pytest.approx(1.0)
-    oracle = _dp_heldout_log_likelihood(sizes[sizes > 0] / 400, phi[sizes > 0], test).sum() / test.n_tokens
+    oracle = dp_heldout_log_likelihood(sizes[sizes > 0] / 400, phi[sizes > 0], test)
     assert est.score(test) > oracle - 0.02
 
 
