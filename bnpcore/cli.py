@@ -148,7 +148,7 @@ MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 
                      {"n_components": 5, "n_iter": 5})
 
 # The model ``bnpcore fit`` trains when none is named.
-FLAGSHIP = "hdp-tf-svi"
+FLAGSHIP = "hdp-gibbs"
 
 
 def get_model(name):
