@@ -53,7 +53,9 @@ def run_gibbs(name, train, test, init_topics, n_iter, burn_in, seed):
 def summarise(rows):
     groups = {}
     for r in rows:
-        groups.setdefault((r["method"], r["K"] if not r["method"].startswith("G-HDP") else ""), []).append(r)
+        # G-HDP and the Fig. 3 runs (K = the G-HDP100 state's topics) are grouped over seeds
+        fixed_k = not (r["method"].startswith("G-HDP") or "fig3" in r["method"])
+        groups.setdefault((r["method"], r["K"] if fixed_k else ""), []).append(r)
     print(f"{'method':24} {'K':>4} {'seeds':>5} {'test ll/word':>18} {'train bound/token':>20} {'topics':>14} {'s/run':>7}")
     for (method, K), rs in groups.items():
         def ms(key):
