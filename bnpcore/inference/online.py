@@ -40,13 +40,22 @@ from bnpcore.base import BaseEstimator
 from bnpcore.corpus import as_corpus
 from bnpcore.kernels._svi import add_block, gather_batch
 
-__all__ = ["learning_rate", "StickState", "Minibatch", "MinibatchStream", "EarlyStopping",
+__all__ = ["check_local_sampler", "learning_rate", "StickState", "Minibatch", "MinibatchStream", "EarlyStopping",
            "OnlineEstimator", "SCHEDULES"]
 
 SCHEDULES = ("truncation_free", "robbins_monro")
 
 # Fold the lazy scale into the stored rows below this value (ALGORITHMS.md §2.9).
 _MIN_SCALE = 1e-100
+
+
+def check_local_sampler(local_sweeps, new_component):
+    """Validate the options of a truncation-free local Gibbs sampler ([TF] S.2.2):
+    ``local_sweeps`` >= 0 and ``new_component`` "exact" (retrospective walk, E17) or
+    "paper" (the literal rule)."""
+    check_int(local_sweeps, "local_sweeps", minimum=0)
+    if new_component not in ("exact", "paper"):
+        raise ValueError(f"new_component must be 'exact' or 'paper', got {new_component!r}")
 
 
 def learning_rate(schedule, n_updates, n_seen, batch_size, total, offset=1.0, decay=0.6):

@@ -11,13 +11,10 @@ from bnpcore._validation import check_int, check_positive
 from bnpcore.base import TopicMixin
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import dp_heldout_log_likelihood
-from bnpcore.inference.online import Minibatch, OnlineEstimator
+from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler
 from bnpcore.kernels._svi import dp_local_step, dp_log_weights, dp_meanfield_step
 
 __all__ = ["TruncationFreeSVI", "StochasticVB"]
-
-_NEW_COMPONENT = ("exact", "paper")
-
 
 class _OnlineDPMixture(OnlineEstimator, TopicMixin):
     """What both DP-mixture estimators share: sizes, scoring, parameters."""
@@ -125,9 +122,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
 
     def _check_params(self):
         self._check_common()
-        check_int(self.local_sweeps, "local_sweeps", minimum=0)
-        if self.new_component not in _NEW_COMPONENT:
-            raise ValueError(f"new_component must be one of {_NEW_COMPONENT}, got {self.new_component!r}")
+        check_local_sampler(self.local_sweeps, self.new_component)
 
     def _state_prior(self):
         return float(self.eta), float(self.a), False

@@ -12,14 +12,11 @@ from bnpcore._validation import check_int, check_positive, effective_n_threads
 from bnpcore.base import TopicMixin
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import _hdp_importance_sampling, hdp_heldout_log_likelihood
-from bnpcore.inference.online import Minibatch, OnlineEstimator
+from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler
 from bnpcore.kernels._svi import hdp_local_step, hdp_online_vb_step
 from bnpcore.kernels.stirling import StirlingTable
 
 __all__ = ["TruncationFreeSVI", "OnlineVB"]
-
-_NEW_COMPONENT = ("exact", "paper")
-
 
 class _OnlineHDP(OnlineEstimator, TopicMixin):
     """What both online HDP estimators share: sizes, scoring, parameters."""
@@ -141,9 +138,7 @@ class TruncationFreeSVI(_OnlineHDP):
 
     def _check_params(self):
         self._check_common()
-        check_int(self.local_sweeps, "local_sweeps", minimum=0)
-        if self.new_component not in _NEW_COMPONENT:
-            raise ValueError(f"new_component must be one of {_NEW_COMPONENT}, got {self.new_component!r}")
+        check_local_sampler(self.local_sweeps, self.new_component)
 
     def _local_step(self, batch, rng):
         if getattr(self, "_stirling", None) is None:
