@@ -859,8 +859,8 @@ cdef inline double _softmax(double *v, int64_t n, const double *prior, double *c
 
 
 cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const int32_t *cd, int64_t nnz,
-                         int64_t T, const double *elog_beta, const double *zeros, double alpha, int max_iter,
-                         double tol, double *varphi, double *zeta, double *ed, double *zc, double *dots,
+                         int64_t T, const double *elog_beta, const double *zeros, double alpha, bint ranked,
+                         int max_iter, double tol, double *varphi, double *zeta, double *ed, double *zc, double *dots,
                          double *entropy, double *est, double *colsum, int *n_iter) noexcept nogil:
     """Document-level coordinate ascent of the online HDP (Wang et al. 2011).
 
@@ -869,67 +869,95 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
     zeta_pt ∝ exp(sum_k varphi_tk E[log phi_k w_p] + E[log pi_t]), and the
     document sticks Beta(1 + N_t, alpha + sum_{s>t} N_s); the first three
     iterations leave out both stick terms (as Wang et al.'s code). It stops
-    after max_iter iterations or, from the fifth on (two iterations with the
-    stick terms), when the relative change of the document bound is in [0, tol).
+    after max_iter iterations or when the relative change of the document
+    bound is in [0, tol): from the second iteration on (``ranked`` false), or
+    from the fifth, after two iterations with the stick terms (``ranked``).
 
-    Initialisation (unstated in the paper): atom t points to the document's
-    t-th best topic by sum_p c_p E[log phi_k w_p] + E[log beta_k], and zeta
-    follows. (The reference code starts from a uniform zeta, which is a
-    fixed point where every atom is the same mixture of topics: the updates
-    never break that symmetry and the document is fitted by a single
-    distribution over topics.) Scratch: ed (nnz x K), zc and dots (nnz x T),
+    Initialisation (unstated in the paper): with ``ranked``, atom t points to
+    the document's t-th best topic by sum_p c_p E[log phi_k w_p] + E[log beta_k],
+    and zeta follows; otherwise zeta is uniform, as in the reference code.
+    (Uniform zeta makes every atom the same mixture of topics; only the stick
+    terms, from the fourth iteration, can break that symmetry, and the
+    document usually converges before.) Scratch: ed (nnz x K), zc and dots (nnz x T),
     entropy (nnz), est and colsum (T); ``zeros`` holds max(K, T) zeros.
     Returns the document bound.
     """
     cdef int64_t t, k, p, best
-    cdef int it = 0
+    cdef int it = 0, min_iter = 5 if ranked else 0
     cdef double d, g, h, dg, elv, el1mv, cum, acc, cross = 0.0
     cdef double bound = 0.0, old = -INFINITY, conv = INFINITY
     cdef double *row = varphi
     for p in range(nnz):                                     # the document's rows of E
         memcpy(ed + p * K, E + wd[p] * K, K * sizeof(double))
-    for k in range(K):                                       # document scores of the topics
-        row[k] = elog_beta[k]
-    for p in range(nnz):
-        for k in range(K):
-            row[k] += cd[p] * ed[p * K + k]
-    for t in range(T if T < K else K):                       # ranks, in colsum
-        best = 0
-        for k in range(1, K):
-            if row[k] > row[best]:
-                best = k
-        colsum[t] = best
-        row[best] = -INFINITY
-    for t in range(K, T):                                    # more atoms than topics: cycle
-        colsum[t] = colsum[t % K]
-    for p in range(nnz):
-        for t in range(T):
-            zeta[p * T + t] = ed[p * K + <int64_t>colsum[t]]
-        _softmax(zeta + p * T, T, NULL, NULL)
+    if ranked:
+        for k in range(K):                                   # document scores of the topics
+            row[k] = elog_beta[k]
+        for p in range(nnz):
+            for k in range(K):
+                row[k] += cd[p] * ed[p * K + k]
+        for t in range(T if T < K else K):                   # ranks, in colsum
+            best = 0
+            for k in range(1, K):
+                if row[k] > row[best]:
+                    best = k
+            colsum[t] = best
+            row[best] = -INFINITY
+        for t in range(K, T):                                # more atoms than topics: cycle
+            colsum[t] = colsum[t % K]
+        for p in range(nnz):
+            for t in range(T):
+                zeta[p * T + t] = ed[p * K + <int64_t>colsum[t]]
+            _softmax(zeta + p * T, T, NULL, NULL)
+    else:
+        for p in range(nnz * T):
+            zeta[p] = 1.0 / T
     for t in range(T):
         est[t] = 0.0
-    while it < max_iter and (it < 5 or conv < 0.0 or conv > tol):
+    while it < max_iter and (it < min_iter or conv < 0.0 or conv > tol):
         bound = 0.0
-        for p in range(nnz):                                 # varphi = (c zeta)^T ed (+ E[log beta])
-            for t in range(T):
-                zc[p * T + t] = cd[p] * zeta[p * T + t]
-        if nnz > 0:
-            gemm(True, False, T, K, nnz, 1.0, zc, T, ed, K, 0.0, varphi, K)
-        else:
-            memset(varphi, 0, T * K * sizeof(double))
-        for t in range(T):
-            if it >= 3:
+        if not ranked and it < 3:
+            # Uniform start, no stick terms yet: zeta stays exactly uniform and
+            # every atom has the same varphi row, so compute that row once.
+            memset(varphi, 0, K * sizeof(double))
+            for p in range(nnz):
                 for k in range(K):
-                    varphi[t * K + k] += elog_beta[k]
-            _softmax(varphi + t * K, K, elog_beta, &cross)
-            bound += cross
-        gemm(False, True, nnz, T, K, 1.0, ed, K, varphi, K, 0.0, dots, T)     # dots = ed varphi^T
+                    varphi[k] += cd[p] * ed[p * K + k]
+            for k in range(K):
+                varphi[k] /= T
+            _softmax(varphi, K, elog_beta, &cross)
+            bound += T * cross
+            for t in range(1, T):
+                memcpy(varphi + t * K, varphi, K * sizeof(double))
+            for p in range(nnz):
+                d = 0.0
+                for k in range(K):
+                    d += ed[p * K + k] * varphi[k]
+                for t in range(T):
+                    dots[p * T + t] = d
+                    zeta[p * T + t] = 1.0 / T
+                entropy[p] = log(<double>T)
+        else:
+            for p in range(nnz):                             # varphi = (c zeta)^T ed (+ E[log beta])
+                for t in range(T):
+                    zc[p * T + t] = cd[p] * zeta[p * T + t]
+            if nnz > 0:
+                gemm(True, False, T, K, nnz, 1.0, zc, T, ed, K, 0.0, varphi, K)
+            else:
+                memset(varphi, 0, T * K * sizeof(double))
+            for t in range(T):
+                if it >= 3:
+                    for k in range(K):
+                        varphi[t * K + k] += elog_beta[k]
+                _softmax(varphi + t * K, K, elog_beta, &cross)
+                bound += cross
+            gemm(False, True, nnz, T, K, 1.0, ed, K, varphi, K, 0.0, dots, T)     # dots = ed varphi^T
+            for p in range(nnz):                             # zeta
+                for t in range(T):
+                    zeta[p * T + t] = dots[p * T + t] + est[t] if it >= 3 else dots[p * T + t]
+                _softmax(zeta + p * T, T, zeros, &entropy[p])   # entropy[p] = -sum_t zeta log zeta
         for t in range(T):
             colsum[t] = 0.0
-        for p in range(nnz):                                 # zeta
-            for t in range(T):
-                zeta[p * T + t] = dots[p * T + t] + est[t] if it >= 3 else dots[p * T + t]
-            _softmax(zeta + p * T, T, zeros, &entropy[p])   # entropy[p] = -sum_t zeta log zeta
+        for p in range(nnz):
             for t in range(T):
                 colsum[t] += cd[p] * zeta[p * T + t]
         cum = 0.0                                            # document sticks
@@ -963,9 +991,9 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
 def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
                        const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
                        const int64_t[::1] rows, double scale, const double[::1] elog_beta, double eta,
-                       double alpha, int n_atoms, int max_iter, double tol,
+                       double alpha, int n_atoms, bint ranked, int max_iter, double tol,
                        double[:, ::1] block, double[::1] sizes, double[:, ::1] doc_topic, double[::1] bound,
-                       int32_t[::1] n_iter, int n_threads=1):  # IN x14, OUT x5
+                       int32_t[::1] n_iter, int n_threads=1):  # IN x15, OUT x5
     """Local step of the online HDP of Wang, Paisley & Blei (2011) on a minibatch (§5.4 b).
 
     Every document runs ``wpb_document`` (in parallel over documents); the
@@ -1020,7 +1048,7 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
                 for j in prange(S, schedule="dynamic"):
                     bound[j] = wpb_document(&ev[0, 0], K, &words[ptr[j]] if ptr[j] < nnz else NULL,
                                             &counts[ptr[j]] if ptr[j] < nnz else NULL, ptr[j + 1] - ptr[j],
-                                            T, &elog_beta[0], &zr[0], alpha, max_iter, tol,
+                                            T, &elog_beta[0], &zr[0], alpha, ranked, max_iter, tol,
                                             &vv[j, 0, 0], &zv[ptr[j], 0] if ptr[j] < nnz else NULL, scratch,
                                             scratch + maxnnz * K, scratch + maxnnz * (K + T),
                                             scratch + maxnnz * (K + 2 * T), scratch + maxnnz * (K + 2 * T + 1),
@@ -1037,13 +1065,18 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
                 for k in range(K):
                     sizes[k] += vv[j, t, k]
             n = ptr[j + 1] - ptr[j]
-            for p in range(n):                               # contribution (c zeta) varphi, n x K
-                for t in range(T):
-                    zcv[p, t] = counts[ptr[j] + p] * zv[ptr[j] + p, t]
-            gemm(False, False, n, K, T, 1.0, &zcv[0, 0], T, &vv[j, 0, 0], K, 0.0, &cv[0, 0], K)
-            for p in range(n):
-                for k in range(K):
-                    bt[words[ptr[j] + p], k] += cv[p, k]
+            if not ranked and n_iter[j] <= 3:                # still symmetric: sum_t zeta_pt varphi_tk = varphi_0k
+                for p in range(n):
+                    for k in range(K):
+                        bt[words[ptr[j] + p], k] += counts[ptr[j] + p] * vv[j, 0, k]
+            else:
+                for p in range(n):                           # contribution (c zeta) varphi, n x K
+                    for t in range(T):
+                        zcv[p, t] = counts[ptr[j] + p] * zv[ptr[j] + p, t]
+                gemm(False, False, n, K, T, 1.0, &zcv[0, 0], T, &vv[j, 0, 0], K, 0.0, &cv[0, 0], K)
+                for p in range(n):
+                    for k in range(K):
+                        bt[words[ptr[j] + p], k] += cv[p, k]
             if keep:
                 for k in range(K):
                     doc_topic[j, k] = 0.0

@@ -226,11 +226,12 @@ def test_truncation_free_hdp_grows_topics_on_bars():
     assert est.score(test) > oracle - 0.05
 
 
-def test_online_vb_on_bars():
+@pytest.mark.parametrize("doc_init", ["ranked", "uniform"])
+def test_online_vb_on_bars(doc_init):
     X, truth = bars_corpus(1, n_docs=500)
     train, test = X[np.arange(400)], X[np.arange(400, 500)]
     est = hdp.OnlineVB(n_topics=20, n_atoms=10, eta=0.1, batch_size=50, n_epochs=5, heldout_samples=100,
-                       random_state=0).fit(train)
+                       doc_init=doc_init, random_state=0).fit(train)
     assert est.weights_.sum() == pytest.approx(1.0)
     match = matching(est.topics_, truth)
     assert np.mean(match) > 0.8, match
@@ -238,12 +239,15 @@ def test_online_vb_on_bars():
     np.testing.assert_allclose(r.sum(axis=1), 1.0)
 
 
-def wpb_reference(E, c, elog_beta, alpha, T, iters):
-    """Naive NumPy document updates of Wang et al. (2011) from bnpcore's start
-    (atom t on the document's t-th best topic); E is K x nnz."""
-    ranks = np.argsort(-(E @ c + elog_beta), kind="stable")[np.arange(T) % len(elog_beta)]
-    lz = E[ranks].T
-    zeta = np.exp(lz - logsumexp(lz, axis=1, keepdims=True))
+def wpb_reference(E, c, elog_beta, alpha, T, iters, ranked):
+    """Naive NumPy document updates of Wang et al. (2011) from a uniform zeta or
+    from atom t on the document's t-th best topic (``ranked``); E is K x nnz."""
+    if ranked:
+        ranks = np.argsort(-(E @ c + elog_beta), kind="stable")[np.arange(T) % len(elog_beta)]
+        lz = E[ranks].T
+        zeta = np.exp(lz - logsumexp(lz, axis=1, keepdims=True))
+    else:
+        zeta = np.full((len(c), T), 1.0 / T)
     est = np.zeros(T)
     for it in range(iters):
         lv = (zeta * c[:, None]).T @ E.T + (elog_beta if it >= 3 else 0.0)
@@ -257,18 +261,20 @@ def wpb_reference(E, c, elog_beta, alpha, T, iters):
     return varphi, zeta
 
 
-def vb_step(state, X, alpha, T, iters, tol=0.0, n_threads=1):
+def vb_step(state, X, alpha, T, iters, tol=-1.0, n_threads=1, ranked=True):
+    """One local step; the default tol (< 0) runs exactly ``iters`` document iterations."""
     b = Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32))
     K = state.n_components
     block, sizes, doc_topic = np.empty((K, len(b.vocab))), np.empty(K), np.empty((X.n_docs, K))
     bound, n_iter = np.empty(X.n_docs), np.empty(X.n_docs, dtype=np.int32)
     hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.rows, state.scale,
-                       state.expected_log_weights(), state.eta, alpha, T, iters, tol, block, sizes, doc_topic,
+                       state.expected_log_weights(), state.eta, alpha, T, ranked, iters, tol, block, sizes, doc_topic,
                        bound, n_iter, n_threads)
     return b, block, sizes, doc_topic, bound, n_iter
 
 
-def test_online_vb_document_step_matches_reference():
+@pytest.mark.parametrize("ranked", [True, False])
+def test_online_vb_document_step_matches_reference(ranked):
     rng = np.random.default_rng(2)
     K, W, T, eta, alpha = 7, 15, 4, 0.05, 0.8
     state = state_with(rng.gamma(0.5, 10.0, size=(K, W)) + eta, rng.gamma(2.0, 3.0, size=K), eta, 1.2,
@@ -277,19 +283,38 @@ def test_online_vb_document_step_matches_reference():
     lam = state.lam()
     elogphi = digamma(lam) - digamma(lam.sum(axis=1, keepdims=True))
     for iters in (1, 3, 5, 12):
-        b, block, sizes, doc_topic, _, n_iter = vb_step(state, X, alpha, T, iters)
+        b, block, sizes, doc_topic, _, n_iter = vb_step(state, X, alpha, T, iters, ranked=ranked)
         assert np.all(n_iter == iters)
         ref_block = np.zeros((K, W))
         ref_sizes = np.zeros(K)
         for j in range(X.n_docs):
             lo, hi = X.indptr[j], X.indptr[j + 1]
             w, c = X.indices[lo:hi], X.counts[lo:hi].astype(float)
-            varphi, zeta = wpb_reference(elogphi[:, w], c, state.expected_log_weights(), alpha, T, iters)
+            varphi, zeta = wpb_reference(elogphi[:, w], c, state.expected_log_weights(), alpha, T, iters, ranked)
             ref_sizes += varphi.sum(axis=0)
             ref_block[:, w] += varphi.T @ (zeta * c[:, None]).T
             np.testing.assert_allclose(doc_topic[j], varphi.T @ (c @ zeta), rtol=1e-9)
         np.testing.assert_allclose(sizes, ref_sizes, rtol=1e-9)
         np.testing.assert_allclose(block, ref_block[:, b.vocab], rtol=1e-9, atol=1e-12)
+
+
+def test_online_vb_uniform_start_converges_to_one_mixture():
+    """From a uniform zeta (gensim's start) every atom is the same mixture of
+    topics until the stick terms enter; the bound is then flat, so the document
+    stops after two iterations with varphi_t = softmax(E[log phi] c / T)."""
+    rng = np.random.default_rng(5)
+    K, W, T = 6, 12, 4
+    state = state_with(rng.gamma(0.5, 10.0, size=(K, W)) + 0.05, rng.gamma(2.0, 3.0, size=K), 0.05, 1.0,
+                       truncated=True)
+    X = Corpus(rng.poisson(1.0, size=(5, W)))
+    _, _, sizes, doc_topic, _, n_iter = vb_step(state, X, 1.0, T, 100, 1e-4, ranked=False)
+    assert np.all(n_iter == 2)
+    lam = state.lam()
+    elogphi = digamma(lam) - digamma(lam.sum(axis=1, keepdims=True))
+    lv = elogphi @ X.matrix.toarray().T / T                   # K x D
+    varphi = np.exp(lv - logsumexp(lv, axis=0))
+    np.testing.assert_allclose(doc_topic, (varphi * X.doc_lengths).T, rtol=1e-10)
+    np.testing.assert_allclose(sizes, T * varphi.sum(axis=1), rtol=1e-10)
 
 
 def test_online_vb_document_bound_increases_and_threads_agree():
