@@ -17,11 +17,12 @@ cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
-from libc.math cimport exp, log, INFINITY
+from libc.math cimport exp, log, log1p, INFINITY
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cython.parallel cimport parallel, prange
 
-from bnpcore.kernels.special cimport bnp_dlgamma, bnp_digamma, bnp_lgamma, bnp_logsumexp, bnp_sample_logweights
+from bnpcore.kernels.special cimport (bnp_digamma, bnp_dlgamma, bnp_lgamma, bnp_logaddexp, bnp_logsumexp,
+                                      bnp_sample_logweights)
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_beta, bnp_rng_log_gamma, bnp_rng_uniform
 from bnpcore.kernels.stirling cimport BNP_STIRLING_MAX_N, StirlingTable, bnp_stirling_t, sample_tables
 
@@ -1098,7 +1099,7 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
 
 cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, const double *topics, int64_t K,
                              int64_t W, const double *prior, double prior_total, int burnin, int n_samples,
-                             bnp_bitgen_t *g, double *phid, int32_t *tokp, int32_t *z, double *nk, double *cw,
+                             double defensive, bnp_bitgen_t *g, double *phid, int32_t *tokp, int32_t *z, double *nk, double *cw,
                              double *lg, double *lw, double *counts_out) noexcept nogil:
     """log p(x | topics, Dir(prior)) of one document by importance sampling.
 
@@ -1106,12 +1107,17 @@ cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, 
     from z_i ∝ prior_k phi_k,x_i), then ``n_samples`` draws pi ~ Dir(prior + n)
     weighted by Dir(pi | prior) prod_i sum_k pi_k phi_k,x_i / Dir(pi | prior + n).
     The (a_k - 1) log pi_k terms of both densities cancel exactly, so
-    log w = -dlgamma(A, N) + sum_k dlgamma(prior_k, n_k) - sum_k n_k log pi_k
-    + sum_i log sum_k pi_k phi_k,x_i.
+    log w = sum_i log sum_k pi_k phi_k,x_i - log ratio, with
+    log ratio = log Dir(pi | prior + n) / Dir(pi | prior)
+              = dlgamma(A, N) - sum_k dlgamma(prior_k, n_k) + sum_k n_k log pi_k.
+    With ``defensive`` = eps > 0 the proposal is the mixture
+    eps Dir(prior) + (1 - eps) Dir(prior + n) and
+    log w = sum_i log sum_k pi_k phi_k,x_i - log(eps + (1 - eps) ratio) <= -log eps.
     """
     cdef int64_t p, k, i, n = 0, c
     cdef int s, r
-    cdef double total, target, base, lz, acc
+    cdef bint from_prior
+    cdef double total, target, base, lz, acc, ratio
     for p in range(nnz):
         for k in range(K):
             phid[p * K + k] = topics[k * W + wd[p]]
@@ -1144,19 +1150,21 @@ cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, 
             counts_out[k] = nk[k]
     if n == 0 or n_samples == 0:
         return 0.0
-    base = -bnp_dlgamma(prior_total, <double>n)
+    base = bnp_dlgamma(prior_total, <double>n)
     for k in range(K):
-        base += bnp_dlgamma(prior[k], nk[k])
+        base -= bnp_dlgamma(prior[k], nk[k])
     for r in range(n_samples):
+        from_prior = defensive > 0.0 and bnp_rng_uniform(g) < defensive
         for k in range(K):
-            lg[k] = bnp_rng_log_gamma(g, prior[k] + nk[k])
+            lg[k] = bnp_rng_log_gamma(g, prior[k] if from_prior else prior[k] + nk[k])
         lz = bnp_logsumexp(lg, K)
-        acc = base
+        ratio = base
         for k in range(K):
             lg[k] -= lz
             if nk[k] > 0.0:
-                acc -= nk[k] * lg[k]
+                ratio += nk[k] * lg[k]
             lg[k] = exp(lg[k])
+        acc = -ratio if defensive == 0.0 else -bnp_logaddexp(log(defensive), log1p(-defensive) + ratio)
         for p in range(nnz):
             total = 0.0
             for k in range(K):
@@ -1167,14 +1175,15 @@ cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, 
 
 
 def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
-                const double[:, ::1] topics, const double[::1] prior, int burnin, int n_samples,
+                const double[:, ::1] topics, const double[::1] prior, int burnin, int n_samples, double defensive,
                 list generators, int chunk, double[::1] loglik, double[:, ::1] doc_counts, int n_threads=1):
     """Per-document log p(x_j | topics, pi_j ~ Dir(prior)) by importance sampling ([TF] S.3).
 
     Documents are processed in chunks of ``chunk``; chunk c draws from
     ``generators[c]``, so the result does not depend on ``n_threads``.
     ``doc_counts`` (n_docs x K, or shape (0, K) to skip) receives the topic
-    counts of the last Gibbs sweep.
+    counts of the last Gibbs sweep. ``defensive`` in [0, 1): weight of the
+    prior in the proposal mixture (see ``heldout_document``).
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1, K = topics.shape[0], W = topics.shape[1]
     cdef Py_ssize_t n_chunks = (D + chunk - 1) // chunk if chunk > 0 else 0, c, j
@@ -1188,6 +1197,8 @@ def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int
         raise ValueError("shapes of prior, loglik or doc_counts do not match")
     if K == 0:
         raise ValueError("no topics")
+    if not 0.0 <= defensive < 1.0:
+        raise ValueError(f"defensive must be in [0, 1), got {defensive}")
     for j in range(D):
         n = 0
         for p in range(indptr[j], indptr[j + 1]):
@@ -1217,7 +1228,7 @@ def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int
                             &indices[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
                             &counts[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
                             indptr[j + 1] - indptr[j], &topics[0, 0], K, W, &prior[0], prior_total, burnin,
-                            n_samples, gens[c], buf, ibuf, ibuf + maxlen, buf + maxnnz * K,
+                            n_samples, defensive, gens[c], buf, ibuf, ibuf + maxlen, buf + maxnnz * K,
                             buf + maxnnz * K + K, buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K,
                             &doc_counts[j, 0] if keep else NULL)
             free(buf)
