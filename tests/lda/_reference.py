@@ -55,17 +55,21 @@ def posterior_by_enumeration(docs, alpha, eta):
 
 def cgs_sweep(docs, z, alpha, eta, rng):
     """One collapsed Gibbs sweep with a plain inverse-CDF draw per token (one
-    ``rng.random()`` each), arithmetic in the order of the production kernel."""
-    K, W = len(alpha), len(eta)
+    ``rng.random()`` each), arithmetic in the order of the production kernel.
+    ``alpha`` is (K,) or per document (D, K), ``eta`` (W,) or per topic (K, W)
+    (the effective priors of [HYB] eqs 23-24)."""
+    K, W = np.shape(alpha)[-1], np.shape(eta)[-1]
+    alpha = np.broadcast_to(alpha, (len(docs), K))
+    eta = np.broadcast_to(eta, (K, W))
     ndk, nkw = counts_of(docs, z, K, W)
     nk = nkw.sum(axis=1)
-    E = eta.sum()
+    E = eta.sum(axis=1)
     for i, (j, w) in enumerate(tokens_of(docs)):
         t = z[i]
         ndk[j, t] -= 1
         nkw[t, w] -= 1
         nk[t] -= 1
-        p = (nkw[:, w] + eta[w]) * (ndk[j] + alpha) / (nk + E)
+        p = (nkw[:, w] + eta[:, w]) * (ndk[j] + alpha[j]) / (nk + E)
         cum = np.cumsum(p)
         t = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), K - 1)
         ndk[j, t] += 1
