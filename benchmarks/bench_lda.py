@@ -29,10 +29,10 @@ measures the neighbours.
 
 Where CVB0's time goes (stand-alone C loop over the KOS pairs, K = 50): the
 weights pass (three subtractions and clamps, two products, one division per
-(pair, topic)) alone costs about the streaming floor, the pass that writes the
-row back and adds c (r_new - r_old) to the three counts about as much again; so
-the sweep is compute-bound at roughly twice the floor, and float32 rows (half
-the bytes) did not change its time.
+(pair, topic)) and the normalisation alone cost about 1.5 times the streaming
+floor, the pass that writes the row back and adds c (r_new - r_old) to the
+three counts about one floor more: the sweep is compute-bound near 2.5 floors,
+and float32 rows (half the bytes) did not change its time.
 
 Usage::
 
