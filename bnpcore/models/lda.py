@@ -28,8 +28,13 @@ __all__ = ["CollapsedGibbs", "StandardVB", "CollapsedVB", "Hybrid", "svb_bound",
 _ALL_SAMPLED = np.iinfo(np.int32).max   # threshold that samples every pair
 _NONE_SAMPLED = -1                      # threshold that samples no pair
 # Sequential sweeps update the expected counts incrementally; rounding drifts them
-# from sum c r by ~1e-15 relative per sweep. Recomputing them from r (a second pass
-# over the nnz x K responsibilities) every few sweeps keeps that bounded.
+# from sum c r. Measured on KOS (K = 20, no recount; SVB, CVB0 and CVB alike): the
+# topic totals drift by ~1e-14 relative per sweep (6e-13 after 60 sweeps), the word
+# counts by ~4e-11 absolute, and counts that should be 0 reach -4e-12 (the kernels
+# clamp E^- at 0, so nothing breaks). Not needed for correctness, then, but the
+# drift grows with the sweeps: recomputing the counts from r every few sweeps (a
+# pass over the nnz x K rows costing about half a CVB0 sweep, so ~5% of a run)
+# keeps it at the level of a few sweeps for runs of any length.
 _RECOUNT_EVERY = 10
 
 

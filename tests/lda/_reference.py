@@ -55,17 +55,21 @@ def posterior_by_enumeration(docs, alpha, eta):
 
 def cgs_sweep(docs, z, alpha, eta, rng):
     """One collapsed Gibbs sweep with a plain inverse-CDF draw per token (one
-    ``rng.random()`` each), arithmetic in the order of the production kernel."""
-    K, W = len(alpha), len(eta)
+    ``rng.random()`` each), arithmetic in the order of the production kernel.
+    ``alpha`` is (K,) or per document (D, K), ``eta`` (W,) or per topic (K, W)
+    (the effective priors of [HYB] eqs 23-24)."""
+    K, W = np.shape(alpha)[-1], np.shape(eta)[-1]
+    alpha = np.broadcast_to(alpha, (len(docs), K))
+    eta = np.broadcast_to(eta, (K, W))
     ndk, nkw = counts_of(docs, z, K, W)
     nk = nkw.sum(axis=1)
-    E = eta.sum()
+    E = eta.sum(axis=1)
     for i, (j, w) in enumerate(tokens_of(docs)):
         t = z[i]
         ndk[j, t] -= 1
         nkw[t, w] -= 1
         nk[t] -= 1
-        p = (nkw[:, w] + eta[w]) * (ndk[j] + alpha) / (nk + E)
+        p = (nkw[:, w] + eta[:, w]) * (ndk[j] + alpha[j]) / (nk + E)
         cum = np.cumsum(p)
         t = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), K - 1)
         ndk[j, t] += 1
@@ -201,3 +205,83 @@ def chi_square_pvalue(observed_counts, probs, min_expected=5.0):
     keep = exp > 0
     stat = ((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum()
     return chi2.sf(stat, keep.sum() - 1)
+
+
+# -- exact one-sweep transition matrix of systematic-scan Gibbs (ALGORITHMS.md 10.2)
+
+def cgs_conditional(docs, z, i, alpha, eta):
+    """p(z_i = k | z_-i, x) ∝ (n^-_kw + eta_w)(n^-_jk + alpha_k) / (n^-_k + sum(eta)) ([HYB] eq 12)."""
+    K, W = len(alpha), len(eta)
+    toks = tokens_of(docs)
+    zo = np.delete(np.asarray(z), i)
+    rest = toks[:i] + toks[i + 1:]
+    j, w = toks[i]
+    ndk = np.zeros(K)
+    nkw = np.zeros(K)
+    nk = np.zeros(K)
+    for (jj, ww), k in zip(rest, zo):
+        nk[k] += 1
+        ndk[k] += jj == j
+        nkw[k] += ww == w
+    p = (nkw + eta[w]) * (ndk + alpha) / (nk + eta.sum())
+    return p / p.sum()
+
+
+def gibbs_sweep_matrix(states, conditional):
+    """Transition matrix of one systematic-scan sweep (tokens 0, 1, ..., N-1) over
+    ``states`` (all K^N assignments, as from ``posterior_by_enumeration``), with
+    ``conditional(z, i)`` the distribution token i is redrawn from."""
+    index = {tuple(s): a for a, s in enumerate(states)}
+    N = len(states[0])
+    P = np.eye(len(states))
+    for i in range(N):
+        Pi = np.zeros_like(P)
+        for a, s in enumerate(states):
+            for k, pk in enumerate(conditional(s, i)):
+                t = s.copy()
+                t[i] = k
+                Pi[a, index[tuple(t)]] += pk
+        P = P @ Pi
+    return P
+
+
+# -- exact collapsed VB (ALGORITHMS.md 2.6, 10.3): per-token q, Poisson-binomial counts
+
+def poisson_binomial_pmf(probs):
+    """P(n = m), m = 0..len(probs), of a sum of independent Bernoulli(probs)."""
+    pmf = np.array([1.0])
+    for p in probs:
+        pmf = np.append(pmf * (1 - p), 0.0) + np.append(0.0, pmf * p)
+    return pmf
+
+
+def expected_log(c, probs):
+    """E[log(c + n)] for n Poisson-binomial(probs), exactly."""
+    pmf = poisson_binomial_pmf(probs)
+    return float(pmf @ np.log(c + np.arange(len(pmf))))
+
+
+def exact_cvb_token_update(toks, q, i, alpha, eta):
+    """Exact collapsed mean-field row of token i given the other tokens' rows:
+    q_i(k) ∝ exp(E[log(n^-_jk + alpha_k)] + E[log(n^-_kw + eta_w)] - E[log(n^-_k + sum(eta))])
+    with the expectations over the exact Poisson-binomial laws of the counts.
+    ``toks`` lists (doc, word) per token, ``q`` is N x K."""
+    j, w = toks[i]
+    others = [l for l in range(len(toks)) if l != i]
+    same_doc = [l for l in others if toks[l][0] == j]
+    same_word = [l for l in others if toks[l][1] == w]
+    lw = np.array([expected_log(alpha[k], q[same_doc, k]) + expected_log(eta[w], q[same_word, k])
+                   - expected_log(eta.sum(), q[others, k]) for k in range(len(alpha))])
+    p = np.exp(lw - lw.max())
+    return p / p.sum()
+
+
+def collapsed_bound(docs, q, alpha, eta):
+    """E_q[log p(z, x)] + H(q) with q(z) = prod_i q_i(z_i), by enumerating all K^N states."""
+    K, N = len(alpha), len(q)
+    out = -(q[q > 0] * np.log(q[q > 0])).sum()
+    for s in itertools.product(range(K), repeat=N):
+        weight = np.prod(q[np.arange(N), s])
+        if weight > 0:
+            out += weight * log_joint(docs, np.array(s), alpha, eta)
+    return out

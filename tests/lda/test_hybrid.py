@@ -1,4 +1,6 @@
 """Hybrids SVB/CGS and CVB/CGS (ALGORITHMS.md 3.5-3.6, test oracles 10.4)."""
+import copy
+
 import numpy as np
 import pytest
 from scipy.special import digamma
@@ -73,6 +75,29 @@ def test_sampled_part_targets_the_effective_prior_posterior(ref, mode):
     np.testing.assert_array_equal(state.vb_dk, vb_dk)
     observed = np.bincount(draws, minlength=K ** len(state.z))[index]
     assert ref.chi_square_pvalue(observed, post) > 1e-3
+
+
+@pytest.mark.parametrize("mode", [_lda.MODE_SVB, _lda.MODE_CVB])
+def test_sampled_part_is_cgs_with_the_effective_priors(ref, make_counts, mode):
+    """With the variational rows frozen at random values, the Gibbs draws of the
+    sampled tokens ([HYB] eq 25) are those of plain CGS with the effective priors
+    alpha'_jk = alpha_k + N^VB_jk and eta'_kw = eta_w + N^VB_kw (eqs 22-24): the
+    same topics from the same uniforms, sweep after sweep (10.4)."""
+    C = make_counts(12, max_count=3)
+    corpus = Corpus(C)
+    K = 4
+    alpha, eta = np.linspace(0.1, 0.7, K), np.linspace(0.02, 0.3, corpus.n_words)
+    state = SequentialState(corpus, K, alpha, eta, np.random.default_rng(6), mode, 1)
+    state.r[:] = np.random.default_rng(7).dirichlet(np.ones(K), size=state.r.shape[0])
+    state._recount()
+    docs_cg = [[w for w in range(C.shape[1]) if C[j, w] == 1] for j in range(C.shape[0])]
+    rng = copy.deepcopy(state.rng)
+    z = state.z.copy()
+    for _ in range(4):
+        state._run(True, False, state.stack)
+        ref.cgs_sweep(docs_cg, z, alpha + state.vb_dk, eta + state.vb_wk.T, rng)
+        np.testing.assert_array_equal(state.z, z)
+    assert len(np.unique(z)) == K        # the draws did move over all topics
 
 
 def test_several_samples_average_psi(ref, counts):
