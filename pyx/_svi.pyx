@@ -171,6 +171,20 @@ cdef inline double _stick_prefix(const double *log1mv, double *cum, int64_t n) n
 # DP mixture of multinomials: truncation-free local step (§5.2)              #
 # --------------------------------------------------------------------------- #
 
+cdef tuple kept_components(const int64_t *size, int64_t L, int64_t K):
+    """Output row of each of the L components of a local step: the K global ones
+    keep their rows, new ones are kept (in order) when ``size > 0``, else -1.
+    Returns (remap, number of output rows)."""
+    remap = np.full(L, -1, dtype=np.int64)
+    cdef int64_t[::1] rv = remap
+    cdef int64_t k, kout = 0
+    for k in range(L):
+        if k < K or size[k] > 0:
+            rv[k] = kout
+            kout += 1
+    return remap, kout
+
+
 cdef struct DPWork:
     int64_t S, nv, K, L, cap, counter
     double eta, a, w_eta
@@ -412,14 +426,7 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
                 if do_trace:
                     for j in range(S):
                         trace[s, j] = w.z[j]
-        # Keep the K global components and the new ones that hold documents.
-        remap_arr = np.full(w.L, -1, dtype=np.int64)
-        remap = remap_arr
-        kout = 0
-        for k in range(w.L):
-            if k < K or w.m[k] > 0:
-                remap[k] = kout
-                kout += 1
+        remap, kout = kept_components(w.m, w.L, K)          # new components that hold documents
         block = np.empty((kout, nv), dtype=np.float64)
         docs = np.empty(kout, dtype=np.float64)
         z = np.empty(S, dtype=np.int32)
@@ -812,13 +819,7 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
                 if do_trace:
                     for t in range(ntok):
                         trace[s, t] = w.z[t]
-        remap_arr = np.full(w.L, -1, dtype=np.int64)
-        remap = remap_arr
-        kout = 0
-        for k in range(w.L):
-            if k < K or w.nk[k] > 0:
-                remap[k] = kout
-                kout += 1
+        remap, kout = kept_components(w.nk, w.L, K)         # new topics that hold tokens
         block = np.empty((kout, nv), dtype=np.float64)
         tables = np.empty(kout, dtype=np.float64)
         bv, mv = block, tables
