@@ -90,22 +90,31 @@ cdef extern from *:
     }
 
     /* r <- scale * w, adding c (scale w - r) to the counts nd, nw, nk; returns
-     * sum_k c |scale w - r| (w is overwritten). */
-    static inline double bnp__apply_row_impl(double *restrict r, double *restrict w, double scale, double c,
-                                             double *restrict nd, double *restrict nw, double *restrict nk,
-                                             int64_t K) {
-        int64_t k;
-        for (k = 0; k < K; ++k) {
+     * sum_k c |scale w - r|, accumulated in the same pass in bnp__sum4's order. */
+    static inline double bnp__apply_row_impl(double *restrict r, const double *restrict w, double scale,
+                                             double c, double *restrict nd, double *restrict nw,
+                                             double *restrict nk, int64_t K) {
+        double s[4] = {0.0, 0.0, 0.0, 0.0};
+        int64_t k = 0, i;
+        for (; k + 4 <= K; k += 4) {
+            for (i = 0; i < 4; ++i) {
+                double x = scale * w[k + i], d = c * (x - r[k + i]);
+                nd[k + i] += d; nw[k + i] += d; nk[k + i] += d;
+                r[k + i] = x;
+                s[i] += fabs(d);
+            }
+        }
+        for (; k < K; ++k) {
             double x = scale * w[k], d = c * (x - r[k]);
             nd[k] += d; nw[k] += d; nk[k] += d;
             r[k] = x;
-            w[k] = fabs(d);
+            s[0] += fabs(d);
         }
-        return bnp__sum4(w, K);
+        return (s[0] + s[1]) + (s[2] + s[3]);
     }
 
     BNP_SIMD_CLONES
-    static double bnp__apply_row(double *restrict r, double *restrict w, double scale, double c,
+    static double bnp__apply_row(double *restrict r, const double *restrict w, double scale, double c,
                                  double *restrict nd, double *restrict nw, double *restrict nk, int64_t K) {
         return bnp__apply_row_impl(r, w, scale, c, nd, nw, nk, K);
     }
