@@ -556,6 +556,7 @@ cdef struct Sequential:
     const double *eta
     double eta_tot
     double *r
+    int64_t n_rows       # of r
     int32_t *z
     double *vb_dk
     double *vb_wk
@@ -694,6 +695,8 @@ cdef void _sequential_sweep(Sequential *a, const int64_t *indptr, const int32_t 
             w = indices[p]
             if p + 1 < nnz:     # the next pair's word row is a random row of a large array
                 prefetch_row(a.vb_wk + indices[p + 1] * a.K, a.K)
+            if row + 8 < a.n_rows:  # responsibility rows stream in faster when asked for ahead
+                prefetch_row(a.r + (row + 8) * a.K, a.K)
             if counts[p] > a.threshold:
                 if a.do_vb:
                     _vb_pair(a, j, w, counts[p], a.r + row * a.K)
@@ -766,6 +769,7 @@ def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, cons
     a.eta = &eta[0]
     a.eta_tot = eta_tot
     a.r = &r[0, 0] if r.shape[0] else NULL
+    a.n_rows = r.shape[0]
     a.z = &z[0] if z.shape[0] else NULL
     a.vb_dk = &vb_dk[0, 0]
     a.vb_wk = &vb_wk[0, 0]
