@@ -27,15 +27,16 @@ initialisation nor the periodic recount of the counts) is reported against
 both. All three are process CPU times: wall-clock on a shared machine mostly
 measures the neighbours.
 
-Where CVB0's time goes (K = 100, CPU time, best of 15 sweeps, one thread): 55 ms
-per sweep against a 26 ms streaming floor. Replacing the division by a product
-saves 2 ms; letting all pairs share 64 responsibility rows (no nnz x K traffic)
-saves 15 ms: the sweep is bound by memory traffic. It must read and write back
-the nnz x K responsibilities (twice the floor's bytes), besides the random
-word-topic rows and three count updates per (pair, topic). Float32 rows with
-double counts, an AVX-512 clone and a float reciprocal with Newton steps did not
-help; summing the change in the count pass instead of a second pass over the row
-gave 6%.
+Where CVB0's time goes (K = 100, CPU time, best of 15 sweeps, one thread; this
+machine: 2 MB L2 per core, 260 MB L3): a sweep must read and write back the
+nnz x K responsibilities (twice the streaming floor's bytes) besides the random
+word-topic rows and three count updates per (pair, topic). Sharing 64
+responsibility rows among all pairs (no nnz x K traffic) took 15 ms off a 55 ms
+sweep; prefetching each row 8 pairs ahead now hides most of it (46 ms). The
+division costs ~2 ms; float32 rows, an AVX-512 clone and a float reciprocal
+with Newton steps were slower or no faster. At K = 50 the 130 MB operand of
+``P @ R`` stays in the L3 between repetitions, so that floor is a cache floor
+there (5.6–16 ms over runs on a shared machine) and its ratio is noisy.
 
 Usage::
 
