@@ -199,7 +199,7 @@ class OnlineVB(_OnlineHDP):
         the same mixture of topics and stays so until the stick terms enter
         (fourth iteration), and the document bound has converged before: each
         document is fitted by one distribution over topics, in two iterations
-        (computed for one atom: exactly the same result, T times cheaper).
+        (computed for one atom: exactly the same result, n_atoms times cheaper).
         "ranked": atom t starts on the document's t-th best topic, so the
         document-level mixture is used; at least five iterations run (two
         with the stick terms), several times the work per document. On KOS
