@@ -17,28 +17,18 @@ Usage: OMP_NUM_THREADS=1 python benchmarks/bench_nrm.py [--repeats 5] [--ep-epoc
 """
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import Row, print_table  # noqa: E402
+from harness import Row, print_table, timed  # noqa: E402
 
 from bnpcore.cli import load_data  # noqa: E402
 from bnpcore.mixture import ADF, EP, CollapsedGibbs  # noqa: E402
 
 PRIORS = {"IG": dict(sigma=0.5, a=10.0, tau=100.0), "DP": dict(sigma=0.0, a=100.0)}
 PAPER_SECONDS = {"ADF": 220.0, "Gibbs": 160.0}
-
-
-def timed(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return np.min(times), np.median(times), out
 
 
 def main(argv=None):

@@ -25,12 +25,11 @@ import argparse
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Row, print_table  # noqa: E402
+from harness import Row, print_table, timed  # noqa: E402
 
 from bnpcore import hdp  # noqa: E402
 from bnpcore.cli import load_data  # noqa: E402
@@ -44,18 +43,8 @@ def score(topics, weights, test, args):
                                       random_state=args.seed, n_threads=1)
 
 
-def best_time(fit, repeats):
-    """Shortest of ``repeats`` runs of ``fit()`` (seeded, so every run gives the same model)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fit()
-        times.append(time.perf_counter() - start)
-    return min(times), out
-
-
 def bnpcore_row(est, name, settings, train, test, args, **fit):
-    seconds, _ = best_time(lambda: est.fit(train, **fit), 1 if fit else args.repeats)
+    seconds, _, _ = timed(lambda: est.fit(train, **fit), 1 if fit else args.repeats)
     docs = est.n_documents_seen_
     used = int((est._state.word_mass() >= 1.0).sum())
     ll = score(est.topics_, est.weights_, test, args)
@@ -74,7 +63,7 @@ def gensim_row(train, test, args, n_docs):
                      train.counts[train.indptr[j]:train.indptr[j + 1]].tolist())) for j in order]
     vocab = Dictionary()
     vocab.token2id = {str(w): w for w in range(train.n_words)}
-    seconds, model = best_time(
+    seconds, _, model = timed(
         lambda: HdpModel(bows, id2word=vocab, chunksize=args.batch_size, max_chunks=math.ceil(n_docs / args.batch_size),
                          T=args.topics, K=args.atoms, kappa=KAPPA, tau=TAU0, eta=ETA, alpha=ALPHA, gamma=GAMMA,
                          random_state=args.seed), args.repeats)

@@ -35,6 +35,18 @@ class Row:
     heldout_loglik: float   # per held-out word, bnpcore.evaluation
 
 
+def timed(fn, repeats):
+    """(shortest, median, result) of ``repeats`` wall-clock runs of ``fn()``:
+    seeded fits give the same result every run, so the shortest is the least
+    disturbed measurement on a shared machine."""
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return float(np.min(times)), float(np.median(times)), out
+
+
 def print_table(rows, reference="bnpcore"):
     """Print rows with the time ratio to the first row of the ``reference`` system."""
     ref = next((r.train_seconds for r in rows if r.system == reference), None)

@@ -43,6 +43,21 @@ def test_sweep_matches_reference(ref, counts, mode, order):
             np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-13)
 
 
+@pytest.mark.parametrize("mode", [_lda.MODE_CVB0, _lda.MODE_CVB, _lda.MODE_SVB])
+def test_reported_change_is_the_mean_change_of_the_rows(counts, mode):
+    """history_'s "delta" (the convergence test): sum over pairs of c_jw sum_k |r_new - r_old|,
+    per variational token."""
+    corpus = Corpus(counts)
+    n_topics = 6                                           # a full group of four topics and a remainder
+    state = SequentialState(corpus, n_topics, np.linspace(0.1, 0.6, n_topics), priors(corpus)[1],
+                            np.random.default_rng(0), mode, -1)
+    for _ in range(3):
+        before = state.r.copy()
+        delta = state.sweep()["delta"]
+        want = (corpus.counts[:, None] * np.abs(state.r - before)).sum() / corpus.n_tokens
+        assert delta == pytest.approx(want, rel=1e-12)
+
+
 @pytest.mark.parametrize("mode, order", [(_lda.MODE_CVB0, 0), (_lda.MODE_CVB, 2)])
 def test_reaches_a_fixed_point(ref, make_counts, mode, order):
     """At convergence every row solves its own update (residual < 1e-10)."""
