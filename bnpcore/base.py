@@ -71,12 +71,20 @@ import inspect
 import json
 import os
 import tempfile
+import warnings
 
 import numpy as np
 
-__all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "FORMAT_VERSION"]
+from bnpcore.corpus import Corpus, as_corpus
 
-FORMAT_VERSION = 1
+__all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "FORMAT_VERSION", "DEPRECATED"]
+
+# Default of a renamed parameter kept one release as an alias (``BaseEstimator._renamed``).
+DEPRECATED = "deprecated"
+
+FORMAT_VERSION = 2
+# 1: arrays nested in other values were stored as JSON lists; 2: as arrays of the .npz
+READABLE_FORMATS = (1, 2)
 
 # "module:qualname" -> class, for every BaseEstimator subclass defined so far;
 # load() only instantiates classes from here (never an arbitrary name from a file).
@@ -87,7 +95,8 @@ class NotFittedError(ValueError, AttributeError):
     """Raised when a method needs a fitted estimator."""
 
 
-def _class_key(cls):
+def class_key(cls):
+    """``module:qualname`` of a class (the name files and registries use)."""
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
@@ -100,10 +109,14 @@ class BaseEstimator:
     """
 
     _persist = ()
+    # The constructor parameter that counts iterations ("max_iter" for batch
+    # sweeps, "n_epochs" for online passes), None when there is none: the
+    # command line's --iterations sets it and sizes its progress bar from it.
+    _iterations = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        _ESTIMATOR_CLASSES[_class_key(cls)] = cls
+        _ESTIMATOR_CLASSES[class_key(cls)] = cls
 
     @classmethod
     def _param_names(cls):
@@ -143,6 +156,44 @@ class BaseEstimator:
     def fit_transform(self, X, y=None, **kwargs):
         return self.fit(X, **kwargs).transform(X)
 
+    # -- what every estimator repeats -------------------------------------------
+    def _check_input(self, X):
+        """``X`` as a Corpus of the fitted vocabulary: ``NotFittedError`` before a
+        fit, and ``ValueError`` naming both widths when a matrix or corpus has
+        more or fewer words (columns) than ``n_features_in_``."""
+        self._check_fitted()
+        n_words = int(self.n_features_in_)
+        shape = getattr(X, "shape", ())         # matrices; token lists have no width
+        width = X.n_words if isinstance(X, Corpus) else shape[1] if len(shape) == 2 else None
+        if width is not None and width != n_words:
+            raise ValueError(f"X has {width} words (columns), but {type(self).__name__} was fitted on "
+                             f"{n_words}")
+        return as_corpus(X, n_words=n_words)
+
+    def _scoring_rng(self):
+        """A generator for randomised inference in ``transform`` and ``score``
+        (Gibbs fold-in, importance sampling, token splits): seeded from
+        ``random_state`` and independent of the training stream, so scoring never
+        changes a fit and repeated calls, on this model or a saved and reloaded
+        copy, agree. A Generator ``random_state`` contributes its seed sequence
+        (not its current position); None draws fresh entropy once per model."""
+        seed = self.random_state
+        if isinstance(seed, np.random.Generator):
+            seed = seed.bit_generator.seed_seq
+        elif seed is None:
+            seed = self.__dict__.setdefault("_scoring_entropy", np.random.SeedSequence().entropy)
+        return np.random.default_rng(seed)
+
+    def _renamed(self, old, new):
+        """The value of parameter ``new``, or of its deprecated alias ``old``
+        (with a ``FutureWarning``) when the caller set ``old``."""
+        value = getattr(self, old)
+        if isinstance(value, str) and value == DEPRECATED:
+            return getattr(self, new)
+        warnings.warn(f"{type(self).__name__}: parameter {old!r} is renamed {new!r}; {old!r} will be removed "
+                      f"in bnpcore 0.3", FutureWarning, stacklevel=3)
+        return value
+
     # -- progress ------------------------------------------------------------
     def _report(self, iteration, **metrics):
         """Record one iteration in ``history_`` and tell the callback; returns
@@ -150,6 +201,9 @@ class BaseEstimator:
         record = {"iteration": int(iteration)}
         record.update((k, v.item() if isinstance(v, np.generic) else v) for k, v in metrics.items())
         self.__dict__.setdefault("history_", []).append(record)
+        bar = self.__dict__.get("_progress")     # fit(progress=True)
+        if bar is not None:
+            bar(self, record)
         callback = self.__dict__.get("_callback")
         return bool(callback(self, record)) if callback is not None else False
 
@@ -178,6 +232,7 @@ class BaseEstimator:
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_callback", None)   # callbacks (progress bars) are not part of a model
+        state.pop("_progress", None)
         return state
 
     # -- persistence ---------------------------------------------------------
@@ -190,19 +245,19 @@ class BaseEstimator:
         Raises ``TypeError`` naming the attribute when a value cannot be saved.
         """
         arrays, attrs = {}, {}
-        for name in self._fitted_names() + list(self._persist):
+        for name in self._fitted_names() + list(self._persist) + ["_scoring_entropy"]:
             if not hasattr(self, name):
                 continue
             value = getattr(self, name)
             if isinstance(value, np.ndarray) and value.dtype != object:
                 arrays["a:" + name] = value
             else:
-                attrs[name] = _encode(value, name)
+                attrs[name] = _encode(value, name, arrays)
         meta = {
             "format_version": FORMAT_VERSION,
             "bnpcore_version": _bnpcore_version(),
-            "class": _class_key(type(self)),
-            "params": {k: _encode(v, k) for k, v in self.get_params().items()},
+            "class": class_key(type(self)),
+            "params": {k: _encode(v, k, arrays) for k, v in self.get_params().items()},
             "attrs": attrs,
         }
         text = json.dumps(meta)
@@ -235,6 +290,7 @@ def load(path):
                 raise ValueError("no bnpcore metadata")
             meta = json.loads(str(data["__meta__"]))
             arrays = {key[2:]: data[key] for key in data.files if key.startswith("a:")}
+            nested = {key: data[key] for key in data.files if key.startswith("n:")}
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except AttributeError:   # np.load of a plain .npy gives an ndarray, which has no .files
@@ -244,17 +300,17 @@ def load(path):
     version = meta.get("format_version") if isinstance(meta, dict) else None
     if not isinstance(version, int) or not {"class", "params", "attrs"} <= meta.keys():
         raise ValueError(f"{path} is not a bnpcore model file (bad metadata)")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMATS:
         newer = "a newer" if version > FORMAT_VERSION else "an older"
         raise ValueError(f"{path} has model format {version} (written by {newer} bnpcore); "
                          f"this bnpcore {_bnpcore_version()} reads format {FORMAT_VERSION}")
     cls = _estimator_class(meta["class"], path)
     try:
-        est = cls(**{k: _decode(v) for k, v in meta["params"].items()})
+        est = cls(**{k: _decode(v, nested) for k, v in meta["params"].items()})
     except TypeError as exc:
         raise ValueError(f"{path}: the saved parameters do not fit {meta['class']} ({exc})") from None
     for name, value in meta["attrs"].items():
-        setattr(est, name, _decode(value))
+        setattr(est, name, _decode(value, nested))
     for name, value in arrays.items():
         setattr(est, name, value)
     if hasattr(est, "_after_load"):
@@ -274,8 +330,9 @@ def _estimator_class(key, path):
     return _ESTIMATOR_CLASSES[key]
 
 
-def _encode(value, name):
-    """A JSON-able form of ``value``; NumPy arrays and Generators inside it are tagged."""
+def _encode(value, name, arrays):
+    """A JSON-able form of ``value``; NumPy arrays inside it go to ``arrays`` (the
+    .npz members, referenced by key) and Generators are tagged."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (int, float)):
@@ -285,26 +342,32 @@ def _encode(value, name):
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise TypeError(f"{name}: object arrays cannot be saved")
-        return {"__ndarray__": value.tolist(), "dtype": value.dtype.str, "shape": list(value.shape)}
+        key = f"n:{len(arrays)}"
+        arrays[key] = value
+        return {"__array__": key}
     if isinstance(value, np.random.Generator):
         return {"__generator__": type(value.bit_generator).__name__, "state": value.bit_generator.state}
     if isinstance(value, list):
-        return [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]
+        return [_encode(v, f"{name}[{i}]", arrays) for i, v in enumerate(value)]
     if isinstance(value, tuple):   # e.g. (shape, rate) priors: must come back as tuples
-        return {"__tuple__": [_encode(v, f"{name}[{i}]") for i, v in enumerate(value)]}
+        return {"__tuple__": [_encode(v, f"{name}[{i}]", arrays) for i, v in enumerate(value)]}
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             raise TypeError(f"{name}: only dicts with string keys can be saved")
-        return {k: _encode(v, f"{name}[{k!r}]") for k, v in value.items()}
+        return {k: _encode(v, f"{name}[{k!r}]", arrays) for k, v in value.items()}
     raise TypeError(f"{name} of type {type(value).__name__} cannot be saved")
 
 
-def _decode(value):
+def _decode(value, arrays):
     if isinstance(value, list):
-        return [_decode(v) for v in value]
+        return [_decode(v, arrays) for v in value]
     if isinstance(value, dict):
         if "__tuple__" in value:
-            return tuple(_decode(v) for v in value["__tuple__"])
+            return tuple(_decode(v, arrays) for v in value["__tuple__"])
+        if "__array__" in value:
+            if value["__array__"] not in arrays:
+                raise ValueError(f"missing array {value['__array__']!r}")
+            return arrays[value["__array__"]]
         if "__ndarray__" in value:
             return np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"])).reshape(value["shape"])
         if "__generator__" in value:
@@ -314,7 +377,7 @@ def _decode(value):
             gen = np.random.Generator(bitgen())
             gen.bit_generator.state = value["state"]
             return gen
-        return {k: _decode(v) for k, v in value.items()}
+        return {k: _decode(v, arrays) for k, v in value.items()}
     return value
 
 
@@ -371,6 +434,19 @@ class TopicMixin:
         for k, text in topics:
             print(f"topic {k}: {text}")
         return topics
+
+    def score(self, X, y=None):
+        """Document completion, the held-out score of every topic model: 20% of
+        the tokens of each document of ``X`` (a fixed random subset, drawn from
+        the scoring stream of ``random_state``) are scored, per word, given the
+        topic proportions ``transform`` infers from the other 80%
+        (:meth:`heldout_log_likelihood`). Higher is better; ``X`` should be
+        documents the model was not trained on."""
+        X = self._check_input(X)
+        if X.n_tokens == 0:
+            raise ValueError("the documents to score have no tokens")
+        observed, heldout = X.split_tokens(0.2, random_state=self._scoring_rng().spawn(1)[0])
+        return self.heldout_log_likelihood(observed, heldout)
 
     def heldout_log_likelihood(self, observed, heldout):
         """Per-word log-likelihood of the held-out tokens of documents whose other

@@ -6,12 +6,9 @@ Every algorithm family adds its estimators to ``MODELS``: name -> entry, where
 an entry is either a tuple
 
     MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"max_iter": 300})
-    MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"max_iter": 300}, {"max_iter": 5, "truncation": 5})
+    MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"max_iter": 300}, {"max_iter": 5, "n_components": 5})
 
-or a :class:`Model`, which can also name the iteration parameter:
-
-    MODELS["hdp-cvb"] = Model("bnpcore.hdp:CollapsedVB", {"max_iter": 300},
-                              test_kwargs={"max_iter": 5}, iterations="max_iter")
+or the same as a :class:`Model`:
 
 * ``"module:Class"``: the estimator class (imported only when used);
 * ``kwargs``: constructor arguments for the bundled KOS corpus (``bnpcore fit``);
@@ -19,10 +16,13 @@ or a :class:`Model`, which can also name the iteration parameter:
   second or less on ~40 documents); the contract tests in ``tests/api/`` build
   every registered model with ``kwargs | test_kwargs``. When absent they use
   ``kwargs`` with the iteration parameter set to 5, so give ``test_kwargs``
-  whenever other settings depend on it (burn-in, number of samples);
-* ``iterations``: the constructor parameter counting iterations (sweeps,
-  passes), set by ``--iterations`` and used as the progress bar's total; by
-  default the first of :data:`ITERATION_PARAMS` the class has.
+  whenever other settings depend on it (burn-in, number of samples).
+
+Everything else comes from the estimator protocol (``bnpcore.base``): the
+parameter names (``get_params``), the iteration parameter that
+``--iterations`` sets and the progress bar counts (the class attribute
+``_iterations``: ``max_iter`` for batch estimators, ``n_epochs`` for online
+ones), ``random_state`` (``--seed``) and ``n_threads`` (``--threads``).
 
 ``FLAGSHIP`` names the model ``bnpcore fit`` trains when ``--model`` is not given.
 
@@ -43,8 +43,9 @@ import time
 import numpy as np
 
 from bnpcore.base import TopicMixin
+from bnpcore.inference.callbacks import Progress
 
-__all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "Progress", "main"]
+__all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +54,6 @@ class Model:
     path: str
     kwargs: dict = dataclasses.field(default_factory=dict)
     test_kwargs: dict = None
-    iterations: str = None
 
     def load_class(self):
         """The estimator class named by ``path`` (``ValueError`` if it cannot be imported)."""
@@ -67,11 +67,8 @@ class Model:
         return cls
 
     def iteration_param(self, cls=None):
-        """The name of the iteration-count parameter, or None."""
-        if self.iterations is not None:
-            return self.iterations
-        names = inspect.signature((cls or self.load_class()).__init__).parameters
-        return next((p for p in ITERATION_PARAMS if p in names), None)
+        """The name of the iteration-count parameter (the class's ``_iterations``), or None."""
+        return (cls or self.load_class())._iterations
 
     def make(self, test=False, **overrides):
         """An estimator built with the registered keyword arguments (plus
@@ -84,15 +81,11 @@ class Model:
             elif self.iteration_param(cls) is not None:
                 kwargs[self.iteration_param(cls)] = 5
         kwargs.update(overrides)
-        params = inspect.signature(cls.__init__).parameters
-        unknown = sorted(set(kwargs) - set(params))
+        unknown = sorted(set(kwargs) - set(cls._param_names()))
         if unknown:
             raise ValueError(f"{cls.__name__} has no parameter {', '.join(unknown)}")
         return cls(**kwargs)
 
-
-# Common names of iteration-count parameters, tried in this order.
-ITERATION_PARAMS = ("max_iter", "n_iter", "n_iterations", "n_sweeps", "n_passes", "max_passes", "n_epochs")
 
 # Estimators the command line can train: name -> ("module:Class", default keyword
 # arguments for the bundled KOS corpus). Every algorithm family registers here.
@@ -102,9 +95,9 @@ MODELS = {}
 
 # LDA family (paper 004 defaults for KOS: K = 10, alpha = eta = 0.1, 300 iterations);
 # third element: overrides for quick fits on tiny corpora.
-_LDA_SAMPLER_TEST = {"n_iter": 5, "burn_in": 2}
+_LDA_SAMPLER_TEST = {"max_iter": 5, "burn_in": 2}
 MODELS.update({
-    "lda-cgs": ("bnpcore.lda:CollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "n_iter": 300},
+    "lda-cgs": ("bnpcore.lda:CollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
                 _LDA_SAMPLER_TEST),
     "lda-svb": ("bnpcore.lda:StandardVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
                 {"max_iter": 5}),
@@ -112,10 +105,10 @@ MODELS.update({
                 {"max_iter": 5}),
     "lda-cvb0": ("bnpcore.lda:CollapsedVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "order": 0,
                                              "max_iter": 300}, {"max_iter": 5}),
-    "lda-svb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "n_iter": 300},
+    "lda-svb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
                     _LDA_SAMPLER_TEST),
     "lda-cvb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
-                                           "variational": "collapsed", "n_iter": 300}, _LDA_SAMPLER_TEST),
+                                           "variational": "collapsed", "max_iter": 300}, _LDA_SAMPLER_TEST),
 })
 
 # Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] 000 §3 settings).
@@ -184,46 +177,6 @@ def load_data(spec="kos", vocab=None):
     return Corpus.from_uci(spec, vocab)
 
 
-# -- progress --------------------------------------------------------------------
-class Progress:
-    """Progress-bar callback for ``estimator.reporting``: tqdm when installed, else
-    one line rewritten in place. ``total`` may be None (unknown)."""
-
-    def __init__(self, total=None, desc="fit", stream=None, enabled=True):
-        self.total, self.desc, self.enabled = total, desc, enabled
-        self.stream = stream if stream is not None else sys.stderr
-        self.bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                pass
-            else:
-                self.bar = tqdm(total=total, desc=desc, unit="it", file=self.stream, dynamic_ncols=True)
-
-    def __call__(self, estimator, record):
-        if not self.enabled:
-            return False
-        shown = {k: v for k, v in record.items() if k != "iteration" and isinstance(v, (int, float))}
-        if self.bar is not None:
-            self.bar.update(record["iteration"] - self.bar.n)
-            if shown:
-                self.bar.set_postfix({k: f"{v:.4g}" for k, v in list(shown.items())[:3]}, refresh=False)
-        else:
-            done = f"{record['iteration']}/{self.total}" if self.total else f"{record['iteration']}"
-            extra = "  ".join(f"{k}={v:.4g}" for k, v in list(shown.items())[:3])
-            self.stream.write(f"\r{self.desc}: iteration {done}  {extra}".rstrip())
-            self.stream.flush()
-        return False
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-        elif self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 # -- commands --------------------------------------------------------------------
 class _Error(Exception):
     """A user-facing error: printed as one line, exit status 2."""
@@ -276,7 +229,7 @@ def cmd_fit(args):
         raise _Error(f"no flagship model is set; choose one with --model ({', '.join(sorted(MODELS))})")
     spec = get_model(name)
     cls = spec.load_class()
-    params = inspect.signature(cls.__init__).parameters
+    params = cls._param_names()
     overrides = dict(args.param)
     if args.iterations is not None:
         it_name = spec.iteration_param(cls)
@@ -296,9 +249,13 @@ def cmd_fit(args):
     observed, heldout = _split(corpus, args)
     it_name = spec.iteration_param(cls)
     total = getattr(est, it_name, None) if it_name else None
+    total = total if isinstance(total, int) else None
     print(f"fitting {name} ({spec.path}) on {args.data}: {corpus.n_docs} documents, {corpus.n_words} words, "
           f"{observed.n_tokens} training and {heldout.n_tokens} held-out tokens")
-    progress = Progress(total if isinstance(total, int) else None, desc=name, enabled=not args.quiet)
+    if it_name == "n_epochs":       # online: minibatches are the iterations, documents the progress
+        progress = Progress(total and total * observed.n_docs, desc=name, key="n_documents", enabled=not args.quiet)
+    else:
+        progress = Progress(total, desc=name, enabled=not args.quiet)
     start = time.perf_counter()
     try:
         with est.reporting(progress):

@@ -11,6 +11,7 @@ Besides the in-memory constructors it reads the UCI bag-of-words format
 """
 import gzip
 import io
+import zlib
 
 import numpy as np
 import scipy.sparse as sp
@@ -282,6 +283,15 @@ class Corpus:
         return expand_tokens(self.indptr, self.indices, self.counts)
 
     # -- splits --------------------------------------------------------------
+    def fingerprint(self):
+        """A short identity of the counts (shape and CRC-32 of the arrays): the
+        drivers check it when a fit is resumed, and estimators use it to
+        recognise their training documents."""
+        crc = 0
+        for arr in (self.indptr, self.indices, self.counts):
+            crc = zlib.crc32(np.ascontiguousarray(arr).view(np.uint8), crc)
+        return f"{self.n_docs}x{self.n_words}:{self.nnz}:{crc:08x}"
+
     def split_documents(self, test_fraction=0.2, random_state=None):
         """Random (train, test) split of the documents; returns two corpora."""
         _check_fraction(test_fraction, "test_fraction")

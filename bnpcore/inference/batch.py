@@ -1,79 +1,292 @@
-"""Batch driver: repeat full sweeps of a collapsed or batch algorithm over a
-fixed corpus, record diagnostics and the held-out score, and stop.
+"""The batch loop: repeat full sweeps of a collapsed, sampling or batch
+variational algorithm over a fixed corpus, record diagnostics and held-out
+scores, stop, checkpoint and resume.
 
-A batch model is any object with
+Every batch estimator (LDA by CGS, SVB, CVB, CVB0 and the hybrids; CV-HDP;
+G-HDP; EP and Gibbs for NGGP mixtures) subclasses :class:`BatchEstimator` and
+supplies a :class:`BatchState`, the algorithm's counts or variational
+parameters with one ``sweep()``; the loop is written once, here:
 
-* ``sweep() -> dict``: one iteration over all documents, returning its
-  diagnostics (e.g. ``{"delta": ..., "bound": ...}``);
-* ``predictive() -> (doc_topic, topic_word)``: the current point predictive of
-  the training documents ([HYB] eq 30: rows of ``doc_topic`` are
-  ``(alpha + N_j) / (sum(alpha) + N_j)``, rows of ``topic_word`` sum to 1);
-* ``collect()``: called after every iteration past the burn-in of a sampler
-  (to average samples for the final estimate).
+1. ``state.sweep()`` (timed: ``fit_seconds`` is time in the algorithm only);
+2. past ``burn_in`` (samplers), ``state.collect()`` adds the sample to the
+   estimator's averages;
+3. every ``eval_every`` iterations with ``heldout``: the estimator's
+   ``_evaluate`` (by default the held-out token likelihood of the training
+   documents, [HYB] eq 30, or for samplers past burn-in the average over the
+   evaluated samples, eq 31);
+4. one ``history_`` record through ``BaseEstimator._report`` (callbacks,
+   progress bar, early stopping);
+5. stop at ``max_iter``, when the state's ``delta`` falls below ``tol``, when a
+   callback asks, or after ``max_seconds``; write a checkpoint every
+   ``checkpoint_every`` iterations and when stopping early.
+
+A checkpoint is an ordinary model file (``save``/``bnpcore.load``) that also
+holds the state; ``fit(X, resume=True)`` on the same corpus continues the
+interrupted run exactly as if it had not stopped (same random numbers).
 """
 import math
 import time
 
+from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore.base import BaseEstimator, class_key
+from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import PredictiveAverage, token_log_likelihood
+from bnpcore.inference.callbacks import progress_bar
 
-__all__ = ["run_batch"]
+__all__ = ["BatchState", "BatchEstimator"]
+
+# "module:qualname" -> BatchState subclass: checkpoints name their state class,
+# and only classes from here are rebuilt.
+_STATE_CLASSES = {}
 
 
-def run_batch(model, n_iter, report, *, heldout=None, burn_in=None, tol=None):
-    """Run up to ``n_iter`` sweeps of ``model``, reporting each one.
+class BatchState:
+    """The counts or variational parameters one batch fit sweeps.
 
-    Parameters
-    ----------
-    model : batch model (see the module docstring)
-    n_iter : int
-        Maximum number of sweeps.
-    report : callable
-        ``report(iteration, **metrics) -> bool`` after every sweep (the
-        estimator's ``_report``); a true return value stops. ``metrics`` are
-        ``seconds`` (cumulative time in sweeps, evaluation excluded), the
-        model's diagnostics and, with ``heldout``, ``heldout_loglik`` and
-        ``perplexity``.
-    heldout : Corpus, optional
-        Held-out tokens of the training documents, scored after every sweep:
-        [HYB] eq 30 on the current state or, for samplers (``burn_in`` given)
-        past the burn-in, eq 31: the online average of per-token predictive
-        probabilities over the samples so far.
-    burn_in : int, optional
-        Samplers: sweeps before ``model.collect()`` and predictive averaging
-        start. None for deterministic algorithms.
-    tol : float, optional
-        Stop once a sweep's ``delta`` diagnostic falls below ``tol``.
+    Subclasses implement
 
-    Returns
-    -------
-    int
-        The number of sweeps run.
+    * ``sweep() -> dict``: one iteration over all documents; returns its
+      diagnostics (``delta`` for the convergence test, ``bound`` as a dict of
+      named terms where the algorithm has one, anything else worth recording);
+    * ``n_components``: an attribute or property, the current number of
+      components;
+    * ``predictive() -> (doc_topic, topic_word)`` (topic models): the point
+      predictive of the training documents, for the default held-out
+      evaluation;
+    * ``collect()`` (samplers, optional): add the current sample to the
+      averages behind the final estimates.
 
-    References
-    ----------
-    Welling, Teh & Kappen (2008), Hybrid variational/Gibbs collapsed inference
-    in topic models, UAI, section 7, eqs (30)-(31).
+    Checkpoints save every instance attribute except those named in
+    ``_transient`` (the corpus, caches); :meth:`restore` puts them back.
     """
-    average = PredictiveAverage(heldout) if heldout is not None and burn_in is not None else None
-    seconds = 0.0
-    for it in range(n_iter):
-        start = time.perf_counter()
-        metrics = model.sweep()
-        sampling = burn_in is not None and it >= burn_in
+
+    _transient = ("corpus",)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _STATE_CLASSES[class_key(cls)] = cls
+
+    def sweep(self):
+        raise NotImplementedError
+
+    def predictive(self):
+        raise NotImplementedError(f"{type(self).__name__} has no point predictive")
+
+    def collect(self):
+        """Add the current sample to the running averages (samplers)."""
+
+    def state_dict(self):
+        """The saved attributes (arrays, numbers, Generators, dicts and lists of them)."""
+        return {k: v for k, v in vars(self).items() if k not in self._transient}
+
+    def restore(self, corpus):
+        """Reattach the corpus after loading a checkpoint; override to rebuild caches."""
+        self.corpus = corpus
+
+    @staticmethod
+    def from_checkpoint(key, saved, corpus):
+        if key not in _STATE_CLASSES:
+            raise ValueError(f"the checkpoint holds an unknown state class {key!r}")
+        state = object.__new__(_STATE_CLASSES[key])
+        state.__dict__.update(saved)
+        state.restore(corpus)
+        return state
+
+
+class BatchEstimator(BaseEstimator):
+    """Base class of the estimators that sweep a fixed corpus.
+
+    Subclasses implement
+
+    * ``_check_params() -> dict``: validate the hyperparameters (raise early)
+      and return the loop settings ``max_iter`` and, where they apply,
+      ``burn_in`` (samplers) and ``tol`` (deterministic algorithms);
+    * ``_init_state(X, rng) -> BatchState``: a fresh state for corpus ``X``;
+    * ``_set_fitted(state, X)``: the public fitted attributes from the state
+      (called at the end of a fit and before every checkpoint);
+    * optionally ``_check_heldout(heldout, X)`` and ``_evaluate(state,
+      heldout)`` when held-out data mean something else than held-out
+      tokens of the training documents (mixtures score new documents).
+    """
+
+    _iterations = "max_iter"
+    _persist = ("_resume",)
+
+    # -- hooks ---------------------------------------------------------------------
+    def _check_params(self):
+        raise NotImplementedError
+
+    def _init_state(self, X, rng):
+        raise NotImplementedError
+
+    def _set_fitted(self, state, X):
+        raise NotImplementedError
+
+    def _check_heldout(self, heldout, X):
+        """Held-out tokens of the training documents (same documents, same words)."""
+        heldout = as_corpus(heldout, n_words=X.n_words)
+        if heldout.n_docs != X.n_docs:
+            raise ValueError(f"heldout has {heldout.n_docs} documents, X has {X.n_docs}: "
+                             "give the held-out tokens of the training documents")
+        if heldout.n_tokens == 0:
+            raise ValueError("heldout has no tokens")
+        return heldout
+
+    def _evaluate(self, state, heldout, sampling):
+        """Held-out token log-likelihood of the training documents ([HYB] eq 30);
+        ``sampling`` (a sampler past ``burn_in``): of the average predictive over
+        the samples evaluated so far (eq 31)."""
+        doc_topic, topic_word = state.predictive()
         if sampling:
-            model.collect()
-        seconds += time.perf_counter() - start
-        metrics["seconds"] = seconds
+            loglik = self._average.add(doc_topic, topic_word).log_likelihood()
+        else:
+            loglik = token_log_likelihood(doc_topic, topic_word, heldout)
+        return {"heldout_loglik": loglik, "perplexity": math.exp(-loglik)}
+
+    # -- fit ---------------------------------------------------------------------------
+    def fit(self, X, y=None, *, heldout=None, eval_every=1, progress=False, checkpoint=None,
+            checkpoint_every=None, max_seconds=None, resume=False):
+        """Fit the model to the documents ``X``.
+
+        Parameters
+        ----------
+        X : Corpus or anything ``bnpcore.as_corpus`` accepts
+            Training documents.
+        y : ignored
+        heldout : Corpus, optional
+            Held-out data scored every ``eval_every`` iterations into
+            ``history_["heldout_loglik"]``: for topic models the held-out tokens
+            of the training documents (e.g. the second corpus of
+            ``X.split_tokens(0.1)``), for mixtures new documents.
+        eval_every : int, default 1
+            Iterations between held-out evaluations (the last iteration is
+            always evaluated).
+        progress : bool, default False
+            Show a progress bar over iterations (needs tqdm).
+        checkpoint : str or path, optional
+            Model file written every ``checkpoint_every`` iterations and when
+            the fit stops early; ``bnpcore.load`` it and call
+            ``fit(X, resume=True)`` to continue.
+        checkpoint_every : int, optional
+        max_seconds : float, optional
+            Stop after this much time in the algorithm in this call (the fit
+            stays resumable).
+        resume : bool, default False
+            Continue an interrupted fit (stopped by a callback, ``max_seconds``,
+            or loaded from a checkpoint) on the same corpus until ``max_iter``.
+
+        Returns
+        -------
+        self
+        """
+        X = as_corpus(X)
+        if X.n_tokens == 0:
+            raise ValueError("the training corpus has no tokens")
+        loop = self._check_params()
+        max_iter = loop["max_iter"]
+        burn_in, tol = loop.get("burn_in"), loop.get("tol")
+        eval_every = check_int(eval_every, "eval_every")
+        if checkpoint_every is not None:
+            check_int(checkpoint_every, "checkpoint_every")
+        if max_seconds is not None:
+            check_positive(max_seconds, "max_seconds")
         if heldout is not None:
-            doc_topic, topic_word = model.predictive()
-            if sampling:
-                loglik = average.add(doc_topic, topic_word).log_likelihood()
-            else:
-                loglik = token_log_likelihood(doc_topic, topic_word, heldout)
-            metrics["heldout_loglik"] = loglik
-            metrics["perplexity"] = math.exp(-loglik)
-        if report(it + 1, **metrics):
-            return it + 1
-        if tol is not None and metrics.get("delta", math.inf) < tol:
-            return it + 1
-    return n_iter
+            heldout = self._check_heldout(heldout, X)
+        if resume:
+            state, start, seconds = self._resume_state(X, heldout)
+        else:
+            self._forget()
+            state = self._init_state(X, check_random_state(self.random_state))
+            start, seconds = 0, 0.0
+            self._average = PredictiveAverage(heldout) if heldout is not None and burn_in is not None else None
+            self.history_ = []
+        self.n_features_in_ = X.n_words
+        bar = progress_bar(progress, max_iter, type(self).__name__, initial=start)
+        self._progress = bar
+        stopped, it = False, start
+        try:
+            for it in range(start + 1, max_iter + 1):
+                tick = time.perf_counter()
+                metrics = state.sweep()
+                sampling = burn_in is not None and it > burn_in
+                if sampling:
+                    state.collect()
+                seconds += time.perf_counter() - tick
+                record = {"n_documents": it * X.n_docs, "fit_seconds": seconds,
+                          "n_components": int(state.n_components)}
+                record.update(metrics)
+                if heldout is not None and (it % eval_every == 0 or it == max_iter):
+                    record.update(self._evaluate(state, heldout, sampling))
+                stopped = self._report(it, **record)
+                if tol is not None and metrics.get("delta", math.inf) < tol:
+                    break
+                stopped = stopped or (max_seconds is not None and seconds >= max_seconds)
+                if checkpoint is not None and (stopped or (checkpoint_every and it % checkpoint_every == 0)):
+                    self._checkpoint(state, X, it, seconds, checkpoint)
+                if stopped:
+                    break
+        finally:
+            self.__dict__.pop("_progress", None)
+            if bar is not None:
+                bar.close()
+        self.n_iter_ = it
+        resumable = stopped and it < max_iter
+        if resumable:
+            self._keep_resumable(state, X, it, seconds)
+        else:
+            self.__dict__.pop("_resume", None)
+            self.__dict__.pop("_state", None)
+        self._set_fitted(state, X)
+        if not resumable:
+            self.__dict__.pop("_average", None)
+        return self
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def _forget(self):
+        """Drop every fitted attribute and the resume state of a previous fit."""
+        for name in self._fitted_names() + list(self._persist) + ["_state", "_average"]:
+            self.__dict__.pop(name, None)
+
+    def _keep_resumable(self, state, X, iteration, seconds):
+        self._state = state
+        self._resume = {"iteration": iteration, "fit_seconds": seconds, "fingerprint": X.fingerprint(),
+                        "state_class": class_key(type(state))}
+
+    def _checkpoint(self, state, X, iteration, seconds, path):
+        self._keep_resumable(state, X, iteration, seconds)
+        self._set_fitted(state, X)
+        self.save(path)
+
+    def save(self, path):
+        """Save the model (and, for an interrupted fit, everything ``fit(X, resume=True)`` needs)."""
+        resume = self.__dict__.get("_resume")
+        if resume is not None:
+            resume["state"] = self._state.state_dict()
+            average = self.__dict__.get("_average")
+            resume["average"] = None if average is None else {"sum_p": average.sum_p, "n_samples": average.n_samples}
+        try:
+            return super().save(path)
+        finally:
+            if resume is not None:
+                resume.pop("state")
+                resume.pop("average")
+
+    def _resume_state(self, X, heldout):
+        resume = self.__dict__.get("_resume")
+        if resume is None:
+            raise ValueError("resume=True needs an interrupted fit (or a checkpoint of one) to continue")
+        if resume["fingerprint"] != X.fingerprint():
+            raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
+        state = self.__dict__.get("_state")
+        if state is None:         # loaded from a file
+            state = BatchState.from_checkpoint(resume["state_class"], resume.pop("state"), X)
+            saved = resume.pop("average")
+            self._average = None
+            if saved is not None and heldout is not None:
+                self._average = PredictiveAverage(heldout)
+                if len(saved["sum_p"]) != heldout.nnz:
+                    raise ValueError("resume=True must be given the held-out data of the interrupted fit")
+                self._average.sum_p[:] = saved["sum_p"]
+                self._average.n_samples = saved["n_samples"]
+        self.__dict__.setdefault("_average", None)
+        return state, resume["iteration"], resume["fit_seconds"]

@@ -7,19 +7,17 @@ Model (shared/ALGORITHMS.md 3.1)::
 
 All algorithms work on the collapsed joint p(z, x) (pi and phi integrated
 out) through the counts n_jk (document-topic), n_kw (topic-word) and n_k. The
-states below own these counts and run one kernel call of
-``bnpcore.kernels._lda`` per sweep; ``bnpcore.inference.batch.run_batch`` loops
-the sweeps; the estimators at the bottom are the public classes of
-``bnpcore.lda``.
+states below (``BatchState``) own these counts and run one kernel call of
+``bnpcore.kernels._lda`` per sweep; the batch loop of
+``bnpcore.inference.batch.BatchEstimator`` runs the sweeps; the estimators at
+the bottom are the public classes of ``bnpcore.lda``.
 """
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import check_int, check_positive, check_random_state, effective_n_threads
-from bnpcore.base import BaseEstimator, TopicMixin
-from bnpcore.corpus import as_corpus
-from bnpcore.evaluation import token_log_likelihood
-from bnpcore.inference.batch import run_batch
+from bnpcore._validation import check_int, check_positive, effective_n_threads
+from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _lda
 from bnpcore.kernels.special import digamma, dpsi
 
@@ -104,13 +102,14 @@ def minka_update(prior, counts, totals, symmetric, n_iter=20, rtol=1e-8):
 
 
 def svb_bound(alpha, eta, doc_lengths, ndk, nwk, entropy):
-    """The standard VB evidence lower bound B_SVB (ALGORITHMS.md 3.3)::
+    """The standard VB evidence lower bound B_SVB (Welling, Teh & Kappen 2008,
+    section 3), as a dict of its three named terms::
 
-        sum_j [lgamma(A) - lgamma(N_j + A) + sum_k lgamma(N_jk + alpha_k) - lgamma(alpha_k)]
-      + sum_k [lgamma(E) - lgamma(N_k + E) + sum_w lgamma(N_kw + eta_w) - lgamma(eta_w)]
-      + entropy,          A = sum(alpha), E = sum(eta), entropy = -sum c_jw r log r
+        "documents": sum_j [lgamma(A) - lgamma(N_j + A) + sum_k lgamma(N_jk + alpha_k) - lgamma(alpha_k)]
+        "topics":    sum_k [lgamma(E) - lgamma(N_k + E) + sum_w lgamma(N_kw + eta_w) - lgamma(eta_w)]
+        "entropy":   -sum c_jw r log r,              A = sum(alpha), E = sum(eta)
 
-    It equals the usual LDA ELBO at the optimal Dirichlet factors
+    The sum equals the usual LDA ELBO at the optimal Dirichlet factors
     xi = eta + N_kw, zeta = alpha + N_jk.
 
     Parameters
@@ -125,11 +124,11 @@ def svb_bound(alpha, eta, doc_lengths, ndk, nwk, entropy):
             + (gammaln(ndk + alpha) - gammaln(alpha)).sum())
     words = (len(nk) * gammaln(E) - gammaln(nk + E).sum()
              + (gammaln(nwk + eta[:, None]) - gammaln(eta)[:, None]).sum())
-    return float(docs + words + entropy)
+    return {"documents": float(docs), "topics": float(words), "entropy": float(entropy)}
 
 
 # ---------------------------------------------------------------------------
-# states: counts plus one kernel call per sweep (protocol of run_batch)
+# states: counts plus one kernel call per sweep (the BatchState protocol)
 # ---------------------------------------------------------------------------
 
 def _random_rows(rng, n, K):
@@ -140,8 +139,10 @@ def _random_rows(rng, n, K):
     return r
 
 
-class _State:
+class _State(BatchState):
     """Priors, corpus and the predictive shared by all states."""
+
+    _transient = ("corpus", "lengths")
 
     def __init__(self, corpus, alpha, eta, optimize):
         self.corpus = corpus
@@ -156,6 +157,14 @@ class _State:
     @property
     def eta_tot(self):
         return float(self.eta.sum())
+
+    @property
+    def n_components(self):
+        return len(self.alpha)
+
+    def restore(self, corpus):
+        super().restore(corpus)
+        self.lengths = corpus.doc_lengths.astype(np.float64)
 
     def counts(self):
         """Current (doc-topic, word-topic) counts used for prediction."""
@@ -247,14 +256,25 @@ class SequentialState(_State):
         self.cg_k = np.zeros(K, dtype=np.int64)
         _lda.count_samples(c.indptr, c.indices, c.counts, threshold, self.z, self.cg_dk, self.cg_wk, self.cg_k)
         self._recount()
-        if len(self.z) and n_samples == 1:     # the live counts are the one sample (interleaved)
+        self._scratch()
+        self.n_sweeps = 0
+
+    _transient = _State._transient + ("stack", "work")
+
+    def _scratch(self):
+        """The per-sweep sample stack (overwritten by every sweep) and work space."""
+        K, c = self.n_components, self.corpus
+        if len(self.z) and self.n_samples == 1:     # the live counts are the one sample (interleaved)
             self.stack = self.cg_dk[None], self.cg_wk[None], self.cg_k[None]
         else:
-            S = n_samples if len(self.z) else 0
+            S = self.n_samples if len(self.z) else 0
             self.stack = (np.zeros((S, c.n_docs, K), dtype=np.int32), np.zeros((S, c.n_words, K), dtype=np.int32),
                           np.zeros((S, K), dtype=np.int64))
         self.work = np.empty(2 * K)
-        self.n_sweeps = 0
+
+    def restore(self, corpus):
+        super().restore(corpus)
+        self._scratch()
 
     def _recount(self):
         c = self.corpus
@@ -306,7 +326,13 @@ class ParallelSVBState(_State):
         self.nwk = np.zeros((c.n_words, K))
         self.nk = np.zeros(K)
         _lda.count_expected(c.indptr, c.indices, c.counts, _NONE_SAMPLED, self.r, self.ndk, self.nwk, self.nk)
-        self.nwk_threads = np.zeros((n_threads, c.n_words, K))
+        self.restore(corpus)
+
+    _transient = _State._transient + ("nwk_threads",)
+
+    def restore(self, corpus):
+        super().restore(corpus)
+        self.nwk_threads = np.zeros((self.n_threads, corpus.n_words, self.n_components))
 
     def sweep(self):
         c = self.corpus
@@ -331,14 +357,11 @@ class ParallelSVBState(_State):
 # estimators
 # ---------------------------------------------------------------------------
 
-class _LDA(TopicMixin, BaseEstimator):
-    """fit / transform / score shared by the LDA estimators."""
+class _LDA(TopicMixin, BatchEstimator):
+    """fit / transform / score shared by the LDA estimators (the batch loop and
+    its options are ``BatchEstimator.fit``'s)."""
 
     # -- subclass hooks ------------------------------------------------------
-    def _check_params(self):
-        """Validate algorithm-specific parameters; return (n_iter, burn_in or None, tol)."""
-        raise NotImplementedError
-
     def _make_state(self, corpus, alpha, eta, rng, optimize):
         raise NotImplementedError
 
@@ -346,54 +369,21 @@ class _LDA(TopicMixin, BaseEstimator):
         """(mode, threshold, vb_log_word (W, K)) of the per-document inference."""
         raise NotImplementedError
 
-    # -- fit -----------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None):
-        """Fit the model to the documents ``X``.
-
-        Parameters
-        ----------
-        X : Corpus or anything ``bnpcore.as_corpus`` accepts
-            Training documents (documents x words counts).
-        y : ignored
-        heldout : Corpus or array-like, optional
-            Held-out tokens of the *same* documents (e.g. the second corpus of
-            ``X.split_tokens(0.1, mode="corpus_tokens")``). After every
-            iteration ``history_`` records the per-word held-out
-            log-likelihood and perplexity ([HYB] eq 30; samplers: eq 31, the
-            online average over samples after ``burn_in``).
-
-        Progress callbacks (and early stopping) go through
-        ``estimator.reporting(callback)``; see ``bnpcore.base``.
-
-        Returns
-        -------
-        self
-        """
-        corpus = as_corpus(X)
-        if corpus.n_tokens == 0:
-            raise ValueError("the training corpus has no tokens")
-        K = check_int(self.n_components, "n_components", minimum=1)
-        alpha = _check_prior(self.alpha, K, "alpha")
-        eta = _check_prior(self.eta, corpus.n_words, "eta")
+    # -- the batch protocol ------------------------------------------------------
+    def _check_common(self):
+        check_int(self.n_components, "n_components", minimum=1)
+        if np.ndim(self.alpha) == 0:
+            check_positive(self.alpha, "alpha")
+        if np.ndim(self.eta) == 0:
+            check_positive(self.eta, "eta")
         if not isinstance(self.optimize_hyperparameters, (bool, np.bool_)):
             raise TypeError("optimize_hyperparameters must be True or False")
+
+    def _init_state(self, X, rng):
+        alpha = _check_prior(self.alpha, int(self.n_components), "alpha")
+        eta = _check_prior(self.eta, X.n_words, "eta")
         optimize = (np.ndim(self.alpha) == 0, np.ndim(self.eta) == 0) if self.optimize_hyperparameters else None
-        n_iter, burn_in, tol = self._check_params()
-        if heldout is not None:
-            heldout = as_corpus(heldout, n_words=corpus.n_words)
-            if heldout.n_docs != corpus.n_docs:
-                raise ValueError(f"heldout has {heldout.n_docs} documents, X has {corpus.n_docs}: "
-                                 "give the held-out tokens of the training documents")
-            if heldout.n_tokens == 0:
-                raise ValueError("heldout has no tokens")
-        rng = check_random_state(self.random_state)
-        for name in self._fitted_names() + list(self._persist):     # forget a previous fit
-            self.__dict__.pop(name, None)
-        state = self._make_state(corpus, alpha, eta, rng, optimize)
-        self.history_ = []
-        self.n_iter_ = run_batch(state, n_iter, self._report, heldout=heldout, burn_in=burn_in, tol=tol)
-        self._set_fitted(state, corpus)
-        return self
+        return self._make_state(X, alpha, eta, rng, optimize)
 
     def _set_fitted(self, state, corpus):
         """Fitted attributes from the final (or averaged) counts, topics ordered by
@@ -427,8 +417,7 @@ class _LDA(TopicMixin, BaseEstimator):
         ndarray of shape (n_docs, n_components)
             Posterior mean proportions ``(alpha + N_jk) / (sum(alpha) + N_j)``.
         """
-        self._check_fitted()
-        corpus = as_corpus(X, n_words=self.n_features_in_)
+        corpus = self._check_input(X)
         max_iter = check_int(max_iter, "max_iter", minimum=1)
         burn_in = check_int(burn_in, "burn_in", minimum=0)
         tol = check_positive(tol, "tol", allow_zero=True)
@@ -437,31 +426,12 @@ class _LDA(TopicMixin, BaseEstimator):
         cg_word = np.ascontiguousarray(self.topics_.T)
         _lda.fold_in(corpus.indptr, corpus.indices, corpus.counts, self.alpha_, mode, threshold,
                      np.ascontiguousarray(vb_log_word), cg_word, max_iter, burn_in, tol, theta,
-                     check_random_state(self.random_state))
+                     self._scoring_rng())
         return theta
 
-    def score(self, X, y=None, heldout=None):
-        """Per-word held-out log-likelihood (higher is better).
-
-        With ``heldout`` (held-out tokens of the documents of ``X``): infer the
-        proportions of ``X`` with ``transform`` and score ``heldout``. Without
-        it: document completion (ALGORITHMS.md 8.3): 20% of the tokens of each
-        document of ``X`` (seeded by ``random_state``) are held out and scored
-        given the proportions inferred from the other 80%.
-        """
-        self._check_fitted()
-        corpus = as_corpus(X, n_words=self.n_features_in_)
-        if heldout is None:
-            corpus, heldout = corpus.split_tokens(0.2, random_state=check_random_state(self.random_state))
-        else:
-            heldout = as_corpus(heldout, n_words=self.n_features_in_)
-            if heldout.n_docs != corpus.n_docs:
-                raise ValueError(f"heldout has {heldout.n_docs} documents, X has {corpus.n_docs}")
-        return token_log_likelihood(self.transform(corpus), self.topics_, heldout)
-
-    def perplexity(self, X, heldout=None):
-        """``exp(-score(X, heldout=heldout))``."""
-        return float(np.exp(-self.score(X, heldout=heldout)))
+    def perplexity(self, X):
+        """``exp(-score(X))``: the document-completion perplexity of ``X``."""
+        return float(np.exp(-self.score(X)))
 
     # -- helpers ---------------------------------------------------------------
     def _word_counts(self):
@@ -481,7 +451,7 @@ class _LDA(TopicMixin, BaseEstimator):
         ek = nwk.sum(axis=0) + self.eta_.sum()
         return np.log(ekw / ek) - self._var_wk / (2 * ekw ** 2) + self._var_wk.sum(axis=0) / (2 * ek ** 2)
 
-    _persist = ("_var_wk",)    # second-order word variances, for transform after load
+    _persist = BatchEstimator._persist + ("_var_wk",)  # second-order word variances, for transform after load
 
 
 _DOC = """
@@ -513,10 +483,13 @@ _ATTRS = """
     alpha_, eta_ : ndarray
         Final priors (changed only by ``optimize_hyperparameters``).
     history_ : list of dict
-        One record per iteration: ``iteration``, ``seconds`` (cumulative
-        training time, evaluation excluded) and the algorithm's diagnostics (``delta``: mean absolute change of the responsibilities
-        per token; ``bound``: B_SVB), plus ``heldout_loglik`` and
-        ``perplexity`` when ``fit`` got ``heldout``.
+        One record per iteration: ``iteration``, ``n_documents`` (documents
+        processed so far), ``fit_seconds`` (cumulative time in the algorithm,
+        evaluation excluded), ``n_components`` and the algorithm's diagnostics
+        (``delta``: mean absolute change of the responsibilities per token;
+        ``bound``: the named terms of B_SVB), plus ``heldout_loglik`` and
+        ``perplexity`` every ``eval_every`` iterations when ``fit`` got
+        ``heldout``.
     n_components_, n_iter_, n_features_in_, vocabulary_
 """
 
@@ -528,15 +501,30 @@ _REFS = """
 """
 
 
-def _check_iterations(n_iter, burn_in):
-    return check_int(n_iter, "n_iter", minimum=1), check_int(burn_in, "burn_in", minimum=0)
+_SAMPLER_ITER = """
+    max_iter : int, default 300
+        Number of sweeps (``n_iter`` before bnpcore 0.2: still accepted, with a
+        ``FutureWarning``).
+    burn_in : int, default 10
+        Sweeps before samples are averaged (with ``max_iter <= burn_in`` the
+        estimates are the final sample).
+"""
 
 
 def _check_tol(tol):
     return None if tol is None else check_positive(tol, "tol", allow_zero=True)
 
 
-class CollapsedGibbs(_LDA):
+class _Sampler(_LDA):
+    """Loop settings of the estimators with sampled tokens."""
+
+    def _check_params(self):
+        self._check_common()
+        return {"max_iter": check_int(self._renamed("n_iter", "max_iter"), "max_iter", minimum=1),
+                "burn_in": check_int(self.burn_in, "burn_in", minimum=0)}
+
+
+class CollapsedGibbs(_Sampler):
     __doc__ = """Collapsed Gibbs sampling for LDA ([HYB] section 4, eq 12).
 
     Every sweep draws each token's topic from
@@ -547,26 +535,18 @@ class CollapsedGibbs(_LDA):
     present in the token's word and document. Topics start uniformly at
     random. After ``burn_in`` sweeps every sample enters the online averages
     behind ``components_``, ``doc_topic_`` and the held-out score (eq 31).
-""" + _DOC + """
-    n_iter : int, default 300
-        Number of sweeps.
-    burn_in : int, default 10
-        Sweeps before samples are averaged (with ``n_iter <= burn_in`` the
-        estimates are the final sample).
-""" + _ATTRS + _REFS
+""" + _DOC + _SAMPLER_ITER + _ATTRS + _REFS
 
-    def __init__(self, n_components=10, alpha=0.1, eta=0.1, n_iter=300, burn_in=10,
-                 optimize_hyperparameters=False, random_state=None):
+    def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, burn_in=10,
+                 optimize_hyperparameters=False, random_state=None, n_iter=DEPRECATED):
         self.n_components = n_components
         self.alpha = alpha
         self.eta = eta
-        self.n_iter = n_iter
+        self.max_iter = max_iter
         self.burn_in = burn_in
         self.optimize_hyperparameters = optimize_hyperparameters
         self.random_state = random_state
-
-    def _check_params(self):
-        return (*_check_iterations(self.n_iter, self.burn_in), None)
+        self.n_iter = n_iter
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
         return GibbsState(corpus, len(alpha), alpha, eta, rng, optimize)
@@ -608,10 +588,11 @@ class StandardVB(_LDA):
         self.random_state = random_state
 
     def _check_params(self):
+        self._check_common()
         if self.schedule not in ("parallel", "sequential"):
             raise ValueError(f"schedule must be 'parallel' or 'sequential', got {self.schedule!r}")
         self._n_threads = effective_n_threads(self.n_threads)
-        return check_int(self.max_iter, "max_iter", minimum=1), None, _check_tol(self.tol)
+        return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1), "tol": _check_tol(self.tol)}
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
         if self.schedule == "parallel":
@@ -670,8 +651,9 @@ class CollapsedVB(_LDA):
         return _lda.MODE_CVB if self.order == 2 else _lda.MODE_CVB0
 
     def _check_params(self):
+        self._check_common()
         self._mode()
-        return check_int(self.max_iter, "max_iter", minimum=1), None, _check_tol(self.tol)
+        return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1), "tol": _check_tol(self.tol)}
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
         return SequentialState(corpus, len(alpha), alpha, eta, rng, self._mode(), _NONE_SAMPLED, optimize=optimize)
@@ -681,7 +663,7 @@ class CollapsedVB(_LDA):
         return self._mode(), _NONE_SAMPLED, log_word
 
 
-class Hybrid(_LDA):
+class Hybrid(_Sampler):
     __doc__ = """Hybrid variational / collapsed Gibbs inference for LDA ([HYB] sections 5
     and 5.1): SVB/CGS (``variational="standard"``) and CVB/CGS
     (``variational="collapsed"``, second order).
@@ -701,24 +683,21 @@ class Hybrid(_LDA):
         Gibbs sweeps per iteration. With 1, variational and sampled updates
         interleave in corpus order; with more, the variational update
         averages psi (E62) or the CVB log terms over the samples.
-    n_iter : int, default 300
-    burn_in : int, default 10
-        Iterations before samples are averaged (with ``n_iter <= burn_in`` the
-        estimates are the final state).
-""" + _ATTRS + _REFS
+""" + _SAMPLER_ITER + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, variational="standard", threshold=1, n_samples=1,
-                 n_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None):
+                 max_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None, n_iter=DEPRECATED):
         self.n_components = n_components
         self.alpha = alpha
         self.eta = eta
         self.variational = variational
         self.threshold = threshold
         self.n_samples = n_samples
-        self.n_iter = n_iter
+        self.max_iter = max_iter
         self.burn_in = burn_in
         self.optimize_hyperparameters = optimize_hyperparameters
         self.random_state = random_state
+        self.n_iter = n_iter
 
     def _mode(self):
         modes = {"standard": _lda.MODE_SVB, "collapsed": _lda.MODE_CVB}
@@ -733,7 +712,7 @@ class Hybrid(_LDA):
         self._mode()
         self._threshold()
         check_int(self.n_samples, "n_samples", minimum=1)
-        return (*_check_iterations(self.n_iter, self.burn_in), None)
+        return super()._check_params()
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
         return SequentialState(corpus, len(alpha), alpha, eta, rng, self._mode(), self._threshold(),

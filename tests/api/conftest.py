@@ -2,6 +2,11 @@
 topic models that exercise the protocol of ``bnpcore.base`` (a batch and an
 online "k-means of documents"). They are never registered outside the tests.
 """
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy.special import logsumexp
@@ -18,6 +23,8 @@ class DocumentKMeans(BaseEstimator, TopicMixin):
     Each document belongs to one topic; ``transform`` returns the posterior over
     topics of each document given the fitted topics and weights.
     """
+
+    _iterations = "max_iter"
 
     def __init__(self, n_components=3, max_iter=10, alpha=1.0, eta=0.1, random_state=None):
         self.n_components = n_components
@@ -52,24 +59,24 @@ class DocumentKMeans(BaseEstimator, TopicMixin):
         self.history_ = []
         K = self.n_components
         labels = rng.integers(K, size=X.n_docs)
+        start = time.perf_counter()
         for it in range(1, self.max_iter + 1):
             onehot = np.eye(K)[labels]
             self._set_model(np.asarray(X.matrix.T @ onehot).T, onehot.sum(axis=0), X)
             joint = self._log_joint(X)
             labels = np.argmax(joint, axis=1)
-            if self._report(it, loglik=float(logsumexp(joint, axis=1).sum()), n_topics=K):
+            if self._report(it, n_documents=it * X.n_docs, fit_seconds=time.perf_counter() - start,
+                            n_components=K, loglik=float(logsumexp(joint, axis=1).sum())):
                 break
         return self
 
     def transform(self, X):
-        self._check_fitted()
-        joint = self._log_joint(as_corpus(X, n_words=self.n_features_in_))
+        joint = self._log_joint(self._check_input(X))
         return np.exp(joint - logsumexp(joint, axis=1, keepdims=True))
 
     def score(self, X, y=None):
         """Per-word log predictive of the documents (token sequences)."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.n_features_in_)
+        X = self._check_input(X)
         return float(logsumexp(self._log_joint(X), axis=1).sum() / max(X.n_tokens, 1))
 
 
@@ -78,6 +85,7 @@ class OnlineDocumentKMeans(DocumentKMeans):
     best current topic and adds their counts (``partial_fit``)."""
 
     _persist = ("_nkw", "_nk", "_rng")
+    _iterations = "n_passes"
 
     def __init__(self, n_components=3, batch_size=10, n_passes=2, alpha=1.0, eta=0.1, random_state=None):
         self.n_components = n_components
@@ -100,7 +108,8 @@ class OnlineDocumentKMeans(DocumentKMeans):
         self._nkw += np.asarray(X.matrix.T @ onehot).T
         self._nk += onehot.sum(axis=0)
         self._set_model(self._nkw, self._nk, X)
-        self._stop = self._report(len(self.history_) + 1, n_docs=int(self._nk.sum()))
+        self._stop = self._report(len(self.history_) + 1, n_documents=int(self._nk.sum()), fit_seconds=0.0,
+                                  n_components=self.n_components)
         return self
 
     def fit(self, X, y=None):
@@ -120,12 +129,26 @@ class OnlineDocumentKMeans(DocumentKMeans):
         self._stop = False
 
 
+def _load_example(name):
+    """A module of examples/ (not a package), imported once under its own name."""
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "examples" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_load_example("unigram_mixture")     # the worked example of docs/architecture.md
+
 TOY_MODELS = {
+    "example-unigram-mixture": cli.Model("unigram_mixture:UnigramMixture", {"n_components": 10},
+                                         test_kwargs={"n_components": 4, "max_iter": 8}),
     "toy-kmeans": cli.Model(f"{__name__}:DocumentKMeans", {"n_components": 10, "max_iter": 50},
                             test_kwargs={"n_components": 3, "max_iter": 8}),
     "toy-online-kmeans": cli.Model(f"{__name__}:OnlineDocumentKMeans", {"n_components": 10},
-                                   test_kwargs={"n_components": 3, "batch_size": 8},
-                                   iterations="n_passes"),
+                                   test_kwargs={"n_components": 3, "batch_size": 8}),
 }
 
 

@@ -105,7 +105,7 @@ def test_empty_registry(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["fit", "--model", "nope"], "unknown model 'nope' (available: toy-kmeans, toy-online-kmeans)"),
+    (["fit", "--model", "nope"], "unknown model 'nope' (available: example-unigram-mixture, toy-kmeans, toy-online-kmeans)"),
     (["fit", "--data", "/no/such/docword.txt"], "--data must be"),
     (["fit", "--threads", "2"], "does not take --threads"),
     (["fit", "-p", "alpha=-1"], "alpha"),
@@ -201,7 +201,7 @@ def test_default_test_kwargs_shrink_the_iterations(toy_models):
     plain = cli.Model(spec.path, spec.kwargs)
     assert plain.make(test=True).max_iter == 5
     assert spec.make(test=True).get_params()["n_components"] == 3
-    assert cli.Model(spec.path, {}, iterations="n_components").iteration_param() == "n_components"
+    assert plain.iteration_param() == "max_iter" and toy_models["toy-online-kmeans"].iteration_param() == "n_passes"
     np.testing.assert_equal(plain.make(max_iter=2).max_iter, 2)
 
 

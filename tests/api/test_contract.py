@@ -7,9 +7,12 @@ import pickle
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from bnpcore.base import NotFittedError, TopicMixin, load
+from bnpcore.base import DEPRECATED, NotFittedError, TopicMixin, load
 from bnpcore.corpus import Corpus
+
+from .conftest import make_tiny_corpus
 
 
 def make(spec, **overrides):
@@ -110,10 +113,39 @@ def test_methods_need_a_fit(model_spec, tiny_corpus):
             method(tiny_corpus)
 
 
-def test_vocabulary_size_mismatch_is_an_error(fitted, tiny_corpus):
-    wider = Corpus(tiny_corpus.matrix, n_words=tiny_corpus.n_words + 1)
-    with pytest.raises(ValueError):
-        fitted.transform(wider)
+@pytest.mark.parametrize("change", [-1, 1], ids=["narrower", "wider"])
+def test_vocabulary_size_mismatch_is_an_error(fitted, tiny_corpus, change):
+    W = tiny_corpus.n_words
+    dense = tiny_corpus.matrix.toarray()
+    dense = dense[:, :W - 1] if change < 0 else np.hstack([dense, np.ones((dense.shape[0], 1), dtype=dense.dtype)])
+    for X in (sp.csr_matrix(dense), Corpus(dense), dense):
+        for method in (fitted.transform, fitted.score):
+            with pytest.raises(ValueError, match=f"{W + change}"):
+                method(X)
+
+
+# Keys every history_ record carries (bnpcore.base): cumulative documents and
+# algorithm time, and the current number of components.
+HISTORY_KEYS = {"iteration", "n_documents", "fit_seconds", "n_components"}
+
+
+def test_history_records_have_the_documented_keys(fitted, tiny_corpus):
+    observed = [rec["n_documents"] for rec in fitted.history_]
+    assert observed == sorted(observed) and observed[-1] > 0
+    for rec in fitted.history_:
+        assert HISTORY_KEYS <= rec.keys(), sorted(HISTORY_KEYS - rec.keys())
+        assert isinstance(rec["n_components"], int) and rec["fit_seconds"] >= 0
+        if "bound" in rec:
+            assert isinstance(rec["bound"], dict) and all(np.isfinite(v) for v in rec["bound"].values())
+    seconds = [rec["fit_seconds"] for rec in fitted.history_]
+    assert seconds == sorted(seconds), "fit_seconds is cumulative"
+
+
+def test_score_depends_on_the_documents(fitted, tiny_corpus):
+    """``score`` scores the documents it is given (not the training documents)."""
+    new = make_tiny_corpus(seed=11)
+    assert fitted.score(tiny_corpus) != fitted.score(new)
+    assert fitted.score(new) == fitted.score(new.matrix)
 
 
 def test_get_set_params_and_clone(model_spec, tiny_corpus):
@@ -131,16 +163,21 @@ def test_get_set_params_and_clone(model_spec, tiny_corpus):
     assert clone.get_params() == params and not clone._fitted_names()
 
 
-def test_same_random_state_same_fit(model_spec, tiny_corpus):
+@pytest.mark.parametrize("seed", [lambda: 7, lambda: np.random.default_rng(7)], ids=["int", "Generator"])
+def test_same_random_state_same_fit(model_spec, tiny_corpus, seed):
     if "random_state" not in model_spec.load_class()._param_names():
         pytest.skip("deterministic estimator")
-    a = make(model_spec, random_state=7).fit(tiny_corpus)
-    b = make(model_spec, random_state=7).fit(tiny_corpus)
+    a = make(model_spec, random_state=seed()).fit(tiny_corpus)
+    b = make(model_spec, random_state=seed()).fit(tiny_corpus)
+    for name in ("components_", "topics_", "weights_"):
+        if hasattr(a, name):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert_same_predictions(a, b, tiny_corpus)
     assert_same_history(a, b)
-    refit = a.fit(tiny_corpus)            # refitting forgets the previous fit
-    assert_same_predictions(refit, b, tiny_corpus)
-    assert_same_history(refit, b)
+    if isinstance(a.random_state, int):
+        refit = a.fit(tiny_corpus)            # refitting forgets the previous fit
+        assert_same_predictions(refit, b, tiny_corpus)
+        assert_same_history(refit, b)
 
 
 def test_save_load_round_trip(fitted, tiny_corpus, tmp_path):
@@ -172,7 +209,7 @@ def _bad_values(est):
         if isinstance(default, float) and default > 0:
             yield name, -1.0
             yield name, float("nan")
-        elif isinstance(default, str):
+        elif isinstance(default, str) and default != DEPRECATED:     # renamed parameters are aliases
             yield name, "__no_such_option__"
 
 
