@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import Row, print_table, timed  # noqa: E402
+from harness import Row, iteration_seconds, print_table, timed  # noqa: E402
 
 from bnpcore.cli import load_data  # noqa: E402
 from bnpcore.mixture import ADF, EP, CollapsedGibbs  # noqa: E402
@@ -53,16 +53,17 @@ def main(argv=None):
                             docs.n_tokens / best, model.n_components_, ll))
             summary.append((f"ADF {prior} epoch ({docs.n_docs} docs)", best, med, 1.0))
         # EP: epochs after the ADF pass
-        ep = EP(eta=0.1, max_passes=1 + args.ep_epochs, tol=0.0, **kw).fit(train)
-        ep_times = [h["seconds"] for h in ep.history_[1:]]
+        ep = EP(eta=0.1, max_iter=1 + args.ep_epochs, tol=0.0, **kw).fit(train)
+        ep_times = iteration_seconds(ep.history_)[1:]
         rows.append(Row("bnpcore", f"EP-NRM {prior}", f"epochs 2-{1 + args.ep_epochs}", 1, float(np.median(ep_times)),
                         train.n_tokens / float(np.median(ep_times)), ep.n_components_,
                         ep.score(test)))
         summary.append((f"EP {prior} epoch ({train.n_docs} docs)", float(np.min(ep_times)),
                         float(np.median(ep_times)), 2.0))
         # Gibbs sweeps
-        g = CollapsedGibbs(eta=0.1, n_sweeps=args.gibbs_sweeps, n_samples=1, random_state=0, **kw).fit(train)
-        g_times = [h["seconds"] for h in g.history_[1:]] or [g.history_[0]["seconds"]]
+        g = CollapsedGibbs(eta=0.1, max_iter=args.gibbs_sweeps, n_samples=1, random_state=0, **kw).fit(train)
+        g_times = iteration_seconds(g.history_)
+        g_times = g_times[1:] if len(g_times) > 1 else g_times
         rows.append(Row("bnpcore", f"Gibbs {prior}", f"sweeps 2-{args.gibbs_sweeps}", 1, float(np.median(g_times)),
                         train.n_tokens / float(np.median(g_times)), g.n_components_, g.score(test)))
         summary.append((f"Gibbs {prior} sweep ({train.n_docs} docs)", float(np.min(g_times)),

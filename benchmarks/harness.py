@@ -47,6 +47,11 @@ def timed(fn, repeats):
     return float(np.min(times)), float(np.median(times)), out
 
 
+def iteration_seconds(history):
+    """Time of each iteration of a fit, from the cumulative ``fit_seconds`` of its records."""
+    return np.diff([0.0] + [rec["fit_seconds"] for rec in history])
+
+
 def print_table(rows, reference="bnpcore"):
     """Print rows with the time ratio to the first row of the ``reference`` system."""
     ref = next((r.train_seconds for r in rows if r.system == reference), None)

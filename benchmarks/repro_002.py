@@ -99,8 +99,8 @@ def run(args):
         for prior, kw, form in settings():
             for r in range(args.ep_orderings):
                 t0 = time.perf_counter()
-                m = EP(eta=ETA, u_posterior=form, max_passes=args.ep_passes, tol=0.0, shuffle=True,
-                       random_state=r, **kw).fit(train, heldout=test, eval_at=eval_at)
+                m = EP(eta=ETA, u_posterior=form, max_iter=args.ep_passes, tol=0.0, shuffle=True,
+                       random_state=r, **kw).fit(train, heldout=test, eval_every=eval_at)
                 record(("EP", prior, form), m.history_[-1]["heldout_total"], m.n_components_,
                        time.perf_counter() - t0)
                 results["curves"].setdefault(f"EP-{prior}-{form}", []).append(
@@ -112,8 +112,8 @@ def run(args):
         for prior, kw in PRIORS.items():
             for c in range(args.gibbs_chains):
                 t0 = time.perf_counter()
-                g = CollapsedGibbs(eta=ETA, n_sweeps=args.gibbs_sweeps, n_samples=args.gibbs_samples,
-                                   random_state=1000 + c, **kw).fit(train, heldout=test, eval_at=eval_at)
+                g = CollapsedGibbs(eta=ETA, max_iter=args.gibbs_sweeps, n_samples=args.gibbs_samples,
+                                   random_state=1000 + c, **kw).fit(train, heldout=test, eval_every=eval_at)
                 ks = [h["n_components"] for h in g.history_[-args.gibbs_samples:]]
                 record(("Gibbs", prior, "exact U"), float(g.score_samples(test).sum()), float(np.mean(ks)),
                        time.perf_counter() - t0)

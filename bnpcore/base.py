@@ -23,26 +23,37 @@ Every estimator subclasses :class:`BaseEstimator` (topic models also
   proportions (cluster responsibilities for mixtures), non-negative rows that
   sum to 1; an empty document gets the prior mean. ``transform`` and ``score``
   are deterministic functions of the fitted state: randomised inference inside
-  them is seeded from ``random_state``, so calling them twice, or on a saved and
-  reloaded model, gives the same answer.
-* ``score(X, y=None) -> float``: higher is better; the class documents what it
-  is (held-out per-word log-likelihood, or the bound per word).
+  them draws from :meth:`BaseEstimator._scoring_rng`, so calling them twice, or
+  on a saved and reloaded model, gives the same answer. Their input goes
+  through :meth:`BaseEstimator._check_input` (a vocabulary of another width is
+  a ``ValueError``).
+* ``score(X, y=None) -> float``: higher is better. For topic models it is
+  document completion on the documents ``X`` (:meth:`TopicMixin.score`);
+  mixtures document theirs (the per-word predictive of whole documents).
 * Fitted attributes end in ``_``: ``history_`` (list of per-iteration dicts,
   see ``_report``), ``n_components_``, ``n_features_in_`` (vocabulary size W);
   topic models ``topics_`` (K x W, rows sum to 1, largest topic first) and
   ``vocabulary_`` (the fitted corpus's vocabulary, or None); DP models
   ``weights_``. Methods called before ``fit`` raise :class:`NotFittedError`.
 * ``random_state``: None, an int or a ``numpy.random.Generator``; the same int
-  gives the same fit. ``n_threads`` (where present) follows
-  ``bnpcore._validation.effective_n_threads``.
+  (or a Generator in the same state) gives the same fit. ``n_threads`` (where
+  present) follows ``bnpcore._validation.effective_n_threads``. The iteration
+  parameter is ``max_iter`` (batch) or ``n_epochs`` (online), named by the class
+  attribute ``_iterations``; renamed parameters stay one release as aliases
+  (:meth:`BaseEstimator._renamed`).
+* Batch and online estimators do not write these loops themselves: they
+  subclass ``bnpcore.inference.batch.BatchEstimator`` or
+  ``bnpcore.inference.online.OnlineEstimator`` (docs/architecture.md).
 
 Progress and early stopping
 ---------------------------
 An estimator calls ``self._report(iteration, **metrics)`` after each
-iteration (``iteration`` counts completed iterations from 1; metrics are
-scalars such as ``elbo=...``, ``n_topics=...``; wall-clock times go under keys
-ending in ``seconds``, the only entries allowed to differ between two fits with
-the same ``random_state``). ``_report`` appends
+iteration (``iteration`` counts completed iterations from 1). Every record
+carries ``n_documents`` (documents processed so far), ``fit_seconds``
+(cumulative time in the algorithm, evaluation excluded), ``n_components``, and
+where they apply ``heldout_loglik`` and ``bound`` (a dict of named terms);
+wall-clock times go under keys ending in ``seconds``, the only entries allowed
+to differ between two fits with the same ``random_state``. ``_report`` appends
 ``{"iteration": iteration, **metrics}`` to ``history_`` and passes it to the
 callback installed with :meth:`BaseEstimator.reporting`, if any; it returns
 True when the callback asks to stop, and the estimator then ends ``fit``
@@ -50,7 +61,7 @@ early (leaving a valid fitted state)::
 
     for it in range(1, self.max_iter + 1):
         ...one sweep...
-        if self._report(it, elbo=bound):
+        if self._report(it, n_documents=it * n_docs, fit_seconds=seconds, n_components=K):
             break
 
 Persistence
@@ -59,11 +70,12 @@ Persistence
 :data:`FORMAT_VERSION`): the constructor parameters, every public attribute
 ending in ``_`` and the private names listed in the class attribute
 ``_persist`` (resume state such as sampler assignments or a random generator).
-Arrays are stored as arrays; everything else must be numbers, strings, None,
-lists, tuples, dicts with string keys, or NumPy scalars, arrays and
-``Generator``s inside such values (NumPy scalars come back as Python numbers). :func:`load` rebuilds the
-estimator and calls its optional ``_after_load()`` hook (to rebuild caches).
-Estimators also pickle.
+Arrays are stored as arrays of the file, also inside other values; everything
+else must be numbers, strings, None, lists, tuples, dicts with string keys, or
+NumPy scalars, arrays and ``Generator``s inside such values (NumPy scalars come
+back as Python numbers). :func:`load` rebuilds the estimator and calls its
+optional ``_after_load()`` hook (to rebuild caches). Files of format 1 are
+still read. Estimators also pickle.
 """
 import contextlib
 import importlib

@@ -128,9 +128,9 @@ MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_topics": 300, "n_atoms": 
 # ADF reports once per block of merge_every documents: small blocks give tiny corpora several.
 _NRM_KOS = {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1}
 MODELS["adf-nrm"] = ("bnpcore.mixture:ADF", _NRM_KOS, {"merge_every": 10})
-MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {**_NRM_KOS, "max_passes": 50}, {"max_passes": 3, "merge_every": 10})
-MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "n_sweeps": 215, "n_samples": 50},
-                       {"n_sweeps": 5, "n_samples": 2})
+MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {**_NRM_KOS, "max_iter": 50}, {"max_iter": 3, "merge_every": 10})
+MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "max_iter": 215, "n_samples": 50},
+                       {"max_iter": 5, "n_samples": 2})
 
 # HDP by collapsed inference ([CVHDP] 001 settings for KOS: eta_tot = 100, tau = 1/W fixed;
 # G-HDP from 100 topics, CV-HDP truncated at 120 topics).

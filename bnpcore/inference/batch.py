@@ -25,6 +25,7 @@ holds the state; ``fit(X, resume=True)`` on the same corpus continues the
 interrupted run exactly as if it had not stopped (same random numbers).
 """
 import math
+import numbers
 import time
 
 from bnpcore._validation import check_int, check_positive, check_random_state
@@ -111,6 +112,8 @@ class BatchEstimator(BaseEstimator):
 
     _iterations = "max_iter"
     _persist = ("_resume",)
+    # False for models that can be fitted to empty documents (mixtures cluster them)
+    _requires_tokens = True
 
     # -- hooks ---------------------------------------------------------------------
     def _check_params(self):
@@ -158,9 +161,9 @@ class BatchEstimator(BaseEstimator):
             ``history_["heldout_loglik"]``: for topic models the held-out tokens
             of the training documents (e.g. the second corpus of
             ``X.split_tokens(0.1)``), for mixtures new documents.
-        eval_every : int, default 1
+        eval_every : int or collection of int, default 1
             Iterations between held-out evaluations (the last iteration is
-            always evaluated).
+            always evaluated), or the iterations (from 1) to evaluate.
         progress : bool, default False
             Show a progress bar over iterations (needs tqdm).
         checkpoint : str or path, optional
@@ -180,12 +183,15 @@ class BatchEstimator(BaseEstimator):
         self
         """
         X = as_corpus(X)
-        if X.n_tokens == 0:
+        if X.n_tokens == 0 and self._requires_tokens:
             raise ValueError("the training corpus has no tokens")
         loop = self._check_params()
         max_iter = loop["max_iter"]
         burn_in, tol = loop.get("burn_in"), loop.get("tol")
-        eval_every = check_int(eval_every, "eval_every")
+        if isinstance(eval_every, numbers.Integral):
+            eval_at = set(range(check_int(eval_every, "eval_every"), max_iter + 1, eval_every)) | {max_iter}
+        else:
+            eval_at = {check_int(it, "eval_every") for it in eval_every}
         if checkpoint_every is not None:
             check_int(checkpoint_every, "checkpoint_every")
         if max_seconds is not None:
@@ -215,7 +221,7 @@ class BatchEstimator(BaseEstimator):
                 record = {"n_documents": it * X.n_docs, "fit_seconds": seconds,
                           "n_components": int(state.n_components)}
                 record.update(metrics)
-                if heldout is not None and (it % eval_every == 0 or it == max_iter):
+                if heldout is not None and it in eval_at:
                     record.update(self._evaluate(state, heldout, sampling))
                 stopped = self._report(it, **record)
                 if tol is not None and metrics.get("delta", math.inf) < tol:
@@ -235,7 +241,7 @@ class BatchEstimator(BaseEstimator):
             self._keep_resumable(state, X, it, seconds)
         else:
             self.__dict__.pop("_resume", None)
-            self.__dict__.pop("_state", None)
+            self.__dict__.pop("_batch_state", None)
         self._set_fitted(state, X)
         if not resumable:
             self.__dict__.pop("_average", None)
@@ -244,11 +250,11 @@ class BatchEstimator(BaseEstimator):
     # -- checkpoints ---------------------------------------------------------------------
     def _forget(self):
         """Drop every fitted attribute and the resume state of a previous fit."""
-        for name in self._fitted_names() + list(self._persist) + ["_state", "_average"]:
+        for name in self._fitted_names() + list(self._persist) + ["_batch_state", "_average"]:
             self.__dict__.pop(name, None)
 
     def _keep_resumable(self, state, X, iteration, seconds):
-        self._state = state
+        self._batch_state = state
         self._resume = {"iteration": iteration, "fit_seconds": seconds, "fingerprint": X.fingerprint(),
                         "state_class": class_key(type(state))}
 
@@ -261,7 +267,7 @@ class BatchEstimator(BaseEstimator):
         """Save the model (and, for an interrupted fit, everything ``fit(X, resume=True)`` needs)."""
         resume = self.__dict__.get("_resume")
         if resume is not None:
-            resume["state"] = self._state.state_dict()
+            resume["state"] = self._batch_state.state_dict()
             average = self.__dict__.get("_average")
             resume["average"] = None if average is None else {"sum_p": average.sum_p, "n_samples": average.n_samples}
         try:
@@ -277,7 +283,7 @@ class BatchEstimator(BaseEstimator):
             raise ValueError("resume=True needs an interrupted fit (or a checkpoint of one) to continue")
         if resume["fingerprint"] != X.fingerprint():
             raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
-        state = self.__dict__.get("_state")
+        state = self.__dict__.get("_batch_state")
         if state is None:         # loaded from a file
             state = BatchState.from_checkpoint(resume["state_class"], resume.pop("state"), X)
             saved = resume.pop("average")

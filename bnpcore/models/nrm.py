@@ -21,9 +21,12 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.base import BaseEstimator, TopicMixin
+from bnpcore.base import DEPRECATED, BaseEstimator, TopicMixin
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
+from bnpcore.inference import moves
+from bnpcore.inference.batch import BatchEstimator, BatchState
+from bnpcore.inference.moves import Components
 from bnpcore.kernels import _nrm
 
 __all__ = ["ADF", "EP", "CollapsedGibbs", "grid_search"]
@@ -75,26 +78,32 @@ def _check_streaming(est, p):
 # ---------------------------------------------------------------------------
 
 class _Clusters:
-    """lambda_k, Lambda_k, S_k, log P_k of up to ``cap`` cluster slots plus the
-    scalar state the kernels carry (``ints`` = [slots used, alive, m, sites used],
-    ``reals`` = [V warm start, last Uhat, EP change accumulator])."""
+    """The ADF/EP cluster state: lambda_k, Lambda_k, S_k, log P_k and an alive
+    flag per slot in a :class:`~bnpcore.inference.moves.Components` table (the
+    kernels add clusters in place; merges and compaction are its moves), plus
+    the scalars the kernels carry (``ints`` = [slots used, alive, m, sites
+    used], ``reals`` = [V warm start, last Uhat, EP change accumulator])."""
 
-    _ARRAYS = ("lam", "lam_tot", "S", "logP", "alive", "ints", "reals")
+    _FIELDS = ("lam", "lam_tot", "S", "logP", "alive")
 
-    def __init__(self, n_words, cap=16):
+    def __init__(self, n_words, eta, cap=16):
         self.n_words = n_words
-        self.lam = np.zeros((cap, n_words))
-        self.lam_tot = np.zeros(cap)
-        self.S = np.zeros(cap)
-        self.logP = np.zeros(cap)
-        self.alive = np.zeros(cap, dtype=np.uint8)
+        self.eta = eta
+        self.table = Components({"lam": ((n_words,), np.float64), "lam_tot": ((), np.float64),
+                                 "S": ((), np.float64), "logP": ((), np.float64), "alive": ((), np.uint8)},
+                                capacity=cap, offsets={"lam": eta, "lam_tot": eta * n_words}, flags=("alive",))
         self.ints = np.zeros(4, dtype=np.int64)
         self.reals = np.array([np.nan, np.nan, 0.0])
         self.scratch = np.empty(cap + 1)
 
+    def __getattr__(self, name):       # the kernels' view: lam, lam_tot, S, logP, alive over all slots
+        if name in _Clusters._FIELDS:
+            return self.table.arrays[name]
+        raise AttributeError(name)
+
     @property
     def cap(self):
-        return self.lam.shape[0]
+        return self.table.capacity
 
     @property
     def n_slots(self):
@@ -105,27 +114,19 @@ class _Clusters:
         return int(self.ints[2])
 
     def grow(self):
-        """Double the number of slots (rows beyond n_slots are never read)."""
-        cap = 2 * self.cap
-        for name in ("lam", "lam_tot", "S", "logP", "alive"):
-            old = getattr(self, name)
-            new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
-            new[:self.n_slots] = old[:self.n_slots]
-            setattr(self, name, new)
-        self.scratch = np.empty(cap + 1)
+        """Double the number of slots."""
+        self.table.n = self.n_slots
+        self.table.reserve(2 * self.cap)
+        self.scratch = np.empty(self.cap + 1)
+
+    def _resized(self):
+        self.ints[0] = self.ints[1] = self.table.n
 
     def compact(self):
         """Drop dead slots; returns the old -> new slot map (-1 for dropped)."""
-        n = self.n_slots
-        keep = np.flatnonzero(self.alive[:n])
-        mapping = np.full(n, -1, dtype=np.int64)
-        mapping[keep] = np.arange(len(keep))
-        if len(keep) < n:
-            for name in ("lam", "lam_tot", "S", "logP", "alive"):
-                arr = getattr(self, name)
-                arr[:len(keep)] = arr[keep]
-                arr[len(keep):n] = 0
-            self.ints[0] = self.ints[1] = len(keep)
+        self.table.n = self.n_slots
+        mapping = self.table.remove(self.alive[:self.n_slots].astype(bool))
+        self._resized()
         return mapping
 
     def merge(self, p):
@@ -138,30 +139,23 @@ class _Clusters:
         log P_k + log P_l.
         """
         K = self.n_slots
+        self.table.n = K
         if K < 2:
             return np.arange(K)
         phi = self.lam[:K] / self.lam_tot[:K, None]
         phi /= np.linalg.norm(phi, axis=1)[:, None]
         cos = phi @ phi.T
         rows, cols = np.nonzero(np.triu(cos > p["merge_threshold"], 1))
-        if len(rows) == 0:
-            return np.arange(K)
         order = np.argsort(-cos[rows, cols], kind="stable")
         used = np.zeros(K, dtype=bool)
-        target = np.arange(K)
+        pairs = []
         for k, l in zip(rows[order], cols[order]):
-            if used[k] or used[l]:
-                continue
-            used[k] = used[l] = True
-            self.lam[k] += self.lam[l] - p["eta"]
-            self.lam_tot[k] += self.lam_tot[l] - p["eta"] * self.n_words
-            self.S[k] += self.S[l]
-            self.logP[k] += self.logP[l]
-            self.alive[l] = 0
-            self.ints[1] -= 1
-            target[l] = k
-        mapping = self.compact()
-        return mapping[target]
+            if not (used[k] or used[l]):
+                used[k] = used[l] = True
+                pairs.append((k, l))
+        mapping = moves.merge_pairs(self.table, pairs)
+        self._resized()
+        return mapping
 
     def expected_k(self, p):
         alive = self.alive[:self.n_slots].astype(bool)
@@ -185,19 +179,19 @@ class _Clusters:
 
     def to_dict(self):
         n = self.n_slots
-        return {name: getattr(self, name)[:n] if name not in ("ints", "reals") else getattr(self, name)
-                for name in self._ARRAYS}
+        d = {name: self.table.arrays[name][:n] for name in self._FIELDS}
+        d.update(ints=self.ints, reals=self.reals)
+        return d
 
     @classmethod
-    def from_dict(cls, d, n_words):
+    def from_dict(cls, d, n_words, eta):
         n = int(d["ints"][0])
-        self = cls(n_words, cap=max(16, n + 1))
-        for name in cls._ARRAYS:
-            value = np.asarray(d[name])
-            if name in ("ints", "reals"):
-                getattr(self, name)[:] = value
-            else:
-                getattr(self, name)[:n] = value
+        self = cls(n_words, eta, cap=max(16, n + 1))
+        for name in cls._FIELDS:
+            self.table.arrays[name][:n] = np.asarray(d[name])
+        self.table.n = n
+        self.ints[:] = d["ints"]
+        self.reals[:] = d["reals"]
         return self
 
 
@@ -316,9 +310,7 @@ class _NRMMixin(TopicMixin):
     """Prediction shared by the three estimators: responsibilities, predictive
     log-likelihood ([NRM] section 4; ALGORITHMS.md 8.5)."""
 
-    def _check_docs(self, X):
-        self._check_fitted()
-        return as_corpus(X, n_words=self.n_features_in_)
+    _requires_tokens = False     # a corpus of empty documents is a valid (degenerate) dataset
 
     def transform(self, X):
         """Cluster responsibilities of documents under the fitted model (nothing is updated).
@@ -329,7 +321,7 @@ class _NRMMixin(TopicMixin):
         weights ``weights_`` renormalised). Returns ndarray of shape
         (n_docs, n_components_).
         """
-        docs = self._check_docs(X)
+        docs = self._check_input(X)
         lw = np.log(np.maximum(self.weights_, 1e-300))
         lam = self.components_
         out = np.empty((docs.n_docs, lam.shape[0]))
@@ -343,7 +335,7 @@ class _NRMMixin(TopicMixin):
         its count vector (multinomial coefficient included), new-cluster term
         included. ``score_samples(X).sum()`` is the total predictive
         log-likelihood that [NRM] Table 1 reports (ALGORITHMS.md 8.5, E40)."""
-        return self._log_predictive(self._check_docs(X), multinomial_coef=True)
+        return self._log_predictive(self._check_input(X), multinomial_coef=True)
 
     def score(self, X, y=None):
         """Held-out per-word log-likelihood of the documents of X (the library's
@@ -355,7 +347,7 @@ class _NRMMixin(TopicMixin):
         / n_tokens``. [NRM] Table 1's total is ``score_samples(X).sum()``.
         Raises ``ValueError`` when X has no tokens.
         """
-        docs = self._check_docs(X)
+        docs = self._check_input(X)
         if docs.n_tokens == 0:
             raise ValueError("the documents to score have no tokens")
         return float(np.sum(self._log_predictive(docs, multinomial_coef=False)) / docs.n_tokens)
@@ -427,6 +419,10 @@ _STREAM_ATTRS = """
 
 
 class _StreamingBase(_NRMMixin, BaseEstimator):
+    """Parameters, fitted attributes and persistence of the cluster state
+    (``_state``, a :class:`_Clusters`) shared by ADF and EP."""
+
+    _persist = ("_clusters",)
 
     def _prior(self):
         return _check_streaming(self, _check_prior(self))
@@ -465,37 +461,31 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
     def save(self, path):
         """Save parameters, fitted attributes and the streaming state (``bnpcore.load``
         restores a model that ``partial_fit`` continues exactly)."""
-        names = []
         if hasattr(self, "_state"):
-            for name, value in self._state.to_dict().items():
-                setattr(self, "_st_" + name, value)
-                names.append("_st_" + name)
-        self._persist = tuple(names)
+            self._clusters = self._state.to_dict()
         try:
             return super().save(path)
         finally:
-            for name in names:
-                delattr(self, name)
-            del self._persist
+            self.__dict__.pop("_clusters", None)
 
     def _after_load(self):
-        names = [n for n in _Clusters._ARRAYS if hasattr(self, "_st_" + n)]
-        if names:
-            self._state = _Clusters.from_dict({n: getattr(self, "_st_" + n) for n in names},
-                                              int(self.n_features_in_))
-            for n in names:
-                delattr(self, "_st_" + n)
+        saved = self.__dict__.pop("_clusters", None)
+        if saved is not None:
+            self._state = _Clusters.from_dict(saved, int(self.n_features_in_), float(self.eta))
 
     def _start(self, docs):
         for name in self._fitted_names():     # refitting forgets the previous fit
             delattr(self, name)
-        self._state = _Clusters(docs.n_words)
+        self.__dict__.pop("_fit_seconds", None)
+        self._state = _Clusters(docs.n_words, float(self.eta))
         self.n_features_in_ = docs.n_words
         self.vocabulary_ = docs.vocabulary
         self.history_ = []
 
 
 class ADF(_StreamingBase):
+    _persist = _StreamingBase._persist + ("_fit_seconds",)
+
     __doc__ = """Streaming ADF-NRM for NGGP mixtures of multinomials ([NRM] Alg. 1).
 
     Each document is seen once: its cluster responsibilities follow the
@@ -519,9 +509,9 @@ class ADF(_StreamingBase):
         start of the stream): a block ends when the number of documents seen
         reaches a multiple of ``merge_every`` or at the end of the data of a
         ``fit``/``partial_fit`` call, so a fit on N documents reports
-        ceil(N / merge_every) times. Keys: iteration, n_docs_seen,
-        n_components, expected_k, u (Uhat), merged (clusters merged at the end
-        of the block), seconds.
+        ceil(N / merge_every) times. Keys: iteration, n_documents (documents
+        seen), fit_seconds (cumulative), n_components, expected_k, u (Uhat),
+        merged (clusters merged at the end of the block).
 
     References
     ----------
@@ -581,12 +571,14 @@ class ADF(_StreamingBase):
         clock = [time.perf_counter()]
 
         def block_done(merged):
-            self._refresh(p)
             now = time.perf_counter()
-            seconds, clock[0] = now - clock[0], now
-            return self._report(len(self.history_) + 1, n_docs_seen=self._state.m,
+            self._fit_seconds = self.__dict__.get("_fit_seconds", 0.0) + now - clock[0]
+            self._refresh(p)
+            stop = self._report(len(self.history_) + 1, n_documents=self._state.m, fit_seconds=self._fit_seconds,
                                 n_components=self.n_components_, expected_k=self.expected_n_components_,
-                                u=self.u_, merged=merged, seconds=seconds)
+                                u=self.u_, merged=merged)
+            clock[0] = time.perf_counter()
+            return stop
 
         _adf_pass(self._state, docs, p, on_block=block_done)
         if not hasattr(self, "components_"):    # no document yet (X empty): the empty model
@@ -594,7 +586,7 @@ class ADF(_StreamingBase):
         return self
 
 
-class EP(_StreamingBase):
+class EP(_StreamingBase, BatchEstimator):
     __doc__ = """EP-NRM for NGGP mixtures of multinomials ([NRM] section 3.4, supp Alg. 2).
 
     Initialised by one ADF-NRM pass that stores each document's local
@@ -617,17 +609,21 @@ class EP(_StreamingBase):
 
     Parameters
     ----------""" + _STREAM_DOC + """
-    max_passes : int, default 50
-        Epochs in total, the initial ADF pass included ([NRM]: 50).
+    max_iter : int, default 50
+        Epochs in total, the initial ADF pass included ([NRM]: 50; called
+        ``max_passes`` before bnpcore 0.2, still accepted with a ``FutureWarning``).
     tol : float, default 1e-4
-        Stop when sum_i TV(qbar_i^new, qbar_i^old) / N falls below tol.
+        Stop when sum_i TV(qbar_i^new, qbar_i^old) / N (``delta`` in
+        ``history_``) falls below tol.
 
     Attributes
     ----------""" + _STREAM_ATTRS + """
         One entry per epoch (``iteration`` = epoch, 1 being the ADF pass):
-        n_components, expected_k, u (Uhat), change (mean site change, NaN
-        for the ADF pass), merged, seconds, and heldout_total (the held-out
-        total predictive log-likelihood) when ``fit`` was given ``heldout``.
+        n_documents, fit_seconds, n_components, expected_k, u (Uhat), delta
+        (mean site change, NaN for the ADF pass), merged, and with held-out
+        documents given to ``fit`` ``heldout_loglik`` (``score``) and
+        ``heldout_total`` (``score_samples(heldout).sum()``, [NRM] Table 1's
+        metric).
     n_iter_ : int
         Epochs run (the ADF pass included).
     sites_nbytes_ : int
@@ -642,7 +638,8 @@ class EP(_StreamingBase):
 
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, epsilon=None, expected_k="exact",
                  u_posterior="corrected", merge=True, merge_every=1000, merge_threshold=0.95,
-                 min_responsibility=1e-10, max_passes=50, tol=1e-4, shuffle=False, random_state=None):
+                 min_responsibility=1e-10, max_iter=50, tol=1e-4, shuffle=False, random_state=None,
+                 max_passes=DEPRECATED):
         self.a = a
         self.sigma = sigma
         self.tau = tau
@@ -654,63 +651,81 @@ class EP(_StreamingBase):
         self.merge_every = merge_every
         self.merge_threshold = merge_threshold
         self.min_responsibility = min_responsibility
-        self.max_passes = max_passes
+        self.max_iter = max_iter
         self.tol = tol
         self.shuffle = shuffle
         self.random_state = random_state
+        self.max_passes = max_passes
 
-    def fit(self, X, y=None, heldout=None, eval_at=None):
-        """ADF pass plus EP epochs over the documents of X.
+    _persist = BatchEstimator._persist + _StreamingBase._persist
 
-        Parameters
-        ----------
-        X : Corpus or matrix
-            Training documents (processed in order, or shuffled once with ``shuffle``).
-        heldout : Corpus, optional
-            Documents scored after the epochs in ``eval_at``: their total
-            predictive log-likelihood, ``score_samples(heldout).sum()``, goes to
-            ``history_[e - 1]["heldout_total"]`` ([NRM] Table 1's metric).
-        eval_at : collection of int, optional
-            Epochs (1 = the ADF pass) after which ``heldout`` is scored; None: all.
+    # -- the batch protocol (BatchEstimator.fit: one ADF pass, then EP epochs) ------
+    def _check_params(self):
+        self._p = self._prior()
+        return {"max_iter": check_int(self._renamed("max_passes", "max_iter"), "max_iter", minimum=1),
+                "tol": check_positive(self.tol, "tol", allow_zero=True)}
 
-        Every epoch is reported (``history_``); a reporting callback that returns
-        True ends the fit after that epoch with the model of that epoch.
-        """
-        docs = as_corpus(X)
-        p = self._prior()
-        max_passes = check_int(self.max_passes, "max_passes", minimum=1)
-        tol = check_positive(self.tol, "tol", allow_zero=True)
-        if heldout is not None:
-            heldout = as_corpus(heldout, n_words=docs.n_words)
-        if self.shuffle:
-            docs = docs[check_random_state(self.random_state).permutation(docs.n_docs)]
-        self._start(docs)
-        p["n_words"] = docs.n_words
-        self._docs = docs
-        self._sites = _Sites(docs.n_docs, max(16, 2 * docs.n_docs))
-        for epoch in range(1, max_passes + 1):
-            t0 = time.perf_counter()
-            if epoch == 1:
-                change, merged = float("nan"), _adf_pass(self._state, docs, p, sites=self._sites)[1]
-            else:
-                change, merged = self._ep_epoch(p)
-            self._refresh(p)
-            self.sites_nbytes_ = self._sites.nbytes
-            self.n_iter_ = epoch
-            metrics = {"n_components": self.n_components_, "expected_k": self.expected_n_components_,
-                       "u": self.u_, "change": change, "merged": merged, "seconds": time.perf_counter() - t0}
-            if heldout is not None and (eval_at is None or epoch in eval_at):
-                metrics["heldout_total"] = float(np.sum(self.score_samples(heldout)))
-            if self._report(epoch, **metrics) or change < tol:
-                break
-        return self
+    def _init_state(self, X, rng):
+        order = rng.permutation(X.n_docs) if self.shuffle else None
+        self._start(X)
+        return _EPState(X, dict(self._p, n_words=X.n_words), self._state, order)
+
+    def _set_fitted(self, state, X):
+        self._state = state.clusters
+        self._n_docs = X.n_docs
+        self._refresh(state.p)
+        self._sites = state.sites          # the stored local contributions (not saved)
+        self.sites_nbytes_ = state.sites.nbytes
+
+    def _check_heldout(self, heldout, X):
+        """Held-out documents (new documents, any number)."""
+        return as_corpus(heldout, n_words=X.n_words)
+
+    def _evaluate(self, state, heldout, sampling):
+        self._set_fitted(state, state.corpus)
+        total = float(np.sum(self.score_samples(heldout)))
+        return {"heldout_loglik": self.score(heldout), "heldout_total": total}
 
     def _n_observations(self):
-        return self._docs.n_docs
+        return self._n_docs
 
-    def _ep_epoch(self, p):
+
+class _EPState(BatchState):
+    """EP-NRM: the clusters, the stored sites, and one epoch per sweep (the first
+    is the ADF pass that creates the sites)."""
+
+    def __init__(self, corpus, p, clusters, order=None):
+        self.p, self.clusters, self.order = p, clusters, order
+        self.corpus = corpus if order is None else corpus[order]
+        self.sites = _Sites(corpus.n_docs, max(16, 2 * corpus.n_docs))
+        self.epoch = 0
+
+    @property
+    def n_components(self):
+        return int(self.clusters.ints[1])
+
+    def state_dict(self):
+        return {"p": self.p, "epoch": self.epoch, "order": self.order, "clusters": self.clusters.to_dict(),
+                "sites": {"ptr": self.sites.ptr, "k": self.sites.k, "q": self.sites.q}}
+
+    def restore(self, corpus):
+        super().restore(corpus if self.order is None else corpus[self.order])
+        self.clusters = _Clusters.from_dict(self.clusters, corpus.n_words, self.p["eta"])
+        sites = _Sites(corpus.n_docs, len(self.sites["k"]))
+        sites.ptr[:], sites.k[:], sites.q[:] = self.sites["ptr"], self.sites["k"], self.sites["q"]
+        self.sites = sites
+
+    def sweep(self):
+        self.epoch += 1
+        if self.epoch == 1:
+            change, merged = float("nan"), _adf_pass(self.clusters, self.corpus, self.p, sites=self.sites)[1]
+        else:
+            change, merged = self._ep_epoch()
+        return {"delta": change, "merged": merged, "expected_k": self.clusters.expected_k(self.p)}
+
+    def _ep_epoch(self):
         """One EP epoch; returns (mean site change, clusters merged)."""
-        st, old, docs = self._state, self._sites, self._docs
+        st, old, docs, p = self.clusters, self.sites, self.corpus, self.p
         _recompute_from_sites(st, old, docs, p)
         new = _Sites(docs.n_docs, max(len(old.k), 16))
         st.ints[3] = 0
@@ -732,11 +747,11 @@ class EP(_StreamingBase):
             new.remap(st.merge(p))
             merged = before - st.n_slots
         st.ints[3] = new.nnz
-        self._sites = new
+        self.sites = new
         return change, merged
 
 
-class CollapsedGibbs(_NRMMixin, BaseEstimator):
+class CollapsedGibbs(_NRMMixin, BatchEstimator):
     """Marginal (collapsed) Gibbs sampler for NGGP mixtures of multinomials
     ([NRM] section 4.3's gold standard; Favaro & Teh 2013; ALGORITHMS.md 6.5).
 
@@ -753,8 +768,9 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
     ----------
     a, sigma, tau, eta : float
         As for ``ADF`` (defaults 1.0, 0.5, 1.0, 0.1).
-    n_sweeps : int, default 215
-        Sweeps through the documents ([NRM]: 215).
+    max_iter : int, default 215
+        Sweeps through the documents ([NRM]: 215; called ``n_sweeps`` before
+        bnpcore 0.2, still accepted with a ``FutureWarning``).
     n_samples : int, default 50
         The states of the last ``n_samples`` sweeps are kept; ``score`` and
         ``score_samples`` average the predictive log-likelihood over them
@@ -779,9 +795,11 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         Final U (NaN for sigma = 0).
     n_components_, n_features_in_, vocabulary_
     history_ : list of dict
-        One entry per sweep (``iteration`` = sweep): n_components, u, seconds,
-        and heldout_total (with ``heldout``: the held-out total predictive
-        log-likelihood of that sweep's state).
+        One entry per sweep (``iteration`` = sweep): n_documents, fit_seconds,
+        n_components, u, and with held-out documents given to ``fit``
+        ``heldout_loglik`` (per word) and ``heldout_total`` (the total
+        predictive log-likelihood, [NRM] Table 1's metric) of that sweep's
+        state.
 
     Notes
     -----
@@ -799,103 +817,64 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
     """
 
     # the kept states and the training documents they partition (score after load)
-    _persist = ("_samples_z", "_samples_u", "_train_indptr", "_train_indices", "_train_counts")
+    _persist = BatchEstimator._persist + ("_samples_z", "_samples_u", "_train_indptr", "_train_indices",
+                                          "_train_counts")
 
-    def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, n_sweeps=215, n_samples=50, random_state=None):
+    def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, max_iter=215, n_samples=50, random_state=None,
+                 n_sweeps=DEPRECATED):
         self.a = a
         self.sigma = sigma
         self.tau = tau
         self.eta = eta
-        self.n_sweeps = n_sweeps
+        self.max_iter = max_iter
         self.n_samples = n_samples
         self.random_state = random_state
+        self.n_sweeps = n_sweeps
 
-    def fit(self, X, y=None, heldout=None, eval_at=None):
-        """Run the sampler on the documents of X.
-
-        Parameters
-        ----------
-        heldout : Corpus, optional
-            Scored with the state of the sweeps in ``eval_at``: the total
-            predictive log-likelihood goes to ``history_[s - 1]["heldout_total"]``.
-        eval_at : collection of int, optional
-            Sweeps (1-based) whose state is scored on ``heldout``; None: all.
-
-        Every sweep is reported (``history_``); a reporting callback that
-        returns True ends the fit after that sweep (see ``n_samples``).
-        """
-        docs = as_corpus(X)
-        p = _check_prior(self)
-        p["n_words"] = docs.n_words
-        n_sweeps = check_int(self.n_sweeps, "n_sweeps", minimum=1)
+    # -- the batch protocol: the kept samples are those "collected" after burn-in ----
+    def _check_params(self):
+        self._p = _check_prior(self)
+        max_iter = check_int(self._renamed("n_sweeps", "max_iter"), "max_iter", minimum=1)
         n_samples = check_int(self.n_samples, "n_samples", minimum=1)
-        if n_samples > n_sweeps:
-            raise ValueError(f"n_samples={n_samples} exceeds n_sweeps={n_sweeps}")
-        if heldout is not None:
-            heldout = as_corpus(heldout, n_words=docs.n_words)
-        rng = check_random_state(self.random_state)
-        for name in self._fitted_names():     # refitting forgets the previous fit
-            delattr(self, name)
-        N, W = docs.n_docs, docs.n_words
-        self._train_indptr, self._train_indices, self._train_counts = docs.indptr, docs.indices, docs.counts
-        self.n_features_in_ = W
-        self.vocabulary_ = docs.vocabulary
-        self.history_ = []
-        cap = 16
-        z = np.zeros(N, dtype=np.int32)
-        nk = np.zeros(cap, dtype=np.int64)
-        C = np.zeros((cap, W))
-        Ctot = np.zeros(cap)
-        nk[0] = N
-        C[0] = np.asarray(docs.matrix.sum(axis=0)).ravel()
-        Ctot[0] = C[0].sum()
-        ints = np.array([1, 1, 0], dtype=np.int64)
-        v0 = np.log(_nrm.mode_u(N, 1, p["a"], p["sigma"], p["tau"])) if p["sigma"] > 0 else np.nan
-        reals = np.array([v0])
-        scratch = np.empty(cap + 1)
-        no_z, no_u = np.zeros((0, N), dtype=np.int32), np.zeros(0)
-        train = self._train_matrix() if heldout is not None else None
-        samples_z, samples_u = [], []
-        for sweep in range(1, n_sweeps + 1):
-            t0 = time.perf_counter()
-            done = 0
-            while not done:
-                if ints[1] >= cap:
-                    cap *= 2
-                    nk, C, Ctot = (np.concatenate([arr, np.zeros((cap - len(arr),) + arr.shape[1:], arr.dtype)])
-                                   for arr in (nk, C, Ctot))
-                    scratch = np.empty(cap + 1)
-                done = _nrm.gibbs_run(docs.indptr, docs.indices, docs.counts, p, 1, rng,
-                                      z, nk, C, Ctot, ints, reals, scratch, no_z, no_u)
-            u = float(np.exp(reals[0])) if p["sigma"] > 0 else float("nan")
-            metrics = {"n_components": int(ints[1]), "u": u, "seconds": time.perf_counter() - t0}
-            if sweep > n_sweeps - n_samples:
-                samples_z.append(z.copy())
-                samples_u.append(u)
-            if heldout is not None and (eval_at is None or sweep in eval_at):
-                metrics["heldout_total"] = float(np.sum(self._sample_log_predictive(z, u, heldout, p, True,
-                                                                                    train)))
-            if self._report(sweep, **metrics):
-                break
-        if not samples_z:                     # stopped before the kept sweeps: the last state
-            samples_z.append(z.copy())
-            samples_u.append(u)
-        self._samples_z = np.array(samples_z)
-        self._samples_u = np.array(samples_u)
-        sizes = np.bincount(z, minlength=cap)
-        order = np.argsort(-sizes, kind="stable")[:int(ints[1])]
-        rank = np.empty(cap, dtype=np.int64)
+        if n_samples > max_iter:
+            raise ValueError(f"n_samples={n_samples} exceeds max_iter={max_iter}")
+        return {"max_iter": max_iter, "burn_in": max_iter - n_samples}
+
+    def _init_state(self, X, rng):
+        self._train_indptr, self._train_indices, self._train_counts = X.indptr, X.indices, X.counts
+        self.n_features_in_ = X.n_words
+        return _GibbsState(X, dict(self._p, n_words=X.n_words), rng)
+
+    def _check_heldout(self, heldout, X):
+        """Held-out documents (new documents, any number)."""
+        return as_corpus(heldout, n_words=X.n_words)
+
+    def _evaluate(self, state, heldout, sampling):
+        """Held-out scores of the current state (one sample of the chain)."""
+        train = self._train_matrix()
+        total = float(np.sum(self._sample_log_predictive(state.z, state.u, heldout, state.p, True, train)))
+        tokens = self._sample_log_predictive(state.z, state.u, heldout, state.p, False, train)
+        return {"heldout_loglik": float(np.sum(tokens)) / max(heldout.n_tokens, 1), "heldout_total": total}
+
+    def _set_fitted(self, state, X):
+        p, z, u = state.p, state.z, state.u
+        kept = bool(state.samples_z)          # stopped before the kept sweeps: the last state
+        self._samples_z = np.array(state.samples_z if kept else [z])
+        self._samples_u = np.array(state.samples_u if kept else [u])
+        sizes = np.bincount(z, minlength=state.clusters.capacity)
+        order = np.argsort(-sizes, kind="stable")[:int(state.ints[1])]
+        rank = np.empty(len(sizes), dtype=np.int64)
         rank[order] = np.arange(len(order))
         self.labels_ = rank[z]
         self.cluster_sizes_ = sizes[order]
-        self.components_ = p["eta"] + C[order]
+        self.components_ = p["eta"] + state.clusters.arrays["C"][order]
         self.topics_ = self.components_ / self.components_.sum(axis=1, keepdims=True)
         lw = self._log_weights(self.cluster_sizes_, u, p)
         self.weights_ = np.exp(lw[:-1])
         self.weight_new_ = float(np.exp(lw[-1]))
         self.u_ = u
         self.n_components_ = len(order)
-        return self
+        self.vocabulary_ = X.vocabulary
 
     @staticmethod
     def _log_weights(sizes, u, p):
@@ -928,6 +907,64 @@ class CollapsedGibbs(_NRMMixin, BaseEstimator):
         p, train = _check_prior(self), self._train_matrix()
         return np.mean([self._sample_log_predictive(z, u, docs, p, multinomial_coef, train)
                         for z, u in zip(self._samples_z, self._samples_u)], axis=0)
+
+
+class _GibbsState(BatchState):
+    """The marginal sampler's state: z, U and the per-slot document and word
+    counts (a moves.Components table the kernel fills in place; slots of empty
+    clusters are reused by the kernel, so the table only grows)."""
+
+    def __init__(self, corpus, p, rng):
+        self.corpus, self.p, self.rng = corpus, p, rng
+        N, W = corpus.n_docs, corpus.n_words
+        self.clusters = Components({"nk": ((), np.int64), "C": ((W,), np.float64), "Ctot": ((), np.float64)},
+                                   capacity=16)
+        self.clusters.add(1)                       # all documents start in one cluster
+        self.clusters.arrays["nk"][0] = N
+        self.clusters.arrays["C"][0] = np.asarray(corpus.matrix.sum(axis=0)).ravel()
+        self.clusters.arrays["Ctot"][0] = self.clusters.arrays["C"][0].sum()
+        self.z = np.zeros(N, dtype=np.int32)
+        self.ints = np.array([1, 1, 0], dtype=np.int64)
+        v0 = np.log(_nrm.mode_u(N, 1, p["a"], p["sigma"], p["tau"])) if p["sigma"] > 0 else np.nan
+        self.reals = np.array([v0])
+        self.samples_z, self.samples_u = [], []
+
+    @property
+    def n_components(self):
+        return int(self.ints[1])
+
+    @property
+    def u(self):
+        return float(np.exp(self.reals[0])) if self.p["sigma"] > 0 else float("nan")
+
+    def state_dict(self):
+        saved = super().state_dict()
+        saved["clusters"] = {name: self.clusters.arrays[name] for name in ("nk", "C", "Ctot")}
+        return saved
+
+    def restore(self, corpus):
+        super().restore(corpus)
+        arrays = self.clusters
+        self.clusters = Components(dict(arrays), n=int(self.ints[0]))
+
+    def sweep(self):
+        c = self.corpus
+        no_z, no_u = np.zeros((0, c.n_docs), dtype=np.int32), np.zeros(0)     # no traces
+        while True:
+            if self.ints[1] >= self.clusters.capacity:
+                self.clusters.n = int(self.ints[0])
+                self.clusters.reserve(2 * self.clusters.capacity)
+            a = self.clusters.arrays
+            scratch = np.empty(self.clusters.capacity + 1)
+            if _nrm.gibbs_run(c.indptr, c.indices, c.counts, self.p, 1, self.rng, self.z, a["nk"], a["C"],
+                              a["Ctot"], self.ints, self.reals, scratch, no_z, no_u):
+                break
+        self.clusters.n = int(self.ints[0])
+        return {"u": self.u}
+
+    def collect(self):
+        self.samples_z.append(self.z.copy())
+        self.samples_u.append(self.u)
 
 
 def grid_search(X, sigma=0.5, a_grid=(1.0, 10.0, 100.0, 1000.0), tau_grid=(0.1, 1.0, 10.0, 100.0, 1000.0),

@@ -169,7 +169,7 @@ def test_report_and_nested_callbacks(tiny_corpus, kmeans):
     assert "_callback" not in vars(est)
     assert inner == outer == [r["iteration"] for r in est.history_]
     rec = est.history_[0]
-    assert set(rec) == {"iteration", "loglik", "n_topics"} and type(rec["loglik"]) is float
+    assert set(rec) == {"iteration", "n_documents", "fit_seconds", "n_components", "loglik"} and type(rec["loglik"]) is float
     with est.reporting(print):
         assert "_callback" not in vars(pickle.loads(pickle.dumps(est)))
 
@@ -184,3 +184,22 @@ def test_report_converts_numpy_scalars(kmeans):
 def test_repr_shows_changed_parameters(kmeans):
     est = kmeans.make(n_components=7, alpha=1.0)
     assert repr(est) == "DocumentKMeans(max_iter=50, n_components=7)"
+
+
+def test_nested_arrays_are_file_members_and_format_1_files_still_load(fitted, tiny_corpus, tmp_path):
+    fitted.history_.append({"iteration": 99, "block": np.arange(6.0).reshape(2, 3)})
+    fitted.save(tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz") as data:
+        nested = [k for k in data.files if k.startswith("n:")]
+        meta = json.loads(str(data["__meta__"]))
+    assert nested and meta["format_version"] == FORMAT_VERSION == 2
+    np.testing.assert_array_equal(load(tmp_path / "m.npz").history_[-1]["block"], np.arange(6.0).reshape(2, 3))
+
+    def as_format_1(meta):      # the same value as format 1 wrote it: a JSON list
+        meta["format_version"] = 1
+        meta["attrs"]["history_"][-1]["block"] = {"__ndarray__": [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]],
+                                                  "dtype": "<f8", "shape": [2, 3]}
+    _rewrite_meta(tmp_path / "m.npz", tmp_path / "v1.npz", as_format_1)
+    old = load(tmp_path / "v1.npz")
+    np.testing.assert_array_equal(old.history_[-1]["block"], np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(old.transform(tiny_corpus), fitted.transform(tiny_corpus))

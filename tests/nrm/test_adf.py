@@ -25,7 +25,7 @@ def run_kernel(X, params, sites=False):
     documents) without merges."""
     docs = Corpus(X)
     p = dict(params, n_words=docs.n_words, merge=False, merge_every=7)
-    st = _Clusters(docs.n_words, cap=2)
+    st = _Clusters(docs.n_words, params["eta"], cap=2)
     s = _Sites(docs.n_docs, 4) if sites else None
     _adf_pass(st, docs, p, sites=s)
     return st, s
@@ -155,8 +155,8 @@ def test_partial_fit_in_chunks_equals_fit_and_resumes_after_save(tmp_path):
         np.testing.assert_array_equal(getattr(part, name), getattr(full, name))
     assert part.u_ == full.u_
     # one report per block of 25 documents, cut also where a partial_fit call ends
-    assert [h["n_docs_seen"] for h in full.history_] == [25, 50, 75, 90]
-    assert [h["n_docs_seen"] for h in part.history_] == [25, 37, 50, 61, 75, 90]
+    assert [h["n_documents"] for h in full.history_] == [25, 50, 75, 90]
+    assert [h["n_documents"] for h in part.history_] == [25, 37, 50, 61, 75, 90]
     assert [h["iteration"] for h in part.history_] == list(range(1, 7))
     assert sum(h["merged"] for h in part.history_) == sum(h["merged"] for h in full.history_)
 
@@ -167,14 +167,14 @@ def test_reporting_callback_stops_after_a_block():
     first = ADF(a=2.0, sigma=0.5, tau=1.0, merge_every=20).fit(docs[np.arange(40)])
     stopped = ADF(a=2.0, sigma=0.5, tau=1.0, merge_every=20)
     seen = []
-    with stopped.reporting(lambda est, rec: seen.append(rec["n_docs_seen"]) or len(seen) == 2):
+    with stopped.reporting(lambda est, rec: seen.append(rec["n_documents"]) or len(seen) == 2):
         stopped.fit(docs)
     assert seen == [20, 40] and len(stopped.history_) == 2
     for name in ("components_", "cluster_mass_", "weights_", "topics_"):
         np.testing.assert_array_equal(getattr(stopped, name), getattr(first, name))
     assert stopped.score(docs) == first.score(docs)
     stopped.partial_fit(docs[np.arange(40, 90)])          # the stream continues where it stopped
-    assert [h["n_docs_seen"] for h in stopped.history_] == [20, 40, 60, 80, 90]
+    assert [h["n_documents"] for h in stopped.history_] == [20, 40, 60, 80, 90]
 
 
 def test_shuffle_uses_random_state():
@@ -187,7 +187,7 @@ def test_shuffle_uses_random_state():
 
 
 def test_merge_step_combines_duplicates():
-    st = _Clusters(4, cap=4)
+    st = _Clusters(4, 0.5, cap=4)
     p = {"eta": 0.5, "merge_threshold": 0.95}
     st.lam[:3] = [[10.5, 0.5, 0.5, 0.5], [0.5, 8.5, 0.5, 0.5], [20.5, 0.5, 0.5, 1.5]]
     st.lam_tot[:3] = st.lam[:3].sum(axis=1)

@@ -43,9 +43,9 @@ def predictive_ref(model, X):
 
 FITS = {
     "ADF": lambda X: ADF(**KW).fit(X),
-    "EP": lambda X: EP(max_passes=3, tol=0.0, **KW).fit(X),
-    "Gibbs": lambda X: CollapsedGibbs(n_sweeps=6, n_samples=3, random_state=0, **KW).fit(X),
-    "Gibbs-DP": lambda X: CollapsedGibbs(a=2.0, sigma=0.0, eta=0.3, n_sweeps=4, n_samples=2, random_state=1).fit(X),
+    "EP": lambda X: EP(max_iter=3, tol=0.0, **KW).fit(X),
+    "Gibbs": lambda X: CollapsedGibbs(max_iter=6, n_samples=3, random_state=0, **KW).fit(X),
+    "Gibbs-DP": lambda X: CollapsedGibbs(a=2.0, sigma=0.0, eta=0.3, max_iter=4, n_samples=2, random_state=1).fit(X),
 }
 
 
@@ -63,8 +63,8 @@ def test_score_is_per_word_and_score_samples_the_papers_total(name):
 
 def test_ep_stopped_by_the_callback_keeps_that_epochs_model():
     X = small_corpus(seed=14, n_docs=60)
-    two = EP(max_passes=2, tol=0.0, **KW).fit(X)
-    stopped = EP(max_passes=6, tol=0.0, **KW)
+    two = EP(max_iter=2, tol=0.0, **KW).fit(X)
+    stopped = EP(max_iter=6, tol=0.0, **KW)
     with stopped.reporting(lambda est, rec: rec["iteration"] == 2):
         stopped.fit(X)
     assert [h["iteration"] for h in stopped.history_] == [1, 2] and stopped.n_iter_ == 2
@@ -75,15 +75,15 @@ def test_ep_stopped_by_the_callback_keeps_that_epochs_model():
 
 def test_gibbs_stopped_before_the_kept_sweeps_uses_the_last_state(tmp_path):
     X = small_corpus(seed=15, n_docs=40)
-    three = CollapsedGibbs(n_sweeps=3, n_samples=1, random_state=5, **KW).fit(X)
-    stopped = CollapsedGibbs(n_sweeps=20, n_samples=5, random_state=5, **KW)
+    three = CollapsedGibbs(max_iter=3, n_samples=1, random_state=5, **KW).fit(X)
+    stopped = CollapsedGibbs(max_iter=20, n_samples=5, random_state=5, **KW)
     with stopped.reporting(lambda est, rec: rec["iteration"] == 3):
         stopped.fit(X)
     assert len(stopped.history_) == 3 and stopped._samples_z.shape == (1, 40)
     np.testing.assert_array_equal(stopped.labels_, three.labels_)
     assert stopped.score(X) == three.score(X)
     # stopped inside the kept sweeps: the samples so far
-    kept = CollapsedGibbs(n_sweeps=20, n_samples=5, random_state=5, **KW)
+    kept = CollapsedGibbs(max_iter=20, n_samples=5, random_state=5, **KW)
     with kept.reporting(lambda est, rec: rec["iteration"] == 17):
         kept.fit(X)
     assert kept._samples_z.shape == (2, 40)
@@ -98,3 +98,20 @@ def test_refit_forgets_the_previous_fit(name):
     model.fit(X[:20, :10])
     assert model.n_features_in_ == 10 and model.topics_.shape[1] == 10
     assert model.transform(X[:3, :10]).shape == (3, model.n_components_)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: EP(max_iter=5, tol=0.0, shuffle=True, random_state=3, **KW),
+    lambda: CollapsedGibbs(max_iter=8, n_samples=3, random_state=5, **KW),
+], ids=["EP", "Gibbs"])
+def test_checkpoint_resume_continues_exactly(make, tmp_path):
+    X = small_corpus(seed=4, n_docs=50)
+    full = make().fit(X, heldout=X[:6])
+    part = make()
+    with part.reporting(lambda est, rec: rec["iteration"] == 3):
+        part.fit(X, heldout=X[:6], checkpoint=tmp_path / "ck.npz")
+    resumed = load(tmp_path / "ck.npz").fit(X, heldout=X[:6], resume=True)
+    np.testing.assert_array_equal(resumed.components_, full.components_)
+    assert resumed.score(X[:6]) == full.score(X[:6])
+    drop = [{k: v for k, v in r.items() if k != "fit_seconds"} for r in full.history_]
+    np.testing.assert_equal([{k: v for k, v in r.items() if k != "fit_seconds"} for r in resumed.history_], drop)

@@ -99,8 +99,8 @@ def test_estimator_on_separated_clusters():
         phi[k, 10 * k:10 * (k + 1)] = 0.1
     z = np.repeat([0, 1, 2], [15, 10, 5])
     X = np.array([rng.multinomial(40, phi[k]) for k in z])
-    m = CollapsedGibbs(a=1.0, sigma=0.5, tau=1.0, eta=0.1, n_sweeps=30, n_samples=5, random_state=0)
-    m.fit(X, heldout=X[:4], eval_at=range(26, 31))
+    m = CollapsedGibbs(a=1.0, sigma=0.5, tau=1.0, eta=0.1, max_iter=30, n_samples=5, random_state=0)
+    m.fit(X, heldout=X[:4], eval_every=range(26, 31))
     assert m.n_components_ == 3 and list(m.cluster_sizes_) == [15, 10, 5]
     assert len(set(zip(m.labels_, z))) == 3
     assert m.weights_.sum() + m.weight_new_ == pytest.approx(1.0)
@@ -110,18 +110,18 @@ def test_estimator_on_separated_clusters():
     assert [h["iteration"] for h in m.history_] == list(range(1, 31))
     s = m.score_samples(X[:4])
     assert s.sum() == pytest.approx(np.mean([h["heldout_total"] for h in m.history_[-5:]]))
-    a = CollapsedGibbs(sigma=0.0, a=1.0, n_sweeps=5, n_samples=2, random_state=4).fit(X)
-    b = CollapsedGibbs(sigma=0.0, a=1.0, n_sweeps=5, n_samples=2, random_state=4).fit(X)
+    a = CollapsedGibbs(sigma=0.0, a=1.0, max_iter=5, n_samples=2, random_state=4).fit(X)
+    b = CollapsedGibbs(sigma=0.0, a=1.0, max_iter=5, n_samples=2, random_state=4).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert np.isnan(a.u_)
     with pytest.raises(ValueError):
-        CollapsedGibbs(n_sweeps=3, n_samples=4).fit(X)
+        CollapsedGibbs(max_iter=3, n_samples=4).fit(X)
 
 
 def test_gibbs_grows_capacity_mid_sweep():
     """Many singleton clusters: the sampler must add slots in the middle of a sweep."""
     X = np.eye(40, dtype=int) * 30
-    m = CollapsedGibbs(a=50.0, sigma=0.5, tau=1.0, eta=0.01, n_sweeps=3, n_samples=1, random_state=0).fit(X)
+    m = CollapsedGibbs(a=50.0, sigma=0.5, tau=1.0, eta=0.01, max_iter=3, n_samples=1, random_state=0).fit(X)
     assert m.n_components_ > 16
     assert np.array_equal(np.sort(m.cluster_sizes_)[::-1], m.cluster_sizes_)
     assert m.cluster_sizes_.sum() == 40
@@ -131,7 +131,7 @@ def test_save_load_keeps_the_samples(tmp_path):
     from bnpcore.base import load
     rng = np.random.default_rng(1)
     X = rng.poisson(1.0, size=(30, 12))
-    m = CollapsedGibbs(a=2.0, sigma=0.5, tau=1.0, n_sweeps=6, n_samples=3, random_state=2).fit(X)
+    m = CollapsedGibbs(a=2.0, sigma=0.5, tau=1.0, max_iter=6, n_samples=3, random_state=2).fit(X)
     m.save(tmp_path / "g.npz")
     m2 = load(tmp_path / "g.npz")
     assert m2.score(X[:5]) == m.score(X[:5])
