@@ -27,13 +27,13 @@ from bnpcore.hdp import DirectAssignmentGibbs  # noqa: E402
 
 
 def bench_bnpcore(train, test, args):
-    model = DirectAssignmentGibbs(init_topics=args.init_topics, n_iter=args.sweeps, burn_in=args.sweeps - 1,
+    model = DirectAssignmentGibbs(n_components=args.init_topics, max_iter=args.sweeps, burn_in=args.sweeps - 1,
                                   eta_tot=100.0, random_state=args.seed)
     t = time.perf_counter()
     model.fit(train)
     secs = time.perf_counter() - t
     return Row("bnpcore", "G-HDP direct assign.", f"init {args.init_topics}, {args.sweeps} sweeps", 1, secs,
-               train.n_tokens * args.sweeps / secs, model.n_components_, model.score(test))
+               train.n_tokens * args.sweeps / secs, model.n_components_, model.heldout_log_likelihood(train, test))
 
 
 def bench_tomotopy(train, test, args):

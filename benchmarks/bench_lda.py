@@ -70,7 +70,7 @@ def from_counts(ndk, nkw, alpha, eta):
 # -- collapsed Gibbs (scored on the final sample) ------------------------------
 
 def bnpcore_cgs(train, K, sweeps, alpha, eta, seed):
-    est = CollapsedGibbs(n_components=K, alpha=alpha, eta=eta, n_iter=sweeps, burn_in=sweeps, random_state=seed)
+    est = CollapsedGibbs(n_components=K, alpha=alpha, eta=eta, max_iter=sweeps, burn_in=sweeps, random_state=seed)
     return lambda: est.fit(train), lambda m: (m.doc_topic_, m.topics_)
 
 

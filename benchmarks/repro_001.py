@@ -32,21 +32,21 @@ def run_cv(name, train, test, K, n_iter, seed, init_from=None):
     lda = name.startswith("CV-LDA")
     kw = dict(alpha=0.1, learn_weights=False) if lda else {}
     t = time.perf_counter()
-    m = CollapsedVB(n_components=K, n_iter=n_iter, eta_tot=100.0, random_state=seed, **kw)
+    m = CollapsedVB(n_components=K, max_iter=n_iter, eta_tot=100.0, random_state=seed, **kw)
     m.fit(train, init_from=init_from)
-    return {"method": name, "K": m.n_components_, "seed": seed, "heldout": m.score(test), "bound": m.bound_,
+    return {"method": name, "K": m.n_components_, "seed": seed, "heldout": m.heldout_log_likelihood(train, test), "bound": m.bound_,
             "bound_per_token": m.bound_ / train.n_tokens, "topics": m.n_active_, "alpha": m.alpha_,
             "gamma": m.gamma_, "iterations": n_iter, "seconds": time.perf_counter() - t}
 
 
 def run_gibbs(name, train, test, init_topics, n_iter, burn_in, seed):
     t = time.perf_counter()
-    m = DirectAssignmentGibbs(init_topics=init_topics, n_iter=n_iter, burn_in=burn_in, eta_tot=100.0,
+    m = DirectAssignmentGibbs(n_components=init_topics, max_iter=n_iter, burn_in=burn_in, eta_tot=100.0,
                               random_state=seed).fit(train, heldout=test)
     row = {"method": name, "K": init_topics, "seed": seed, "heldout": m.heldout_loglik_, "bound": None,
            "topics": m.n_components_, "alpha": m.alpha_, "gamma": m.gamma_, "iterations": n_iter,
            "seconds": time.perf_counter() - t,
-           "topics_trace": [h["n_topics"] for h in m.history_[::max(1, n_iter // 20)]]}
+           "topics_trace": [h["n_components"] for h in m.history_[::max(1, n_iter // 20)]]}
     return row, m
 
 

@@ -17,7 +17,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/repro_004.py [--seeds 5] [--sweeps 300] [--json out.json]
 
-Times are training seconds (``history_[-1]["seconds"]``: sweeps only, the
+Times are training seconds (``history_[-1]["fit_seconds"]``: sweeps only, the
 per-iteration evaluation excluded).
 """
 import argparse
@@ -40,11 +40,11 @@ except ImportError:      # imported from elsewhere than benchmarks/
 def algorithms(sweeps):
     common = dict(n_components=10, alpha=0.1, eta=0.1)
     return {
-        "CGS": CollapsedGibbs(n_iter=sweeps, burn_in=10, **common),
+        "CGS": CollapsedGibbs(max_iter=sweeps, burn_in=10, **common),
         "SVB": StandardVB(max_iter=sweeps, tol=None, n_threads=1, **common),
         "CVB": CollapsedVB(order=2, max_iter=sweeps, tol=None, **common),
-        "SVB/CGS": Hybrid(variational="standard", threshold=1, n_iter=sweeps, burn_in=10, **common),
-        "CVB/CGS": Hybrid(variational="collapsed", threshold=1, n_iter=sweeps, burn_in=10, **common),
+        "SVB/CGS": Hybrid(variational="standard", threshold=1, max_iter=sweeps, burn_in=10, **common),
+        "CVB/CGS": Hybrid(variational="collapsed", threshold=1, max_iter=sweeps, burn_in=10, **common),
     }
 
 
@@ -63,7 +63,7 @@ def run(seeds, sweeps, names, data="kos", log=print):
             est = algorithms(sweeps)[name].set_params(random_state=1000 + seed)
             est.fit(observed, heldout=heldout)
             curve = [rec["perplexity"] for rec in est.history_]
-            seconds = est.history_[-1]["seconds"]        # training only, evaluation excluded
+            seconds = est.history_[-1]["fit_seconds"]    # training only, evaluation excluded
             results[name].append({"seed": seed, "seconds": seconds, "curve": curve})
             log(f"seed {seed} {name:8s} perplexity {curve[-1]:8.2f}  plateau@{plateau(curve):3d}  "
                 f"{seconds:6.1f} s", flush=True)

@@ -135,10 +135,10 @@ MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "max_iter"
 # HDP by collapsed inference ([CVHDP] 001 settings for KOS: eta_tot = 100, tau = 1/W fixed;
 # G-HDP from 100 topics, CV-HDP truncated at 120 topics).
 MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
-                       {"init_topics": 100, "n_iter": 500, "burn_in": 200, "eta_tot": 100.0},
-                       {"init_topics": 3, "n_iter": 5, "burn_in": 2})
-MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "n_iter": 100, "eta_tot": 100.0},
-                     {"n_components": 5, "n_iter": 5})
+                       {"n_components": 100, "max_iter": 500, "burn_in": 200, "eta_tot": 100.0},
+                       {"n_components": 3, "max_iter": 5, "burn_in": 2})
+MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "max_iter": 100, "eta_tot": 100.0},
+                     {"n_components": 5, "max_iter": 5})
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = "hdp-gibbs"

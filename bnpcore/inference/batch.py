@@ -207,6 +207,7 @@ class BatchEstimator(BaseEstimator):
             self._average = PredictiveAverage(heldout) if heldout is not None and burn_in is not None else None
             self.history_ = []
         self.n_features_in_ = X.n_words
+        self._batch_state = state           # callbacks may inspect the state during the fit
         bar = progress_bar(progress, max_iter, type(self).__name__, initial=start)
         self._progress = bar
         stopped, it = False, start

@@ -4,18 +4,15 @@ Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007
 ([CVHDP]); specification ALGORITHMS.md 4.2 (updates) and 4.3 (bound), errata
 E18-E27.
 """
-import time
-
 import numpy as np
 from scipy.special import digamma, gammaln
 
-from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.base import BaseEstimator, TopicMixin
-from bnpcore.corpus import as_corpus
-from bnpcore.evaluation import token_log_likelihood
+from bnpcore._validation import check_int, check_positive
+from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _cvhdp
 from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
-from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, corpus_digest
+from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, TrainingPredictive, check_gamma_prior
 
 __all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tables", "expected_log_g",
            "gamma_posterior", "stick_posteriors", "kl_gamma", "kl_dirichlet", "expected_stick_kl"]
@@ -104,191 +101,51 @@ def expected_stick_kl(u, v, gamma_mean, gamma_log_mean):
             + (u - 1.0) * elog_v + (v - 1.0) * elog_1mv)
 
 
-class CollapsedVB(TopicMixin, BaseEstimator):
-    """HDP topic model by collapsed variational Bayes (CV-HDP).
+# The estimator's hyperparameters the state's methods read (as self.<name>).
+_STATE_PARAMS = ("alpha", "gamma", "alpha_prior", "gamma_prior", "eta_tot", "learn_topic_prior",
+                 "eta_prior", "tau_prior", "learn_weights", "init", "init_gibbs_iter", "r_dtype")
 
-    The topic and document parameters are integrated out and the model is
-    re-expanded with auxiliary Beta variables and table counts ([CVHDP] (6)),
-    so that every hyperparameter gets a conjugate variational posterior:
-    q(alpha), q(gamma) and q(eta_tot) Gamma, the sticks q(V_k) Beta, q(tau)
-    Dirichlet ((8)). Topic assignments follow update (15) (second-order Gaussian
-    corrections), the auxiliary expectations use the improved approximations
-    (10)-(12) with P+, E+, V+ (14). The posterior is truncated at
-    ``n_components`` topics, reordered by expected size every iteration; the
-    variational bound (18) (with the corrections of ALGORITHMS.md 4.3) is
-    recorded every iteration. E and V of the counts are updated incrementally
-    during a sweep (update (15) needs them) and rebuilt from scratch after it,
-    together with Z, which only the auxiliary expectations and the bound use.
 
-    With ``learn_weights=False`` and a fixed ``alpha`` the document prior is
-    ``alpha / K`` per topic and no hyperparameter is learned: this is exactly
-    collapsed variational LDA (CV-LDA, Teh, Newman & Welling 2006; the LDA
-    special case of (15)), [CVHDP]'s baseline.
+class _CVState(BatchState):
+    """CV-HDP's variational state: responsibilities r per (document, word) pair,
+    the tracked E, V, Z of the counts, the hyperparameter posteriors and the
+    stick order; one iteration = one sweep over the pairs (update (15)) plus
+    steps 2-7 of the schedule."""
 
-    Parameters
-    ----------
-    n_components : int, default 40
-        Truncation level K (topics beyond K get no responsibility).
-    n_iter : int, default 100
-        Iterations (one sweep over all pairs plus all hyperparameter updates).
-    alpha : float or None, default None
-        Fixed document concentration; None learns q(alpha) under ``alpha_prior``.
-    gamma : float or None, default None
-        Fixed top-level concentration; None learns q(gamma) under ``gamma_prior``.
-    alpha_prior, gamma_prior : (shape, rate), default (4.0, 4.0) and (7.5, 7.5)
-        Gamma priors ([CVHDP]: in [2, 6] and [5, 10]).
-    eta_tot : float, default 100.0
-        Topic-word prior strength ([CVHDP] beta); fixed unless ``learn_topic_prior``.
-    learn_topic_prior : bool, default False
-        Learn q(eta_tot) (prior ``eta_prior``) and q(tau) (prior Dir(``tau_prior``));
-        off in all of [CVHDP]'s experiments (tau_w = 1/W fixed).
-    eta_prior : (shape, rate), default (4.0, 4.0)
-    tau_prior : float or None, default None
-        Per-word Dirichlet parameter a_tau of the prior on tau; None: 40 / n_words.
-    learn_weights : bool, default True
-        Learn the sticks q(V_k); False fixes beta_k = 1/K (CV-LDA mode).
-    init : {"random", "gibbs"}, default "random"
-        "random": r ∝ 1 + U[0, 1] ([CVHDP] section 4); "gibbs": start from the last
-        state of a :class:`DirectAssignmentGibbs` run from 100 topics for
-        ``init_gibbs_iter`` sweeps ([CVHDP] Fig. 3). ``fit(X, init_from=model)``
-        starts from a given fitted sampler instead.
-    init_gibbs_iter : int, default 200
-    r_dtype : {"float64", "float32"}, default "float64"
-        Storage of the responsibilities (statistics stay float64).
-    random_state : int, numpy.random.Generator or None
+    _transient = ("corpus", "_lengths")
 
-    Attributes
-    ----------
-    topics_ : ndarray of shape (n_components_, n_words)
-        phibar_kw = (E[eta_tot] E[tau_w] + E[n_kw]) / (E[eta_tot] + E[n_k]) (eq 16),
-        topics ordered by decreasing E[n_k].
-    weights_ : ndarray of shape (n_components_,)
-        E[beta_k] = E[V_k] prod_{l<k} E[1 - V_l] (1/K in CV-LDA mode).
-    n_components_ : int
-        The truncation level K.
-    n_active_ : int
-        Topics with E[n_k] >= 1.
-    doc_topic_ : ndarray of shape (n_docs, n_components_)
-        thetabar_jk = (E[alpha] E[beta_k] + E[n_jk]) / (E[alpha] + N_j) (eq 16).
-    alpha_posterior_, gamma_posterior_, eta_posterior_ : (shape, rate) or None
-    sticks_ : ndarray of shape (n_components_, 2)
-        (u_k, v_k) of q(V_k), in the order of topics_ (their initial values in CV-LDA mode).
-    tau_posterior_ : ndarray of shape (n_words,) or None
-    bound_ : float
-        Final value of the bound (18).
-    history_ : list of dict
-        Per iteration: ``iteration``, ``bound``, ``n_active``, ``alpha``
-        (E[alpha]), ``gamma`` (E[gamma]), ``seconds`` and, with ``heldout``,
-        ``heldout_loglik`` (eq 16).
-    vocabulary_ : list of str or None
-
-    References
-    ----------
-    Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007.
-    Teh, Newman & Welling, "A collapsed variational Bayesian inference algorithm
-    for latent Dirichlet allocation", NIPS 2006.
-    """
-
-    _persist = ("_hyper", "_train_digest")
-
-    def __init__(self, n_components=40, n_iter=100, alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
-                 gamma_prior=(7.5, 7.5), eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
-                 tau_prior=None, learn_weights=True, init="random", init_gibbs_iter=200, r_dtype="float64",
-                 random_state=None):
-        self.n_components = n_components
-        self.n_iter = n_iter
-        self.alpha = alpha
-        self.gamma = gamma
-        self.alpha_prior = alpha_prior
-        self.gamma_prior = gamma_prior
-        self.eta_tot = eta_tot
-        self.learn_topic_prior = learn_topic_prior
-        self.eta_prior = eta_prior
-        self.tau_prior = tau_prior
-        self.learn_weights = learn_weights
-        self.init = init
-        self.init_gibbs_iter = init_gibbs_iter
-        self.r_dtype = r_dtype
-        self.random_state = random_state
-
-    # -- validation ------------------------------------------------------------
-    def _validate(self):
-        check_int(self.n_components, "n_components", 1)
-        check_int(self.n_iter, "n_iter", 1)
-        for name in ("alpha", "gamma"):
-            if getattr(self, name) is not None:
-                check_positive(getattr(self, name), name)
-        for name in ("alpha_prior", "gamma_prior", "eta_prior"):
-            check_gamma_prior(getattr(self, name), name)
-        check_positive(self.eta_tot, "eta_tot")
-        if self.tau_prior is not None:
-            check_positive(self.tau_prior, "tau_prior")
-        if self.init not in ("random", "gibbs"):
-            raise ValueError(f"init must be 'random' or 'gibbs', got {self.init!r}")
-        check_int(self.init_gibbs_iter, "init_gibbs_iter", 1)
-        if self.r_dtype not in ("float64", "float32"):
-            raise ValueError(f"r_dtype must be 'float64' or 'float32', got {self.r_dtype!r}")
-        if not self.learn_weights and self.alpha is None:
-            raise ValueError("learn_weights=False (CV-LDA mode) needs a fixed alpha")
-
-    # -- fitting ---------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None, init_from=None):
-        """Fit on ``X``.
-
-        Parameters
-        ----------
-        X : Corpus or anything :class:`bnpcore.Corpus` accepts
-        heldout : Corpus, optional
-            Held-out tokens of the same documents, scored by eq 16 every iteration.
-        init_from : DirectAssignmentGibbs, optional
-            A sampler fitted on the same ``X``: start from its last state
-            ([CVHDP] Fig. 3); the truncation becomes max(n_components, its topics).
-
-        Every iteration is recorded in ``history_`` through ``_report`` (a callback
-        installed with ``reporting`` may stop the run by returning True).
-        """
-        X = as_corpus(X)
-        self._validate()
-        if X.n_tokens == 0:
-            raise ValueError("the corpus has no tokens")
-        if heldout is not None:
-            heldout = as_corpus(heldout, n_words=X.n_words)
-            if heldout.n_docs != X.n_docs:
-                raise ValueError(f"heldout has {heldout.n_docs} documents, X has {X.n_docs}; "
-                                 "give the held-out tokens of the same documents")
-        rng = check_random_state(self.random_state)
-        self._X = X
-        self._train_digest = corpus_digest(X)
-        self._lengths = X.doc_lengths.astype(np.float64)
+    def __init__(self, corpus, params, rng, init_from=None):
+        self.__dict__.update(params)
+        self.restore(corpus)
         if init_from is None and self.init == "gibbs":
-            init_from = DirectAssignmentGibbs(init_topics=100, n_iter=self.init_gibbs_iter,
+            init_from = DirectAssignmentGibbs(n_components=100, max_iter=self.init_gibbs_iter,
                                               burn_in=self.init_gibbs_iter - 1, eta_tot=self.eta_tot,
                                               alpha_prior=self.alpha_prior, gamma_prior=self.gamma_prior,
-                                              random_state=rng).fit(X)
+                                              random_state=rng).fit(corpus)
         if init_from is not None:
-            self._init_from_gibbs(X, init_from)
+            self._init_from_gibbs(corpus, init_from)
         else:
-            self._init_random(X, rng)
+            self._init_random(corpus, rng)
 
-        self.history_ = []
-        start = time.perf_counter()
-        for it in range(self.n_iter):
-            self._sweep()
-            self._update_all()
-            record = {"bound": self.bound_, "n_active": int((self._E_k >= 1).sum()),
-                      "alpha": self._h["E_alpha"], "gamma": self._h["E_gamma"]}
-            if heldout is not None:
-                theta, phi = self._predictive()
-                record["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
-            record["seconds"] = time.perf_counter() - start
-            if self._report(it + 1, **record):
-                break
-        self._set_fitted(X.vocabulary)
-        del self._X
-        return self
+    def restore(self, corpus):
+        super().restore(corpus)
+        self._lengths = corpus.doc_lengths.astype(np.float64)
+
+    @property
+    def n_components(self):
+        return int(self._K)
+
+    def sweep(self):
+        self._sweep()
+        self._update_all()
+        return {"bound": self.bound_terms, "n_active": int((self._E_k >= 1).sum()),
+                "alpha": self._h["E_alpha"], "gamma": self._h["E_gamma"]}
+
+    def predictive(self):
+        return self._predictive()
 
     def _sweep(self):
-        X = self._X
+        X = self.corpus
         E_k = self._E_wk.sum(0)
         V_k = self._V_wk.sum(0)
         _cvhdp.cv_sweep(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk, self._E_wk,
@@ -329,22 +186,22 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         self._derived()
 
     def _init_random(self, X, rng):
-        K = int(self.n_components)
+        K = int(self.truncation)
         self._alloc(X, K)
         r = 1.0 + rng.random((X.nnz, K))
         r /= r.sum(axis=1, keepdims=True)
         self._r = np.ascontiguousarray(r, dtype=self.r_dtype)
         self._init_hyper(X.n_words, K)
         self._statistics()
-        self.bound_ = self._bound()
+        self.bound_terms = self._bound(as_dict=True)
 
     def _init_from_gibbs(self, X, model):
         z = getattr(model, "_z", None)
         if not isinstance(model, DirectAssignmentGibbs) or z is None:
             raise TypeError("init_from must be a fitted DirectAssignmentGibbs")
-        if list(model._train_shape) != [X.n_docs, X.n_words] or z.shape[0] != X.n_tokens:
+        if model._train_fingerprint != X.fingerprint():
             raise ValueError("init_from was fitted on a different corpus")
-        K = max(int(self.n_components), int(model.n_components_))
+        K = max(int(self.truncation), int(model.n_components_))
         self._alloc(X, K)
         pair = np.repeat(np.arange(X.nnz), X.counts)
         r = np.zeros((X.nnz, K))
@@ -369,7 +226,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         self._update_all()
 
     def _statistics(self):
-        X = self._X
+        X = self.corpus
         self._entropy = _cvhdp.cv_statistics(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk,
                                              self._Z_jk, self._E_wk, self._V_wk, self._Z_wk)
         self._E_k = self._E_wk.sum(0)
@@ -417,7 +274,7 @@ class CollapsedVB(TopicMixin, BaseEstimator):
             self._post["eta"] = gamma_posterior(self.eta_prior, E_t.sum(), elog_g.sum())
             self._tau_post = self._a_tau + E_t.sum(1)
         self._derived()
-        self.bound_ = self._bound()
+        self.bound_terms = self._bound(as_dict=True)
 
     def _derived(self):
         """Step 6: E/G of every hyperparameter and the priors used by (15)."""
@@ -478,26 +335,182 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         phi = (h["E_eta"] * self._E_tau[None, :] + self._E_wk.T) / (h["E_eta"] + self._E_wk.sum(0))[:, None]
         return theta, phi
 
-    def _set_fitted(self, vocabulary):
-        theta, phi = self._predictive()
-        h = self._h
-        order = self._order
+
+
+class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
+    """HDP topic model by collapsed variational Bayes (CV-HDP).
+
+    The topic and document parameters are integrated out and the model is
+    re-expanded with auxiliary Beta variables and table counts ([CVHDP] (6)),
+    so that every hyperparameter gets a conjugate variational posterior:
+    q(alpha), q(gamma) and q(eta_tot) Gamma, the sticks q(V_k) Beta, q(tau)
+    Dirichlet ((8)). Topic assignments follow update (15) (second-order Gaussian
+    corrections), the auxiliary expectations use the improved approximations
+    (10)-(12) with P+, E+, V+ (14). The posterior is truncated at
+    ``n_components`` topics, reordered by expected size every iteration; the
+    variational bound (18) (with the corrections of ALGORITHMS.md 4.3) is
+    recorded every iteration. E and V of the counts are updated incrementally
+    during a sweep (update (15) needs them) and rebuilt from scratch after it,
+    together with Z, which only the auxiliary expectations and the bound use.
+
+    With ``learn_weights=False`` and a fixed ``alpha`` the document prior is
+    ``alpha / K`` per topic and no hyperparameter is learned: this is exactly
+    collapsed variational LDA (CV-LDA, Teh, Newman & Welling 2006; the LDA
+    special case of (15)), [CVHDP]'s baseline.
+
+    Parameters
+    ----------
+    n_components : int, default 40
+        Truncation level K (topics beyond K get no responsibility).
+    max_iter : int, default 100
+        Iterations (one sweep over all pairs plus all hyperparameter updates;
+        ``n_iter`` before bnpcore 0.2, still accepted with a ``FutureWarning``).
+    alpha : float or None, default None
+        Fixed document concentration; None learns q(alpha) under ``alpha_prior``.
+    gamma : float or None, default None
+        Fixed top-level concentration; None learns q(gamma) under ``gamma_prior``.
+    alpha_prior, gamma_prior : (shape, rate), default (4.0, 4.0) and (7.5, 7.5)
+        Gamma priors ([CVHDP]: in [2, 6] and [5, 10]).
+    eta_tot : float, default 100.0
+        Topic-word prior strength ([CVHDP] beta); fixed unless ``learn_topic_prior``.
+    learn_topic_prior : bool, default False
+        Learn q(eta_tot) (prior ``eta_prior``) and q(tau) (prior Dir(``tau_prior``));
+        off in all of [CVHDP]'s experiments (tau_w = 1/W fixed).
+    eta_prior : (shape, rate), default (4.0, 4.0)
+    tau_prior : float or None, default None
+        Per-word Dirichlet parameter a_tau of the prior on tau; None: 40 / n_words.
+    learn_weights : bool, default True
+        Learn the sticks q(V_k); False fixes beta_k = 1/K (CV-LDA mode).
+    init : {"random", "gibbs"}, default "random"
+        "random": r ∝ 1 + U[0, 1] ([CVHDP] section 4); "gibbs": start from the last
+        state of a :class:`DirectAssignmentGibbs` run from 100 topics for
+        ``init_gibbs_iter`` sweeps ([CVHDP] Fig. 3). ``fit(X, init_from=model)``
+        starts from a given fitted sampler instead.
+    init_gibbs_iter : int, default 200
+    r_dtype : {"float64", "float32"}, default "float64"
+        Storage of the responsibilities (statistics stay float64).
+    random_state : int, numpy.random.Generator or None
+
+    Attributes
+    ----------
+    topics_ : ndarray of shape (n_components_, n_words)
+        phibar_kw = (E[eta_tot] E[tau_w] + E[n_kw]) / (E[eta_tot] + E[n_k]) (eq 16),
+        topics ordered by decreasing E[n_k].
+    weights_ : ndarray of shape (n_components_,)
+        E[beta_k] = E[V_k] prod_{l<k} E[1 - V_l] (1/K in CV-LDA mode).
+    n_components_ : int
+        The truncation level K.
+    n_active_ : int
+        Topics with E[n_k] >= 1.
+    doc_topic_ : ndarray of shape (n_docs, n_components_)
+        thetabar_jk = (E[alpha] E[beta_k] + E[n_jk]) / (E[alpha] + N_j) (eq 16).
+    alpha_posterior_, gamma_posterior_, eta_posterior_ : (shape, rate) or None
+    sticks_ : ndarray of shape (n_components_, 2)
+        (u_k, v_k) of q(V_k), in the order of topics_ (their initial values in CV-LDA mode).
+    tau_posterior_ : ndarray of shape (n_words,) or None
+    bound_ : float
+        Final value of the bound (18).
+    history_ : list of dict
+        Per iteration: ``iteration``, ``bound``, ``n_active``, ``alpha``
+        (E[alpha]), ``gamma`` (E[gamma]), ``seconds`` and, with ``heldout``,
+        ``heldout_loglik`` (eq 16).
+    vocabulary_ : list of str or None
+
+    References
+    ----------
+    Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007.
+    Teh, Newman & Welling, "A collapsed variational Bayesian inference algorithm
+    for latent Dirichlet allocation", NIPS 2006.
+    """
+
+    _persist = BatchEstimator._persist + ("_hyper", "_train_fingerprint")
+
+    def __init__(self, n_components=40, max_iter=100, alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
+                 gamma_prior=(7.5, 7.5), eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
+                 tau_prior=None, learn_weights=True, init="random", init_gibbs_iter=200, r_dtype="float64",
+                 random_state=None, n_iter=DEPRECATED):
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.alpha = alpha
+        self.gamma = gamma
+        self.alpha_prior = alpha_prior
+        self.gamma_prior = gamma_prior
+        self.eta_tot = eta_tot
+        self.learn_topic_prior = learn_topic_prior
+        self.eta_prior = eta_prior
+        self.tau_prior = tau_prior
+        self.learn_weights = learn_weights
+        self.init = init
+        self.init_gibbs_iter = init_gibbs_iter
+        self.r_dtype = r_dtype
+        self.random_state = random_state
+        self.n_iter = n_iter
+
+    # -- the batch protocol --------------------------------------------------------
+    def _check_params(self):
+        check_int(self.n_components, "n_components", 1)
+        max_iter = check_int(self._renamed("n_iter", "max_iter"), "max_iter", 1)
+        for name in ("alpha", "gamma"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name)
+        for name in ("alpha_prior", "gamma_prior", "eta_prior"):
+            check_gamma_prior(getattr(self, name), name)
+        check_positive(self.eta_tot, "eta_tot")
+        if self.tau_prior is not None:
+            check_positive(self.tau_prior, "tau_prior")
+        if self.init not in ("random", "gibbs"):
+            raise ValueError(f"init must be 'random' or 'gibbs', got {self.init!r}")
+        check_int(self.init_gibbs_iter, "init_gibbs_iter", 1)
+        if self.r_dtype not in ("float64", "float32"):
+            raise ValueError(f"r_dtype must be 'float64' or 'float32', got {self.r_dtype!r}")
+        if not self.learn_weights and self.alpha is None:
+            raise ValueError("learn_weights=False (CV-LDA mode) needs a fixed alpha")
+        return {"max_iter": max_iter}
+
+    def fit(self, X, y=None, *, init_from=None, **kwargs):
+        """Fit on ``X`` (the options of :meth:`BatchEstimator.fit`: ``heldout`` —
+        held-out tokens of the same documents, scored by eq 16 —, ``eval_every``,
+        ``progress``, ``checkpoint``, ``max_seconds``, ``resume``).
+
+        Parameters
+        ----------
+        init_from : DirectAssignmentGibbs, optional
+            A sampler fitted on the same ``X``: start from its last state
+            ([CVHDP] Fig. 3); the truncation becomes max(n_components, its topics).
+        """
+        self._init_from = init_from
+        try:
+            return super().fit(X, y, **kwargs)
+        finally:
+            del self._init_from
+
+    def _init_state(self, X, rng):
+        params = {name: getattr(self, name) for name in _STATE_PARAMS}
+        return _CVState(X, dict(params, truncation=self.n_components), rng, self._init_from)
+
+    def _set_fitted(self, state, X):
+        theta, phi = state.predictive()
+        h = state._h
+        order = state._order
         self.topics_ = phi[order]
         self.doc_topic_ = theta[:, order]
-        self.weights_ = self._E_beta[order]
-        self.n_components_ = int(self._K)
-        self.n_active_ = int((self._E_k >= 1).sum())
+        self.weights_ = state._E_beta[order]
+        self.n_components_ = int(state._K)
+        self.n_active_ = int((state._E_k >= 1).sum())
         self.alpha_ = float(h["E_alpha"])
         self.gamma_ = float(h["E_gamma"])
         self.eta_tot_ = float(h["E_eta"])
-        self.alpha_posterior_ = None if self._post["alpha"] is None else [float(x) for x in self._post["alpha"]]
-        self.gamma_posterior_ = None if self._post["gamma"] is None else [float(x) for x in self._post["gamma"]]
-        self.eta_posterior_ = None if self._post["eta"] is None else [float(x) for x in self._post["eta"]]
-        self.sticks_ = self._sticks.copy()
-        self.tau_posterior_ = None if self._tau_post is None else self._tau_post.copy()
-        self.expected_counts_ = self._E_k[order]
-        self.vocabulary_ = vocabulary
+        post = state._post
+        self.alpha_posterior_ = None if post["alpha"] is None else [float(x) for x in post["alpha"]]
+        self.gamma_posterior_ = None if post["gamma"] is None else [float(x) for x in post["gamma"]]
+        self.eta_posterior_ = None if post["eta"] is None else [float(x) for x in post["eta"]]
+        self.sticks_ = state._sticks.copy()
+        self.tau_posterior_ = None if state._tau_post is None else state._tau_post.copy()
+        self.expected_counts_ = state._E_k[order]
+        self.bound_ = float(sum(state.bound_terms.values()))
+        self.vocabulary_ = X.vocabulary
         self._hyper = {k: float(v) for k, v in h.items()}
+        self._train_fingerprint = X.fingerprint()
 
     # -- using a fitted model ----------------------------------------------------
     def transform(self, X, n_iter=20):
@@ -509,30 +522,10 @@ class CollapsedVB(TopicMixin, BaseEstimator):
         -------
         ndarray of shape (n_docs, n_components_)
         """
-        self._check_fitted()
-        X = as_corpus(X, n_words=np.asarray(self.topics_).shape[1])
+        X = self._check_input(X)
         check_int(n_iter, "n_iter", 1)
         theta = np.zeros((X.n_docs, self.n_components_))
         prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)
         _cvhdp.cv_fold_in(X.indptr, X.indices, X.counts, np.ascontiguousarray(np.asarray(self.topics_).T),
                           prior, n_iter, theta)
         return theta
-
-    def heldout_log_likelihood(self, observed, heldout):
-        """Per-word log-likelihood of ``heldout`` given ``observed`` tokens of the same
-        documents: eq 16 with the fitted E[n_jk] when ``observed`` is the training
-        corpus (:meth:`score`), otherwise proportions inferred by :meth:`transform`."""
-        observed = as_corpus(observed)
-        if getattr(self, "_train_digest", None) == corpus_digest(observed):
-            return self.score(heldout)
-        return super().heldout_log_likelihood(observed, heldout)
-
-    def score(self, X):
-        """Per-word log-likelihood (eq 16) of held-out tokens of the training
-        documents (same number and order of documents; ALGORITHMS.md 8.2)."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.topics_.shape[1])
-        if X.n_docs != self.doc_topic_.shape[0]:
-            raise ValueError(f"X has {X.n_docs} documents, the model was trained on {self.doc_topic_.shape[0]}: "
-                             "score takes the held-out tokens of the training documents")
-        return token_log_likelihood(self.doc_topic_, self.topics_, X)

@@ -3,29 +3,20 @@
 Teh, Jordan, Beal & Blei (2006), section 5.3 and appendix A; used as G-HDP1 /
 G-HDP100 by Teh, Kurihara & Welling (2007). Specification: ALGORITHMS.md 4.4.
 """
-import hashlib
-import time
-
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.base import BaseEstimator, TopicMixin
+from bnpcore._validation import check_int, check_positive
+from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.corpus import as_corpus
-from bnpcore.evaluation import PredictiveAverage, token_log_likelihood
+from bnpcore.evaluation import token_log_likelihood
+from bnpcore.inference import moves
+from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _hdp_gibbs
 from bnpcore.kernels.rng import dirichlet as _log_dirichlet_draw
 from bnpcore.kernels.stirling import StirlingTable, MAX_N as _STIRLING_MAX_N
 
 __all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha"]
-
-
-def corpus_digest(X):
-    """A fingerprint of a corpus's counts (to recognise the training documents)."""
-    h = hashlib.sha1()
-    for arr in (X.indptr, X.indices, X.counts):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    return h.hexdigest()
 
 
 def check_gamma_prior(value, name):
@@ -74,7 +65,137 @@ def resample_alpha(alpha, n_tables, doc_lengths, prior, rng, n_rounds=1):
     return alpha
 
 
-class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
+class TrainingPredictive:
+    """``heldout_log_likelihood`` of the collapsed HDPs: on the training documents
+    the model's own predictive of them ([CVHDP] eqs 16-17: ``doc_topic_`` with
+    ``topics_``, or for a sampler fitted with ``heldout`` the average over the
+    samples after burn-in, ``heldout_loglik_``); on other documents the
+    proportions ``transform`` infers (``TopicMixin``)."""
+
+    def heldout_log_likelihood(self, observed, heldout):
+        """Per-word log-likelihood of ``heldout`` given ``observed`` tokens of the
+        same documents (see the class docstring)."""
+        self._check_fitted()
+        observed = as_corpus(observed)
+        if observed.fingerprint() != getattr(self, "_train_fingerprint", None):
+            return super().heldout_log_likelihood(observed, heldout)
+        heldout = self._check_input(heldout)
+        if heldout.n_docs != observed.n_docs:
+            raise ValueError(f"heldout has {heldout.n_docs} documents, observed has {observed.n_docs}")
+        averaged = getattr(self, "heldout_loglik_", None)
+        if averaged is not None and heldout.fingerprint() == self._heldout_fingerprint:
+            return averaged
+        return token_log_likelihood(self.doc_topic_, self.topics_, heldout)
+
+
+class _GibbsState(BatchState):
+    """The direct-assignment sampler's state: topic indicators z of the tokens,
+    the counts n_jk, n_wk, n_k, the table counts m_k and the weights beta_k of
+    the instantiated topics (a moves.Components table in the direct layout: the
+    kernel creates topics in place and ``moves.compact`` drops empty ones and
+    sorts by size after every sweep), beta_new and the concentrations."""
+
+    _transient = ("corpus", "words", "tok_ptr", "doc_lengths", "table")
+
+    def __init__(self, corpus, k0, eta_tot, alpha, gamma, settings, rng):
+        self.eta, self.eta_tot = eta_tot / corpus.n_words, eta_tot
+        self.alpha, self.gamma, self.settings, self.rng = alpha, gamma, settings, rng
+        self.restore(corpus)
+        n_tok = len(self.words)
+        z = np.zeros(n_tok, dtype=np.int32) if k0 == 1 else rng.integers(0, k0, size=n_tok).astype(np.int32)
+        self.assign(z, np.full(k0, 1.0 / (k0 + 1)), 1.0 / (k0 + 1))
+
+    def assign(self, z, beta, beta_new):
+        """Set the sample to topic indicators ``z`` (in the corpus's token order)
+        with weights ``beta`` of topics 0..K-1 and ``beta_new``: the counts are
+        recomputed, and topics without tokens give their weight to beta_new."""
+        K = len(beta)
+        kcap = max(16, 2 * K)
+        D, W = self.corpus.n_docs, self.corpus.n_words
+        self.z = np.asarray(z, dtype=np.int32)
+        z = self.z.astype(np.int64)
+        docs = np.repeat(np.arange(D, dtype=np.int64), self.doc_lengths)
+        self.topics = moves.Components({
+            "n_jk": np.bincount(docs * kcap + z, minlength=D * kcap).astype(np.int32).reshape(D, kcap),
+            "n_wk": np.bincount(self.words.astype(np.int64) * kcap + z,
+                                minlength=W * kcap).astype(np.int32).reshape(W, kcap),
+            "n_k": np.bincount(z, minlength=kcap).astype(np.int64),
+            "beta": np.zeros(kcap), "m_k": np.zeros(kcap, dtype=np.int64)}, axes={"n_jk": 1, "n_wk": 1}, n=K)
+        weights = self.topics.arrays["beta"]
+        weights[:K] = beta
+        empty = self.topics["n_k"] == 0
+        self.beta_new = beta_new + weights[:K][empty].sum()
+        weights[:K][empty] = 0.0
+        self._compact()
+
+    def restore(self, corpus):
+        super().restore(corpus)
+        self.words, self.tok_ptr = corpus.tokens()
+        self.doc_lengths = np.diff(self.tok_ptr)
+        self.table = StirlingTable(int(min(self.doc_lengths.max(), _STIRLING_MAX_N)))
+        saved = getattr(self, "topics", None)
+        if isinstance(saved, dict):              # from a checkpoint
+            n = saved.pop("n")
+            self.topics = moves.Components(saved, axes={"n_jk": 1, "n_wk": 1}, n=n)
+
+    def state_dict(self):
+        saved = super().state_dict()
+        saved["topics"] = {"n": self.topics.n, **self.topics.arrays}
+        return saved
+
+    @property
+    def n_components(self):
+        return self.topics.n
+
+    def _compact(self):
+        self.z = moves.relabel(self.z, moves.compact(self.topics, self.topics["n_k"]))
+
+    def sweep(self):
+        rng, a, comp = self.rng, self.topics.arrays, self.topics
+        # 1. topic indicators (growing the table when the kernel runs out of slots)
+        next_tok, k_used, beta_new = 0, comp.n, self.beta_new
+        while True:
+            next_tok, k_used, beta_new = _hdp_gibbs.gibbs_sweep(
+                self.words, self.tok_ptr, self.z, a["n_jk"], a["n_wk"], a["n_k"], a["beta"],
+                beta_new, k_used, self.alpha, self.gamma, self.eta, next_tok, rng)
+            comp.n = k_used
+            if next_tok == self.words.shape[0]:
+                break
+            comp.reserve(2 * comp.capacity)
+            a = comp.arrays
+        self.beta_new = beta_new
+        self._compact()
+        K = comp.n
+        # 2. tables, 3. global weights
+        _hdp_gibbs.draw_tables(a["n_jk"], self.alpha * a["beta"], K, self.table, rng, a["m_k"])
+        shape = np.append(a["m_k"][:K].astype(np.float64), self.gamma)
+        beta = np.exp(_log_dirichlet_draw(shape, 1, rng, log=True)[0])
+        a["beta"][:K], self.beta_new = beta[:K], beta[K]
+        n_tables = int(a["m_k"][:K].sum())
+        # 4. gamma, 5. alpha
+        s = self.settings
+        if s["gamma_prior"] is not None:
+            self.gamma = resample_gamma(self.gamma, K, n_tables, s["gamma_prior"], rng, s["rounds"])
+        if s["alpha_prior"] is not None:
+            self.alpha = resample_alpha(self.alpha, n_tables, self.doc_lengths, s["alpha_prior"], rng, s["rounds"])
+        return {"alpha": self.alpha, "gamma": self.gamma, "n_tables": n_tables, "log_lik": self.log_likelihood()}
+
+    def predictive(self):
+        """theta^s (n_docs x K) and phi^s (K x n_words) of the current sample ([CVHDP] eq 17)."""
+        t = self.topics
+        theta = (t["n_jk"] + self.alpha * t["beta"]) / (self.doc_lengths + self.alpha)[:, None]
+        phi = (t["n_wk"].T + self.eta) / (t["n_k"] + self.eta_tot)[:, None]
+        return theta, phi
+
+    def log_likelihood(self):
+        """Collapsed log p(x | z) = sum_k [log DM(n_k. | eta)] of the current sample."""
+        nwk = self.topics["n_wk"]
+        nz = nwk[nwk > 0]
+        return float((gammaln(nz + self.eta) - gammaln(self.eta)).sum()
+                     + (gammaln(self.eta_tot) - gammaln(self.topics["n_k"] + self.eta_tot)).sum())
+
+
+class DirectAssignmentGibbs(TrainingPredictive, TopicMixin, BatchEstimator):
     """HDP topic model by the direct-assignment Gibbs sampler (G-HDP).
 
     Collapses the topic-word distributions and the document proportions and
@@ -83,18 +204,20 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
     from the Antoniak distribution, the global weights
     ``(beta_1..beta_K, beta_new) ~ Dir(m.1, ..., m.K, gamma)``, and the
     concentrations gamma (Escobar & West) and alpha (Teh et al., appendix A).
-    Predictions average the per-token predictive probabilities of the samples
-    after ``burn_in`` ([CVHDP] eq 17).
+    Held-out scores during ``fit`` average the per-token predictive
+    probabilities of the samples after ``burn_in`` ([CVHDP] eq 17).
 
     Parameters
     ----------
-    init_topics : int, default 1
-        1: every token starts in one topic (G-HDP1); K > 1: tokens assigned
-        uniformly at random to K topics (G-HDP100 uses 100).
-    n_iter : int, default 200
-        Number of sweeps.
+    n_components : int, default 1
+        Initial number of topics: 1, every token starts in one topic (G-HDP1);
+        K > 1, tokens assigned uniformly at random to K topics (G-HDP100 uses
+        100). Called ``init_topics`` before bnpcore 0.2 (still accepted, with a
+        ``FutureWarning``).
+    max_iter : int, default 200
+        Number of sweeps (``n_iter`` before bnpcore 0.2, likewise).
     burn_in : int, default 100
-        Sweeps before samples enter the predictive average (must be < n_iter).
+        Sweeps before samples enter the predictive average (must be < max_iter).
     eta_tot : float, default 100.0
         Total strength of the symmetric topic-word prior; each word gets
         ``eta_tot / n_words`` ([CVHDP] beta = 100, tau_w = 1/W).
@@ -128,9 +251,11 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         Per-word held-out log-likelihood averaged over the samples after burn-in
         (eq 17), when ``fit`` was given ``heldout``.
     history_ : list of dict
-        Per sweep: ``iteration``, ``n_topics``, ``alpha``, ``gamma``, ``n_tables``,
-        ``log_lik`` (collapsed log p(x | z)), ``seconds`` and, with ``heldout``,
-        ``heldout_loglik`` (running eq 17 average after burn-in, single sample before).
+        Per sweep: ``iteration``, ``n_documents``, ``fit_seconds``,
+        ``n_components``, ``alpha``, ``gamma``, ``n_tables``, ``log_lik``
+        (collapsed log p(x | z)) and, with ``heldout``, ``heldout_loglik``
+        (running eq 17 average after burn-in, single sample before) and
+        ``perplexity``.
     vocabulary_ : list of str or None
 
     References
@@ -140,13 +265,13 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
     Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007 (G-HDP, eq 17).
     """
 
-    _persist = ("_z", "_beta", "_beta_new", "_train_shape", "_train_digest")
+    _persist = BatchEstimator._persist + ("_z", "_beta", "_beta_new", "_train_fingerprint", "_heldout_fingerprint")
 
-    def __init__(self, init_topics=1, n_iter=200, burn_in=100, eta_tot=100.0, alpha=None, gamma=None,
+    def __init__(self, n_components=1, max_iter=200, burn_in=100, eta_tot=100.0, alpha=None, gamma=None,
                  alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), n_concentration_rounds=5,
-                 random_state=None):
-        self.init_topics = init_topics
-        self.n_iter = n_iter
+                 random_state=None, init_topics=DEPRECATED, n_iter=DEPRECATED):
+        self.n_components = n_components
+        self.max_iter = max_iter
         self.burn_in = burn_in
         self.eta_tot = eta_tot
         self.alpha = alpha
@@ -155,14 +280,16 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         self.gamma_prior = gamma_prior
         self.n_concentration_rounds = n_concentration_rounds
         self.random_state = random_state
+        self.init_topics = init_topics
+        self.n_iter = n_iter
 
-    # -- validation ------------------------------------------------------------
-    def _validate(self):
-        check_int(self.init_topics, "init_topics", 1)
-        check_int(self.n_iter, "n_iter", 1)
-        check_int(self.burn_in, "burn_in", 0)
-        if self.burn_in >= self.n_iter:
-            raise ValueError(f"burn_in={self.burn_in} must be smaller than n_iter={self.n_iter}")
+    # -- the batch protocol --------------------------------------------------------
+    def _check_params(self):
+        self._k0 = check_int(self._renamed("init_topics", "n_components"), "n_components", 1)
+        max_iter = check_int(self._renamed("n_iter", "max_iter"), "max_iter", 1)
+        burn_in = check_int(self.burn_in, "burn_in", 0)
+        if burn_in >= max_iter:
+            raise ValueError(f"burn_in={burn_in} must be smaller than max_iter={max_iter}")
         check_positive(self.eta_tot, "eta_tot")
         for name in ("alpha", "gamma"):
             if getattr(self, name) is not None:
@@ -170,186 +297,40 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         check_gamma_prior(self.alpha_prior, "alpha_prior")
         check_gamma_prior(self.gamma_prior, "gamma_prior")
         check_int(self.n_concentration_rounds, "n_concentration_rounds", 1)
+        return {"max_iter": max_iter, "burn_in": burn_in}
 
-    # -- fitting ---------------------------------------------------------------
-    def fit(self, X, y=None, heldout=None):
-        """Run the sampler on ``X``.
-
-        Parameters
-        ----------
-        X : Corpus or anything :class:`bnpcore.Corpus` accepts
-        heldout : Corpus, optional
-            Held-out tokens of the same documents (e.g. from
-            ``Corpus.split_tokens``); scored after every sweep, averaged over the
-            samples after burn-in ([CVHDP] eq 17).
-
-        Every sweep is recorded in ``history_`` through ``_report``; a callback
-        installed with ``reporting`` sees the sampler state (``_z``) after each
-        sweep and may stop the run by returning True.
-        """
-        self._validate()
-        X = as_corpus(X)
-        if X.n_tokens == 0:
-            raise ValueError("the corpus has no tokens")
-        if heldout is not None:
-            heldout = as_corpus(heldout, n_words=X.n_words)
-            if heldout.n_docs != X.n_docs:
-                raise ValueError(f"heldout has {heldout.n_docs} documents, X has {X.n_docs}; "
-                                 "give the held-out tokens of the same documents")
-        self._rng = check_random_state(self.random_state)
-        self._words, self._tok_ptr = X.tokens()
-        self._doc_lengths = np.diff(self._tok_ptr)
-        self._eta = self.eta_tot / X.n_words
-        self._train_shape = [X.n_docs, X.n_words]
-        self._train_digest = corpus_digest(X)
-        self._table = StirlingTable(int(min(self._doc_lengths.max(), _STIRLING_MAX_N)))
+    def _init_state(self, X, rng):
         a_alpha, b_alpha = check_gamma_prior(self.alpha_prior, "alpha_prior")
         a_gamma, b_gamma = check_gamma_prior(self.gamma_prior, "gamma_prior")
-        self._alpha = float(self.alpha) if self.alpha is not None else a_alpha / b_alpha
-        self._gamma = float(self.gamma) if self.gamma is not None else a_gamma / b_gamma
-        self._init_state(X.n_docs, X.n_words, self.init_topics)
+        settings = {"alpha_prior": None if self.alpha is not None else (a_alpha, b_alpha),
+                    "gamma_prior": None if self.gamma is not None else (a_gamma, b_gamma),
+                    "rounds": int(self.n_concentration_rounds)}
+        alpha = float(self.alpha) if self.alpha is not None else a_alpha / b_alpha
+        gamma = float(self.gamma) if self.gamma is not None else a_gamma / b_gamma
+        return _GibbsState(X, self._k0, float(self.eta_tot), alpha, gamma, settings, rng)
 
-        average = PredictiveAverage(heldout) if heldout is not None else None
-        self.history_ = []
-        self.heldout_loglik_ = None
-        start = time.perf_counter()
-        for it in range(self.n_iter):
-            self._sweep()
-            record = {"n_topics": self._K, "alpha": self._alpha, "gamma": self._gamma,
-                      "n_tables": int(self._m_k[:self._K].sum()), "log_lik": self._log_likelihood()}
-            if heldout is not None:
-                theta, phi = self._predictive()
-                if it >= self.burn_in:
-                    average.add(theta, phi)
-                    record["heldout_loglik"] = average.log_likelihood()
-                else:
-                    record["heldout_loglik"] = token_log_likelihood(theta, phi, heldout)
-            record["seconds"] = time.perf_counter() - start
-            if self._report(it + 1, **record):
-                break
-        if average is not None and average.n_samples:
-            self.heldout_loglik_ = average.log_likelihood()
-            self._heldout = heldout
-        self._set_fitted(X.vocabulary)
-        return self
-
-    def _init_state(self, n_docs, n_words, k0):
-        rng = self._rng
-        n_tok = self._words.shape[0]
-        self._kcap = max(16, 2 * k0)
-        self._z = (np.zeros(n_tok, dtype=np.int32) if k0 == 1
-                   else rng.integers(0, k0, size=n_tok).astype(np.int32))
-        self._K = k0
-        self._beta = np.zeros(self._kcap)
-        self._beta[:k0] = 1.0 / (k0 + 1)
-        self._beta_new = 1.0 / (k0 + 1)
-        self._m_k = np.zeros(self._kcap, dtype=np.int64)
-        self._counts_from_z(n_docs, n_words)
-        # a random start can leave topics without tokens: their weight joins beta_new
-        empty = self._n_k[:k0] == 0
-        self._beta_new += self._beta[:k0][empty].sum()
-        self._beta[:k0][empty] = 0.0
-        self._compact(k0)
-
-    def _counts_from_z(self, n_docs, n_words):
-        kc = self._kcap
-        docs = np.repeat(np.arange(n_docs, dtype=np.int64), self._doc_lengths)
-        z = self._z.astype(np.int64)
-        self._n_jk = np.bincount(docs * kc + z, minlength=n_docs * kc).astype(np.int32).reshape(n_docs, kc)
-        self._n_wk = np.bincount(self._words.astype(np.int64) * kc + z,
-                                 minlength=n_words * kc).astype(np.int32).reshape(n_words, kc)
-        self._n_k = np.bincount(z, minlength=kc).astype(np.int64)
-
-    def _grow(self):
-        new = 2 * self._kcap
-        pad = new - self._kcap
-        self._n_jk = np.pad(self._n_jk, ((0, 0), (0, pad)))
-        self._n_wk = np.pad(self._n_wk, ((0, 0), (0, pad)))
-        self._n_k = np.pad(self._n_k, (0, pad))
-        self._beta = np.pad(self._beta, (0, pad))
-        self._m_k = np.pad(self._m_k, (0, pad))
-        self._kcap = new
-
-    def _compact(self, k_used):
-        """Drop empty slots and order topics by decreasing size (labels relabelled in z)."""
-        sizes = self._n_k[:k_used]
-        order = np.argsort(-sizes, kind="stable")
-        order = order[sizes[order] > 0]
-        K = order.shape[0]
-        relabel = np.full(k_used, -1, dtype=np.int32)
-        relabel[order] = np.arange(K, dtype=np.int32)
-        self._z = relabel[self._z]
-        for name in ("_n_jk", "_n_wk"):
-            arr = getattr(self, name)
-            arr[:, :K] = arr[:, order]
-            arr[:, K:k_used] = 0
-        self._n_k[:K] = self._n_k[order]
-        self._n_k[K:k_used] = 0
-        self._beta[:K] = self._beta[order]
-        self._beta[K:k_used] = 0.0
-        self._K = K
-
-    def _sweep(self):
-        rng = self._rng
-        # 1. topic indicators (growing the slot arrays when the kernel runs out)
-        next_tok, k_used, beta_new = 0, self._K, self._beta_new
-        while True:
-            next_tok, k_used, beta_new = _hdp_gibbs.gibbs_sweep(
-                self._words, self._tok_ptr, self._z, self._n_jk, self._n_wk, self._n_k, self._beta,
-                beta_new, k_used, self._alpha, self._gamma, self._eta, next_tok, rng)
-            if next_tok == self._words.shape[0]:
-                break
-            self._grow()
-        self._beta_new = beta_new
-        self._compact(k_used)
-        K = self._K
-        # 2. tables, 3. global weights
-        _hdp_gibbs.draw_tables(self._n_jk, self._alpha * self._beta, K, self._table, rng, self._m_k)
-        shape = np.append(self._m_k[:K].astype(np.float64), self._gamma)
-        beta = np.exp(_log_dirichlet_draw(shape, 1, rng, log=True)[0])
-        self._beta[:K], self._beta_new = beta[:K], beta[K]
-        n_tables = int(self._m_k[:K].sum())
-        # 4. gamma, 5. alpha
-        if self.gamma is None:
-            self._gamma = resample_gamma(self._gamma, K, n_tables, self.gamma_prior, rng,
-                                         self.n_concentration_rounds)
-        if self.alpha is None:
-            self._alpha = resample_alpha(self._alpha, n_tables, self._doc_lengths, self.alpha_prior, rng,
-                                         self.n_concentration_rounds)
-
-    def _predictive(self):
-        """theta^s (n_docs x K) and phi^s (K x n_words) of the current sample ([CVHDP] eq 17)."""
-        K = self._K
-        theta = (self._n_jk[:, :K] + self._alpha * self._beta[:K]) / (self._doc_lengths + self._alpha)[:, None]
-        phi = (self._n_wk[:, :K].T + self._eta) / (self._n_k[:K] + self.eta_tot)[:, None]
-        return theta, phi
-
-    def _log_likelihood(self):
-        """Collapsed log p(x | z) = sum_k [log DM(n_k. | eta)] of the current sample."""
-        K = self._K
-        nwk = self._n_wk[:, :K]
-        nz = nwk[nwk > 0]
-        return float((gammaln(nz + self._eta) - gammaln(self._eta)).sum()
-                     + (gammaln(self.eta_tot) - gammaln(self._n_k[:K] + self.eta_tot)).sum())
-
-    def _set_fitted(self, vocabulary):
-        theta, phi = self._predictive()
-        order = np.argsort(-self._beta[:self._K], kind="stable")
+    def _set_fitted(self, state, X):
+        theta, phi = state.predictive()
+        beta = state.topics["beta"]
+        order = np.argsort(-beta, kind="stable")
         self.topics_ = phi[order]
-        self.weights_ = self._beta[order].copy()
+        self.weights_ = beta[order].copy()
         self.doc_topic_ = theta[:, order]
-        self.beta_new_ = float(self._beta_new)
-        self.n_components_ = int(self._K)
-        self.alpha_ = float(self._alpha)
-        self.gamma_ = float(self._gamma)
-        self.vocabulary_ = vocabulary
-        # resume state, in the order of topics_
-        relabel = np.empty(self._K, dtype=np.int32)
-        relabel[order] = np.arange(self._K, dtype=np.int32)
-        self._z = relabel[self._z]
+        self.beta_new_ = float(state.beta_new)
+        self.n_components_ = int(state.n_components)
+        self.alpha_ = float(state.alpha)
+        self.gamma_ = float(state.gamma)
+        self.vocabulary_ = X.vocabulary
+        self._train_fingerprint = X.fingerprint()
+        average = self.__dict__.get("_average")
+        self.heldout_loglik_ = average.log_likelihood() if average is not None and average.n_samples else None
+        self._heldout_fingerprint = average.heldout.fingerprint() if self.heldout_loglik_ is not None else None
+        # the final sample, in the order of topics_ (CollapsedVB(init_from=...) starts from it)
+        relabel = np.empty(len(order), dtype=np.int32)
+        relabel[order] = np.arange(len(order), dtype=np.int32)
+        self._z = relabel[state.z]
         self._beta = self.weights_.copy()
-        for name in ("_n_jk", "_n_wk", "_n_k", "_m_k", "_words", "_tok_ptr", "_table"):
-            delattr(self, name)             # working arrays; topics_, doc_topic_ and _z keep the state
+        self._beta_new = self.beta_new_
 
     # -- using a fitted model ----------------------------------------------------
     def transform(self, X, n_sweeps=50, burn_in=20):
@@ -359,14 +340,14 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         ``p(z_i = k) ∝ (n_jk + alpha beta_k) topics_[k, w_i]``; the posterior means
         ``(n_jk + alpha beta_k) / (N_j + alpha sum_l beta_l)`` of the sweeps after
         ``burn_in`` are averaged (proportions over the instantiated topics: rows sum
-        to 1; an empty document gets the normalised ``weights_``).
+        to 1; an empty document gets the normalised ``weights_``). The draws come
+        from the model's scoring stream (repeatable).
 
         Returns
         -------
         ndarray of shape (n_docs, n_components_)
         """
-        self._check_fitted()
-        X = as_corpus(X, n_words=np.asarray(self.topics_).shape[1])
+        X = self._check_input(X)
         check_int(n_sweeps, "n_sweeps", 1)
         check_int(burn_in, "burn_in", 0)
         if burn_in >= n_sweeps:
@@ -376,33 +357,5 @@ class DirectAssignmentGibbs(TopicMixin, BaseEstimator):
         theta = np.zeros((X.n_docs, self.n_components_))
         if self.n_components_:
             _hdp_gibbs.fold_in(words, tok_ptr, np.ascontiguousarray(np.asarray(self.topics_).T), prior,
-                               n_sweeps, burn_in, check_random_state(self.random_state), theta)
+                               n_sweeps, burn_in, self._scoring_rng(), theta)
         return theta
-
-    def heldout_log_likelihood(self, observed, heldout):
-        """Per-word log-likelihood of ``heldout`` given ``observed`` tokens of the same
-        documents: when ``observed`` is the training corpus, the sampler's own
-        predictive (:meth:`score`, eq 17); otherwise topic proportions inferred on
-        ``observed`` by :meth:`transform`."""
-        observed = as_corpus(observed)
-        if getattr(self, "_train_digest", None) == corpus_digest(observed):
-            return self.score(heldout)
-        return super().heldout_log_likelihood(observed, heldout)
-
-    def score(self, X):
-        """Per-word log-likelihood of held-out tokens of the training documents.
-
-        ``X`` holds, for each training document (same number and order), tokens
-        that were not used for training ([CVHDP] section 4, ALGORITHMS.md 8.2).
-        If ``X`` is the ``heldout`` corpus given to ``fit``, the value is the
-        average over the samples after burn-in (eq 17); otherwise the final
-        sample's predictive (eq 17 with one sample).
-        """
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.topics_.shape[1])
-        if X.n_docs != self.doc_topic_.shape[0]:
-            raise ValueError(f"X has {X.n_docs} documents, the model was trained on {self.doc_topic_.shape[0]}: "
-                             "score takes the held-out tokens of the training documents")
-        if self.heldout_loglik_ is not None and getattr(self, "_heldout", None) == X:
-            return self.heldout_loglik_
-        return token_log_likelihood(self.doc_topic_, self.topics_, X)

@@ -10,7 +10,7 @@ from bnpcore.corpus import Corpus
 from bnpcore.hdp import DirectAssignmentGibbs
 from bnpcore.kernels import _hdp_gibbs
 from bnpcore.kernels.stirling import StirlingTable, antoniak_mean, antoniak_var
-from bnpcore.models.hdp_gibbs import resample_alpha, resample_gamma
+from bnpcore.models.hdp_gibbs import _GibbsState, resample_alpha, resample_gamma
 
 from hdp_reference import canonical, crp_tables, hdp_partition_posterior, make_bars, match_topics
 
@@ -74,9 +74,9 @@ def _partition_chi2_pvalue(docs, n_words, alpha, gamma, eta_tot, n_sweeps, thin,
 
     def record(model, rec):
         if rec["iteration"] % thin == 0:           # thinning: successive sweeps are correlated
-            counts[index[canonical(model._z)]] += 1
+            counts[index[canonical(model._batch_state.z)]] += 1
 
-    model = DirectAssignmentGibbs(init_topics=2, n_iter=n_sweeps, burn_in=0, eta_tot=eta_tot, alpha=alpha,
+    model = DirectAssignmentGibbs(n_components=2, max_iter=n_sweeps, burn_in=0, eta_tot=eta_tot, alpha=alpha,
                                   gamma=gamma, random_state=seed)
     with model.reporting(record):
         model.fit(corpus)
@@ -147,9 +147,9 @@ def test_bars_recovered_from_one_topic():
     # overlapping bars at this corpus size; here 600 sweeps suffice for every seed tried
     rng = np.random.default_rng(0)
     counts, truth = make_bars(300, 100, rng, alpha=0.1)
-    model = DirectAssignmentGibbs(init_topics=1, n_iter=600, burn_in=100, eta_tot=5.0, random_state=0)
+    model = DirectAssignmentGibbs(n_components=1, max_iter=600, burn_in=100, eta_tot=5.0, random_state=0)
     model.fit(Corpus(counts))
-    assert model.history_[0]["n_topics"] < 20
+    assert model.history_[0]["n_components"] < 20
     # every bar has a topic within L1 distance 0.5 (a 50/50 mix of two bars is at 1.0)
     dist = match_topics(model.topics_[model.weights_ > 0.01], truth)
     assert np.all(dist < 0.5), dist
@@ -162,7 +162,7 @@ def small_fit():
     counts[3] = 0                                       # an empty document
     X = Corpus(counts)
     train, test = X.split_tokens(0.1, random_state=0)
-    model = DirectAssignmentGibbs(init_topics=10, n_iter=30, burn_in=10, eta_tot=5.0, random_state=4)
+    model = DirectAssignmentGibbs(n_components=10, max_iter=30, burn_in=10, eta_tot=5.0, random_state=4)
     return model.fit(train, heldout=test), train, test
 
 
@@ -172,9 +172,10 @@ def test_fitted_attributes(small_fit):
     assert model.topics_.shape == (K, 100) and np.allclose(model.topics_.sum(1), 1)
     assert np.all(np.diff(model.weights_) <= 0)
     assert np.isclose(model.weights_.sum() + model.beta_new_, 1)
-    assert len(model.history_) == 30 and model.history_[-1]["n_topics"] == K
-    assert model.score(test) == model.heldout_loglik_
-    assert np.isfinite(model.score(test.matrix))          # a copy: final-sample predictive
+    assert len(model.history_) == 30 and model.history_[-1]["n_components"] == K
+    assert model.heldout_log_likelihood(train, test) == model.heldout_loglik_ == model.history_[-1]["heldout_loglik"]
+    copy = Corpus(test.matrix.copy())                      # same counts: the fingerprint recognises them
+    assert model.heldout_log_likelihood(train, copy) == model.heldout_loglik_
     theta = model.transform(train[:5])
     assert theta.shape == (5, K) and np.allclose(theta.sum(1), 1)
 
@@ -191,8 +192,8 @@ def test_reproducible_and_save_load(small_fit, tmp_path):
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"n_iter": 0}, "n_iter"), ({"burn_in": 300}, "burn_in"), ({"eta_tot": -1.0}, "eta_tot"),
-    ({"alpha": 0.0}, "alpha"), ({"gamma_prior": (1.0, 0.0)}, "gamma_prior"), ({"init_topics": 0}, "init_topics"),
+    ({"max_iter": 0}, "max_iter"), ({"burn_in": 300}, "burn_in"), ({"eta_tot": -1.0}, "eta_tot"),
+    ({"alpha": 0.0}, "alpha"), ({"gamma_prior": (1.0, 0.0)}, "gamma_prior"), ({"n_components": 0}, "n_components"),
 ])
 def test_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
@@ -203,14 +204,14 @@ def test_bad_input():
     with pytest.raises(ValueError, match="no tokens"):
         DirectAssignmentGibbs().fit(Corpus([[], []], n_words=3))
     with pytest.raises(ValueError, match="documents"):
-        DirectAssignmentGibbs(n_iter=2, burn_in=0).fit(Corpus([[0, 1]], n_words=2),
+        DirectAssignmentGibbs(max_iter=2, burn_in=0).fit(Corpus([[0, 1]], n_words=2),
                                                        heldout=Corpus([[0], [1]], n_words=2))
 
 
 def test_slot_growth_beyond_capacity():
     # one long document of distinct words with a huge alpha * gamma opens many topics in one sweep
     X = Corpus([list(range(200))], n_words=200)
-    model = DirectAssignmentGibbs(init_topics=1, n_iter=2, burn_in=0, eta_tot=0.01, alpha=50.0, gamma=50.0,
+    model = DirectAssignmentGibbs(n_components=1, max_iter=2, burn_in=0, eta_tot=0.01, alpha=50.0, gamma=50.0,
                                   random_state=0).fit(X)
     assert model.n_components_ > 16
     assert np.array_equal(np.unique(model._z), np.arange(model.n_components_))   # every topic is used
@@ -221,7 +222,7 @@ def test_transform_with_disjoint_topics_is_exact():
     model = DirectAssignmentGibbs(random_state=0)
     model.topics_ = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.25, 0.75]])
     model.weights_ = np.array([0.6, 0.3])
-    model.alpha_, model.n_components_ = 2.0, 2
+    model.alpha_, model.n_components_, model.n_features_in_ = 2.0, 2, 4
     theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4), n_sweeps=5, burn_in=2)
     np.testing.assert_allclose(theta, [[1.2 / 4.8, 3.6 / 4.8], [6.2 / 6.8, 0.6 / 6.8]], rtol=1e-12)
 
@@ -271,37 +272,28 @@ def test_geweke_joint_sampler_with_concentrations():
     n_prior, n_chain, thin = 3000, 30000, 10
     prior = np.array([[len(b), a, g] for z, b, _, a, g in (_prior_draw(lengths, pa, pg, rng)
                                                             for _ in range(n_prior))])
-    model = DirectAssignmentGibbs(init_topics=1, n_iter=2, burn_in=0, eta_tot=W * eta, alpha_prior=pa,
-                                  gamma_prior=pg, n_concentration_rounds=1, random_state=12)
-    model._validate()
-    model._rng = np.random.default_rng(13)
-    model._eta = eta
-    z, beta, beta_new, model._alpha, model._gamma = _prior_draw(lengths, pa, pg, rng)
+    z, beta, beta_new, alpha, gamma = _prior_draw(lengths, pa, pg, rng)
+    settings = {"alpha_prior": pa, "gamma_prior": pg, "rounds": 1}
+    state = None
     chain = []
     for it in range(n_chain):
         words = _words_given_z(z, W, eta, rng)
         # the corpus orders tokens by word within a document: carry z along
         order = [np.argsort(wj, kind="stable") for wj in words]
         X = Corpus([list(np.asarray(wj)[o]) for wj, o in zip(words, order)], n_words=W)
-        model._words, model._tok_ptr = X.tokens()
-        model._doc_lengths = np.diff(model._tok_ptr)
-        model._table = StirlingTable(max(lengths))
         flat = np.concatenate([np.asarray(zj)[o] for zj, o in zip(z, order)]).astype(np.int32)
-        K = len(beta)
-        model._kcap = max(16, 2 * K)
-        model._z, model._K = flat, K
-        model._beta = np.zeros(model._kcap)
-        model._beta[:K] = beta
-        model._beta_new = beta_new
-        model._m_k = np.zeros(model._kcap, dtype=np.int64)
-        model._counts_from_z(len(lengths), W)
-        model._compact(K)                       # the prior draw may leave no empty topic; no-op then
-        model._sweep()
-        K = model._K
-        z = np.split(model._z, np.cumsum(lengths)[:-1])
-        beta, beta_new = model._beta[:K].copy(), model._beta_new
+        if state is None:
+            state = _GibbsState(X, 1, W * eta, alpha, gamma, settings, np.random.default_rng(13))
+        state.restore(X)
+        state.alpha, state.gamma = alpha, gamma
+        state.assign(flat, beta, beta_new)      # the prior draw leaves no empty topic: nothing moves
+        state.sweep()
+        K = state.n_components
+        z = np.split(state.z, np.cumsum(lengths)[:-1])
+        beta, beta_new = state.topics["beta"].copy(), state.beta_new
+        alpha, gamma = state.alpha, state.gamma
         if it % thin == 0:
-            chain.append([K, model._alpha, model._gamma])
+            chain.append([K, alpha, gamma])
     chain = np.array(chain)
     # K: two-sample chi-square over its values (rare values pooled); alpha, gamma: KS
     values = np.unique(prior[:, 0])
@@ -321,6 +313,27 @@ def test_heldout_log_likelihood_uses_the_sample_average(small_fit):
 
 
 def test_random_start_with_more_topics_than_tokens():
-    model = DirectAssignmentGibbs(init_topics=50, n_iter=3, burn_in=0, random_state=0).fit(Corpus([[0, 1, 2]]))
+    model = DirectAssignmentGibbs(n_components=50, max_iter=3, burn_in=0, random_state=0).fit(Corpus([[0, 1, 2]]))
     assert 1 <= model.n_components_ <= 3
     assert np.isclose(model.weights_.sum() + model.beta_new_, 1.0)
+
+
+@pytest.mark.parametrize("cls, params", [
+    (DirectAssignmentGibbs, dict(n_components=5, max_iter=8, burn_in=3, eta_tot=5.0)),
+    ("CollapsedVB", dict(n_components=6, max_iter=6, eta_tot=5.0)),
+], ids=["G-HDP", "CV-HDP"])
+def test_checkpoint_resume_continues_exactly(small_fit, tmp_path, cls, params):
+    from bnpcore.hdp import CollapsedVB
+    cls = CollapsedVB if cls == "CollapsedVB" else cls
+    _, train, test = small_fit
+    full = cls(random_state=3, **params).fit(train, heldout=test)
+    part = cls(random_state=3, **params)
+    with part.reporting(lambda est, rec: rec["iteration"] == 4):
+        part.fit(train, heldout=test, checkpoint=tmp_path / "ck.npz")
+    assert part.n_iter_ == 4
+    resumed = base.load(tmp_path / "ck.npz").fit(train, heldout=test, resume=True)
+    np.testing.assert_array_equal(resumed.topics_, full.topics_)
+    np.testing.assert_array_equal(resumed.doc_topic_, full.doc_topic_)
+    strip = [{k: v for k, v in r.items() if k != "fit_seconds"} for r in full.history_]
+    np.testing.assert_equal([{k: v for k, v in r.items() if k != "fit_seconds"} for r in resumed.history_], strip)
+    assert resumed.heldout_log_likelihood(train, test) == full.heldout_log_likelihood(train, test)
