@@ -101,7 +101,7 @@ def main(argv=None):
     rows.append(row)
     docs_per_second[row.algorithm] = docs / row.train_seconds
     for doc_init in ("ranked", "uniform"):
-        row, docs = bnpcore_row(hdp.OnlineVB(n_topics=args.topics, n_atoms=args.atoms, learning_offset=TAU0,
+        row, docs = bnpcore_row(hdp.OnlineVB(n_components=args.topics, n_atoms=args.atoms, learning_offset=TAU0,
                                              learning_decay=KAPPA, doc_init=doc_init, **common),
                                 f"HDP online VB, {doc_init} start", f"T={args.topics} K={args.atoms} S={S}",
                                 train, test, args)

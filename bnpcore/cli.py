@@ -120,9 +120,9 @@ MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta":
 MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {"eta": 0.01, "gamma": 1.0, "alpha": 1.0, "batch_size": 100,
                                                           "n_epochs": 20},
                         {"batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
-MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_topics": 300, "n_atoms": 15, "eta": 0.01, "gamma": 1.0,
+MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_components": 300, "n_atoms": 15, "eta": 0.01, "gamma": 1.0,
                                                     "alpha": 1.0, "batch_size": 100, "n_epochs": 20},
-                           {"n_topics": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
+                           {"n_components": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 
 # NGGP mixtures ([NRM] 002 Table 1 on KOS: eta = 0.1; IG prior sigma = 0.5, a = 10, tau = 100).
 # ADF reports once per block of merge_every documents: small blocks give tiny corpora several.

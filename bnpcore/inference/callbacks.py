@@ -52,8 +52,8 @@ class Progress:
     def __call__(self, estimator, record):
         if not self.enabled or self.key not in record:
             return False
-        shown = {k: v for k, v in record.items()
-                 if k not in ("iteration", "n_documents") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        shown = {k: v for k, v in record.items() if k not in ("iteration", "n_documents")
+                 and not k.endswith("seconds") and isinstance(v, (int, float)) and not isinstance(v, bool)}
         now = record[self.key]
         if self.bar is not None:
             self.bar.update(now - self.done)

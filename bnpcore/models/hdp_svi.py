@@ -9,10 +9,9 @@ pi_j ~ DP(alpha, beta), z_ji ~ Cat(pi_j), x_ji ~ Cat(phi_{z_ji}).
 import numpy as np
 
 from bnpcore._validation import check_int, check_positive, effective_n_threads
-from bnpcore.base import TopicMixin
-from bnpcore.corpus import as_corpus
+from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.evaluation import _hdp_importance_sampling, hdp_heldout_log_likelihood
-from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler
+from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
 from bnpcore.kernels._svi import hdp_local_step, hdp_online_vb_step
 from bnpcore.kernels.stirling import StirlingTable
 
@@ -37,14 +36,14 @@ class _OnlineHDP(OnlineEstimator, TopicMixin):
         # expected number of words, sum_w (lambda_kw - eta) (E10, E11)
         return self._state.word_mass()
 
-    def score(self, X, y=None):
-        """Held-out per-word log-likelihood of whole documents ([TF] S.3): the
-        importance-sampling estimate of
+    def heldout_document_log_likelihood(self, X):
+        """Held-out per-word log-likelihood of whole documents (Wang & Blei 2012,
+        supplement S.3, the papers' metric): the importance-sampling estimate of
         :func:`bnpcore.evaluation.hdp_heldout_log_likelihood` with
         ``heldout_burnin`` Gibbs sweeps and ``heldout_samples`` samples per
-        document (seeded from ``random_state``)."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.n_features_in_)
+        document (seeded from ``random_state``). ``score`` is the library's
+        document completion instead, comparable across topic models."""
+        X = self._check_input(X)
         return hdp_heldout_log_likelihood(self.topics_, self.weights_, self.alpha, X, self.heldout_burnin,
                                           self.heldout_samples, self._scoring_rng(), self.n_threads)
 
@@ -144,9 +143,11 @@ class TruncationFreeSVI(_OnlineHDP):
         if getattr(self, "_stirling", None) is None:
             self._stirling = StirlingTable()        # cache of log Stirling numbers, never saved
         st = self._state
-        return hdp_local_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde,
-                              st.rows, st.scale, st.sizes, float(self.eta), float(self.gamma), float(self.alpha),
-                              int(self.local_sweeps), self.new_component == "exact", rng, self._stirling)
+        n_new, block, sizes = hdp_local_step(
+            batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows, st.scale, st.sizes,
+            float(self.eta), float(self.gamma), float(self.alpha), int(self.local_sweeps),
+            self.new_component == "exact", rng, self._stirling)
+        return n_new, minibatch_stats(batch, block, sizes)
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -157,8 +158,7 @@ class TruncationFreeSVI(_OnlineHDP):
         """Document-topic proportions ``(n_jk + alpha pihat_k) / (N_j + alpha sum_k pihat_k)``
         after ``heldout_burnin`` Gibbs sweeps with the topics fixed (rows sum to 1;
         an empty document gets the normalised pihat)."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.n_features_in_)
+        X = self._check_input(X)
         if self.n_components_ == 0:
             return np.empty((X.n_docs, 0))
         prior = self.alpha * self.weights_
@@ -172,20 +172,21 @@ class OnlineVB(_OnlineHDP):
     """Online variational inference for the HDP (Wang, Paisley & Blei 2011),
     the truncated baseline of [TF] 000 (shared/ALGORITHMS.md §5.4 b).
 
-    Corpus level: ``n_topics`` topics Dirichlet(lambda_k) and sticks
+    Corpus level: ``n_components`` topics Dirichlet(lambda_k) and sticks
     Beta(u_k, v_k) with V_T = 1; document level: ``n_atoms`` atoms with their
     own sticks, each atom pointing to corpus topics (varphi), each word to
     atoms (zeta), fitted by coordinate ascent per document (the first three
     iterations without the stick terms); then natural-gradient steps with
     ``rho_t = (learning_offset + t)^-learning_decay`` floored at S/D. The
-    same algorithm as gensim's ``HdpModel`` (T = n_topics, K = n_atoms); the
+    same algorithm as gensim's ``HdpModel`` (T = n_components, K = n_atoms); the
     start of the document iterations is the one choice left open
     (``doc_init``).
 
     Parameters
     ----------
-    n_topics : int, default 300
-        Corpus-level truncation ([TF] §3: 300; gensim's T).
+    n_components : int, default 300
+        Corpus-level truncation ([TF] §3: 300; gensim's T; ``n_topics`` before
+        bnpcore 0.2, still accepted with a ``FutureWarning``).
     n_atoms : int, default 15
         Document-level truncation (gensim's K).
     eta, gamma, alpha : float, default 0.01, 1.0, 1.0
@@ -239,11 +240,12 @@ class OnlineVB(_OnlineHDP):
 
     _truncated = True
 
-    def __init__(self, n_topics=300, n_atoms=15, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1,
+    def __init__(self, n_components=300, n_atoms=15, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1,
                  schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="uniform",
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
-                 total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None):
-        self.n_topics = n_topics
+                 total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None,
+                 n_topics=DEPRECATED):
+        self.n_components = n_components
         self.n_atoms = n_atoms
         self.eta = eta
         self.gamma = gamma
@@ -265,10 +267,11 @@ class OnlineVB(_OnlineHDP):
         self.heldout_samples = heldout_samples
         self.n_threads = n_threads
         self.random_state = random_state
+        self.n_topics = n_topics
 
     def _check_params(self):
         self._check_common()
-        check_int(self.n_topics, "n_topics")
+        self._n_topics = check_int(self._renamed("n_topics", "n_components"), "n_components")
         check_int(self.n_atoms, "n_atoms")
         if self.doc_init not in ("ranked", "uniform"):
             raise ValueError(f"doc_init must be 'ranked' or 'uniform', got {self.doc_init!r}")
@@ -277,10 +280,10 @@ class OnlineVB(_OnlineHDP):
         check_positive(self.init_scale, "init_scale", allow_zero=True)
 
     def _init_state(self, state, rng, n_docs):
-        T, W = int(self.n_topics), state.n_words
-        state.add_components(T)
-        state.words[state.rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
-        state.row_tilde[state.rows] = state.words[state.rows].sum(axis=1)
+        T, W = self._n_topics, state.n_words
+        rows = state.table.add(T)
+        state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
+        state.row_tilde[rows] = state.words[rows].sum(axis=1)
 
     def _estep(self, batch, doc_topic):
         st = self._state
@@ -295,14 +298,13 @@ class OnlineVB(_OnlineHDP):
 
     def _local_step(self, batch, rng):
         block, sizes = self._estep(batch, np.empty((0, self._state.n_components)))
-        return 0, block, sizes
+        return 0, minibatch_stats(batch, block, sizes)
 
     def transform(self, X, chunk=256):
         """Document-topic proportions from the document-level variational
         parameters: ``sum_t varphi_jtk N_jt`` normalised (an empty document
         gets ``weights_``)."""
-        self._check_fitted()
-        X = as_corpus(X, n_words=self.n_features_in_)
+        X = self._check_input(X)
         out = np.empty((X.n_docs, self._state.n_components))
         word_map = np.full(X.n_words, -1, dtype=np.int32)
         for s in range(0, X.n_docs, chunk):

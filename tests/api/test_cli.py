@@ -164,7 +164,7 @@ def test_plain_progress_without_tqdm(monkeypatch, capsys, toy_registry, kos_is_t
     monkeypatch.setitem(sys.modules, "tqdm", None)       # import tqdm -> ImportError
     code, out, err = run(capsys, "fit", "--iterations", "4")
     assert code == 0
-    assert "\rtoy-kmeans: iteration 4/4  loglik=" in err and err.endswith("\n")
+    assert "\rtoy-kmeans: iteration 4/4  n_components=10  loglik=" in err and err.endswith("\n")
 
 
 def test_help_exits_zero(capsys):

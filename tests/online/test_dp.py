@@ -16,10 +16,10 @@ def make_state(lam, sizes, eta, a, truncated=False):
     """A StickState holding lambda (K x W) and Nst_k = sizes."""
     lam = np.asarray(lam, dtype=float)
     state = StickState(lam.shape[1], eta, a, truncated)
-    state.add_components(len(lam))
+    state.table.add(len(lam))
     state.words[state.rows] = lam - eta
     state.row_tilde[state.rows] = (lam - eta).sum(axis=1)
-    state.sizes = np.asarray(sizes, dtype=float)
+    state.table.arrays["sizes"][state.rows] = sizes
     return state
 
 

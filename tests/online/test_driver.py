@@ -6,9 +6,15 @@ import pytest
 import bnpcore.base
 from bnpcore import mixture
 from bnpcore.corpus import Corpus
-from bnpcore.inference.online import (EarlyStopping, Minibatch, MinibatchStream, StickState,
-                                      learning_rate)
+from bnpcore.inference import moves
+from bnpcore.inference.callbacks import EarlyStopping
+from bnpcore.inference.online import Minibatch, MinibatchStream, StickState, learning_rate
+from bnpcore.inference.stats import SuffStats
 from bnpcore.kernels._svi import dp_local_step
+
+
+def batch_stats(vocab, block, sizes):
+    return SuffStats({"words": block, "sizes": sizes}, vocab=vocab, word_fields=("words",))
 
 
 def random_corpus(seed, n_docs=60, n_words=30, n_clusters=4, length=(0, 40)):
@@ -29,7 +35,7 @@ def test_truncation_free_schedule_is_a_rescaled_running_average():
     stats = rng.gamma(0.5, 2.0, size=(n, K, W))
     sizes = rng.random((n, K))
     state = StickState(W, eta, 1.0)
-    state.add_components(K)
+    state.table.add(K)
     state.words[state.rows] = rng.random((K, W))        # erased by the first step (rho = 1)
     state.row_tilde[state.rows] = state.words[state.rows].sum(axis=1)
     seen, t = 0, 0
@@ -37,7 +43,7 @@ def test_truncation_free_schedule_is_a_rescaled_running_average():
         block = stats[seen:seen + S].sum(axis=0)
         seen += S
         rho = learning_rate("truncation_free", t, seen, S, n)
-        state.update(rho, n / S, np.arange(W, dtype=np.int32), block, sizes[seen - S:seen].sum(axis=0))
+        state.update(rho, n / S, batch_stats(np.arange(W, dtype=np.int32), block, sizes[seen - S:seen].sum(axis=0)))
         t += 1
         np.testing.assert_allclose(state.lam(), eta + n / seen * stats[:seen].sum(axis=0), rtol=1e-12)
         np.testing.assert_allclose(state.sizes, n / seen * sizes[:seen].sum(axis=0), rtol=1e-12)
@@ -76,7 +82,7 @@ def test_lazy_decay_equals_dense_updates_with_renormalisation():
     folds = 0
     for step in range(1000):
         if step % 97 == 0:
-            lazy.add_components(2)
+            lazy.table.add(2)
             dense.N = np.vstack([dense.N, np.zeros((2, W))])
             dense.s = np.concatenate([dense.s, np.zeros(2)])
         K = lazy.n_components
@@ -85,7 +91,7 @@ def test_lazy_decay_equals_dense_updates_with_renormalisation():
         sizes = rng.random(K)
         rho = 1.0 if step == 500 else rng.choice([rng.uniform(0.001, 0.05), rng.uniform(0.5, 0.9)])
         before = lazy.scale
-        lazy.update(rho, 3.0, vocab, block, sizes)
+        lazy.update(rho, 3.0, batch_stats(vocab, block, sizes))
         dense.update(rho, 3.0, vocab, block, sizes)
         folds += lazy.scale == 1.0 and before * (1 - rho) != 1.0
         np.testing.assert_allclose(lazy.word_stats(), dense.N, rtol=1e-12, atol=1e-300)
@@ -108,11 +114,11 @@ def test_stick_invariant_after_random_updates_reorders_and_prunes():
     for step in range(300):
         action = rng.integers(4)
         if action == 0 or state.n_components == 0:
-            state.add_components(rng.integers(1, 4))
+            state.table.add(rng.integers(1, 4))
         K = state.n_components
         if action == 1:
             before = {(tuple(r), s) for r, s in zip(state.lam().round(12), state.sizes.round(12))}
-            order = state.reorder(state.sizes if rng.random() < 0.5 else state.word_mass())
+            order = moves.reorder(state.table, state.sizes if rng.random() < 0.5 else state.word_mass())
             after = {(tuple(r), s) for r, s in zip(state.lam().round(12), state.sizes.round(12))}
             assert before == after
             if order is not None:
@@ -121,13 +127,13 @@ def test_stick_invariant_after_random_updates_reorders_and_prunes():
             threshold = rng.uniform(0, 2)
             keep = state.sizes >= threshold
             expected = state.lam()[keep]
-            state.remove(keep)
+            state.table.remove(keep)
             assert np.all(state.sizes >= threshold)
             np.testing.assert_array_equal(state.lam(), expected)
         else:
             vocab = np.arange(W, dtype=np.int32)
-            state.update(rng.uniform(0.01, 1.0), rng.uniform(1, 50), vocab,
-                         rng.gamma(0.5, 1.0, size=(K, W)), rng.gamma(0.5, 1.0, size=K))
+            state.update(rng.uniform(0.01, 1.0), rng.uniform(1, 50),
+                         batch_stats(vocab, rng.gamma(0.5, 1.0, size=(K, W)), rng.gamma(0.5, 1.0, size=K)))
         u, v = state.stick_params()
         np.testing.assert_allclose(v, suffix_v(u - 1, g), rtol=1e-12, atol=0)
         np.testing.assert_array_equal(u, 1 + state.sizes)
@@ -135,8 +141,8 @@ def test_stick_invariant_after_random_updates_reorders_and_prunes():
 
 def test_stick_expectations():
     state = StickState(3, 0.5, 1.0)
-    state.add_components(3)
-    state.sizes = np.array([4.0, 2.0, 1.0])
+    state.table.add(3)
+    state.table.arrays["sizes"][state.rows] = [4.0, 2.0, 1.0]
     u, v = state.stick_params()
     np.testing.assert_allclose(v, [4.0, 2.0, 1.0])
     ev = u / (u + v)
@@ -224,8 +230,8 @@ def assert_same_model(a, b):
     for x, y in zip(model_arrays(a), model_arrays(b)):
         np.testing.assert_array_equal(x, y)
     assert a._rng.bit_generator.state == b._rng.bit_generator.state
-    strip = [{k: v for k, v in r.items() if k != "train_seconds"} for r in a.history_]
-    assert strip == [{k: v for k, v in r.items() if k != "train_seconds"} for r in b.history_]
+    strip = [{k: v for k, v in r.items() if k != "fit_seconds"} for r in a.history_]
+    assert strip == [{k: v for k, v in r.items() if k != "fit_seconds"} for r in b.history_]
 
 
 @pytest.mark.parametrize("stop_at", [1, 29, 64])
@@ -299,23 +305,23 @@ def test_history_heldout_and_early_stopping():
     with est.reporting(lambda e, r: seen.append(r)):
         est.fit(train, heldout=test, eval_every=15)
     assert [r["iteration"] for r in est.history_] == list(range(1, 49))
-    assert [r["documents"] for r in est.history_] == list(range(5, 241, 5))
+    assert [r["n_documents"] for r in est.history_] == list(range(5, 241, 5))
     assert seen == est.history_
     scored = [r for r in est.history_ if "heldout_loglik" in r]
-    assert [r["documents"] for r in scored] == list(range(15, 241, 15))
+    assert [r["n_documents"] for r in scored] == list(range(15, 241, 15))
     assert all(np.isfinite(r["heldout_loglik"]) for r in scored)
     assert scored[-1]["heldout_loglik"] == pytest.approx(est.score(test))
     stop = mixture.TruncationFreeSVI(batch_size=5, n_epochs=50, random_state=0)
     with stop.reporting(EarlyStopping(patience=2, min_delta=1.0)):
         stop.fit(train, heldout=test, eval_every=15)
-    assert stop.history_[-1]["documents"] == 45 and stop._stream is not None        # stopped early, resumable
+    assert stop.history_[-1]["n_documents"] == 45 and stop._stream is not None        # stopped early, resumable
 
 
 def test_early_stopping_logic():
     es = EarlyStopping(patience=2, min_delta=0.1)
     values = [1.0, 1.05, 1.5, 1.55, 1.58]
     assert [es(None, {"heldout_loglik": v}) for v in values] == [False, False, False, False, True]
-    assert es(None, {"documents": 3}) is False
+    assert es(None, {"n_documents": 3}) is False
 
 
 def test_partial_fit_after_fit_keeps_the_corpus_size():

@@ -20,10 +20,10 @@ from bnpcore.kernels.stirling import StirlingTable
 def state_with(lam, sizes, eta, gamma, truncated=False):
     lam = np.atleast_2d(np.asarray(lam, dtype=float))
     state = StickState(lam.shape[1], eta, gamma, truncated)
-    state.add_components(len(lam))
+    state.table.add(len(lam))
     state.words[state.rows] = lam - eta
     state.row_tilde[state.rows] = (lam - eta).sum(axis=1)
-    state.sizes = np.asarray(sizes, dtype=float)
+    state.table.arrays["sizes"][state.rows] = sizes
     return state
 
 
@@ -223,14 +223,14 @@ def test_truncation_free_hdp_grows_topics_on_bars():
     assert np.mean(match) > 0.95 and np.sum(match > 0.95) >= 8, match
     oracle = hdp_heldout_log_likelihood(truth, np.full(len(truth), 1.0 / len(truth)), 1.0, test, n_samples=100,
                                         random_state=0)
-    assert est.score(test) > oracle - 0.05
+    assert est.heldout_document_log_likelihood(test) > oracle - 0.05
 
 
 @pytest.mark.parametrize("doc_init", ["ranked", "uniform"])
 def test_online_vb_on_bars(doc_init):
     X, truth = bars_corpus(1, n_docs=500)
     train, test = X[np.arange(400)], X[np.arange(400, 500)]
-    est = hdp.OnlineVB(n_topics=20, n_atoms=10, eta=0.1, batch_size=50, n_epochs=5, heldout_samples=100,
+    est = hdp.OnlineVB(n_components=20, n_atoms=10, eta=0.1, batch_size=50, n_epochs=5, heldout_samples=100,
                        doc_init=doc_init, random_state=0).fit(train)
     assert est.weights_.sum() == pytest.approx(1.0)
     match = matching(est.topics_, truth)
@@ -337,7 +337,7 @@ def test_online_vb_with_one_topic_is_the_corpus_dirichlet():
     """One corpus topic: varphi = 1, so one pass with rho_t = S/n_t gives
     lambda = eta + corpus counts (§10.5)."""
     X, _ = bars_corpus(4, n_docs=37, length=20)
-    est = hdp.OnlineVB(n_topics=1, n_atoms=3, eta=0.2, batch_size=5, schedule="truncation_free",
+    est = hdp.OnlineVB(n_components=1, n_atoms=3, eta=0.2, batch_size=5, schedule="truncation_free",
                        random_state=0).fit(X)
     np.testing.assert_allclose(est.components_[0], 0.2 + np.asarray(X.matrix.sum(axis=0))[0], rtol=1e-10)
     np.testing.assert_allclose(est._state.sizes, [37 * 3], rtol=1e-10)
@@ -367,7 +367,7 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
 
 def test_checkpoint_resume_hdp(tmp_path):
     X, _ = bars_corpus(6, n_docs=40, length=20)
-    for cls, params in [(hdp.TruncationFreeSVI, {}), (hdp.OnlineVB, {"n_topics": 8, "n_atoms": 4})]:
+    for cls, params in [(hdp.TruncationFreeSVI, {}), (hdp.OnlineVB, {"n_components": 8, "n_atoms": 4})]:
         params = dict(params, batch_size=6, n_epochs=2, random_state=9, heldout_samples=20)
         full = cls(**params).fit(X)
         cls(**params).fit(X, checkpoint=tmp_path / "h.npz", max_documents=25)
@@ -375,13 +375,14 @@ def test_checkpoint_resume_hdp(tmp_path):
         np.testing.assert_array_equal(full.components_, resumed.components_)
         np.testing.assert_array_equal(full.weights_, resumed.weights_)
         assert full.score(X) == resumed.score(X)
+        assert full.heldout_document_log_likelihood(X) == resumed.heldout_document_log_likelihood(X)
 
 
 def test_transform_and_score_contract():
     X, _ = bars_corpus(7, n_docs=60, length=20)
     X = Corpus(np.vstack([X.matrix.toarray(), np.zeros((1, X.n_words), dtype=int)]))
     for est in (hdp.TruncationFreeSVI(batch_size=10, heldout_samples=20, random_state=0),
-                hdp.OnlineVB(n_topics=10, n_atoms=4, batch_size=10, heldout_samples=20, random_state=0)):
+                hdp.OnlineVB(n_components=10, n_atoms=4, batch_size=10, heldout_samples=20, random_state=0)):
         est.fit(X)
         r = est.transform(X)
         assert r.shape == (X.n_docs, est.n_components_)
