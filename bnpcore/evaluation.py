@@ -33,7 +33,7 @@ import numpy as np
 from bnpcore._validation import check_int, check_positive, check_random_state, effective_n_threads, spawn_generators
 from bnpcore.corpus import as_corpus
 from bnpcore.kernels import _evaluation
-from bnpcore.kernels._svi import hdp_heldout
+from bnpcore.kernels._evaluation import hdp_heldout
 
 __all__ = ["token_log_likelihood", "perplexity", "PredictiveAverage", "infer_doc_topic",
            "document_completion", "mixture_log_likelihood", "dp_heldout_log_likelihood",

@@ -12,11 +12,14 @@ Counts come as a CSR matrix (``indptr`` int64, ``indices`` int32 word ids,
 arrays are ``topic_word.T`` made contiguous, so the K values of one word are
 adjacent.
 """
-from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, exp, fabs, log
+from cython.parallel cimport parallel, prange, threadid
+from libc.math cimport INFINITY, exp, fabs, log, log1p
 from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
 
-from bnpcore.kernels.special cimport bnp_digamma, bnp_lgamma, bnp_log_dirmult
+from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_gamma, bnp_rng_uniform
+from bnpcore.kernels.special cimport (bnp_digamma, bnp_dlgamma, bnp_lgamma, bnp_log_dirmult, bnp_logaddexp,
+                                      bnp_logsumexp)
 
 
 cdef inline double dot(const double *a, const double *b, Py_ssize_t n) noexcept nogil:
@@ -215,3 +218,149 @@ def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = top
         n_iter[j] = infer_one_document(&word_topic[0, 0], &alpha[0], &indices[lo] if hi > lo else NULL,
                                        &counts[lo] if hi > lo else NULL, hi - lo, n_topics, max_iter, tol,
                                        &gamma[j, 0], buf, buf + n_topics)
+
+
+# --------------------------------------------------------------------------- #
+# HDP held-out likelihood by importance sampling ([TF] S.3, §8.4)              #
+# --------------------------------------------------------------------------- #
+
+cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, const double *topics, int64_t K,
+                             int64_t W, const double *prior, double prior_total, int burnin, int n_samples,
+                             double defensive, bnp_bitgen_t *g, double *phid, int32_t *tokp, int32_t *z, double *nk, double *cw,
+                             double *lg, double *lw, double *counts_out) noexcept nogil:
+    """log p(x | topics, Dir(prior)) of one document by importance sampling.
+
+    Gibbs on the topic of every token with the topics fixed (``burnin`` sweeps
+    from z_i ∝ prior_k phi_k,x_i), then ``n_samples`` draws pi ~ Dir(prior + n)
+    weighted by Dir(pi | prior) prod_i sum_k pi_k phi_k,x_i / Dir(pi | prior + n).
+    The (a_k - 1) log pi_k terms of both densities cancel exactly, so
+    log w = sum_i log sum_k pi_k phi_k,x_i - log ratio, with
+    log ratio = log Dir(pi | prior + n) / Dir(pi | prior)
+              = dlgamma(A, N) - sum_k dlgamma(prior_k, n_k) + sum_k n_k log pi_k.
+    With ``defensive`` = eps > 0 the proposal is the mixture
+    eps Dir(prior) + (1 - eps) Dir(prior + n) and
+    log w = sum_i log sum_k pi_k phi_k,x_i - log(eps + (1 - eps) ratio) <= -log eps.
+    """
+    cdef int64_t p, k, i, n = 0, c
+    cdef int s, r
+    cdef bint from_prior
+    cdef double total, target, base, lz, acc, ratio
+    for p in range(nnz):
+        for k in range(K):
+            phid[p * K + k] = topics[k * W + wd[p]]
+        for c in range(cd[p]):
+            tokp[n] = <int32_t>p
+            n += 1
+    for k in range(K):
+        nk[k] = 0.0
+    for s in range(burnin + 1):
+        for i in range(n):
+            p = tokp[i]
+            if s > 0:
+                nk[z[i]] -= 1.0
+            total = 0.0
+            for k in range(K):
+                total += ((nk[k] + prior[k]) if s > 0 else prior[k]) * phid[p * K + k]
+                cw[k] = total
+            target = bnp_rng_uniform(g) * total
+            k = 0
+            while k < K - 1 and cw[k] <= target:
+                k += 1
+            z[i] = <int32_t>k
+            if s > 0:
+                nk[k] += 1.0
+        if s == 0:
+            for i in range(n):
+                nk[z[i]] += 1.0
+    if counts_out != NULL:
+        for k in range(K):
+            counts_out[k] = nk[k]
+    if n == 0 or n_samples == 0:
+        return 0.0
+    base = bnp_dlgamma(prior_total, <double>n)
+    for k in range(K):
+        base -= bnp_dlgamma(prior[k], nk[k])
+    for r in range(n_samples):
+        from_prior = defensive > 0.0 and bnp_rng_uniform(g) < defensive
+        for k in range(K):
+            lg[k] = bnp_rng_log_gamma(g, prior[k] if from_prior else prior[k] + nk[k])
+        lz = bnp_logsumexp(lg, K)
+        ratio = base
+        for k in range(K):
+            lg[k] -= lz
+            if nk[k] > 0.0:
+                ratio += nk[k] * lg[k]
+            lg[k] = exp(lg[k])
+        acc = -ratio if defensive == 0.0 else -bnp_logaddexp(log(defensive), log1p(-defensive) + ratio)
+        for p in range(nnz):
+            total = 0.0
+            for k in range(K):
+                total += lg[k] * phid[p * K + k]
+            acc += cd[p] * log(total)
+        lw[r] = acc
+    return bnp_logsumexp(lw, n_samples) - log(<double>n_samples)
+
+
+def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+                const double[:, ::1] topics, const double[::1] prior, int burnin, int n_samples, double defensive,
+                list generators, int chunk, double[::1] loglik, double[:, ::1] doc_counts, int n_threads=1):
+    """Per-document log p(x_j | topics, pi_j ~ Dir(prior)) by importance sampling ([TF] S.3).
+
+    Documents are processed in chunks of ``chunk``; chunk c draws from
+    ``generators[c]``, so the result does not depend on ``n_threads``.
+    ``doc_counts`` (n_docs x K, or shape (0, K) to skip) receives the topic
+    counts of the last Gibbs sweep. ``defensive`` in [0, 1): weight of the
+    prior in the proposal mixture (see ``heldout_document``).
+    """
+    cdef Py_ssize_t D = indptr.shape[0] - 1, K = topics.shape[0], W = topics.shape[1]
+    cdef Py_ssize_t n_chunks = (D + chunk - 1) // chunk if chunk > 0 else 0, c, j
+    cdef int64_t maxnnz = 0, maxlen = 0, n, p
+    cdef bint keep = doc_counts.shape[0] == D
+    cdef double prior_total = 0.0
+    cdef int failed[1]
+    if chunk < 1 or len(generators) != n_chunks:
+        raise ValueError(f"need one generator per chunk of {chunk} documents ({n_chunks}), got {len(generators)}")
+    if prior.shape[0] != K or loglik.shape[0] != D or doc_counts.shape[0] not in (0, D) or doc_counts.shape[1] != K:
+        raise ValueError("shapes of prior, loglik or doc_counts do not match")
+    if K == 0:
+        raise ValueError("no topics")
+    if not 0.0 <= defensive < 1.0:
+        raise ValueError(f"defensive must be in [0, 1), got {defensive}")
+    for j in range(D):
+        n = 0
+        for p in range(indptr[j], indptr[j + 1]):
+            n += counts[p]
+        maxlen = max(maxlen, n)
+        maxnnz = max(maxnnz, indptr[j + 1] - indptr[j])
+    for j in range(K):
+        prior_total += prior[j]
+    cdef bnp_bitgen_t **gens = <bnp_bitgen_t **>malloc(max(n_chunks, 1) * sizeof(bnp_bitgen_t *))
+    cdef double *buf = NULL
+    cdef int32_t *ibuf = NULL
+    if gens == NULL:
+        raise MemoryError()
+    failed[0] = 0
+    try:
+        for c in range(n_chunks):
+            gens[c] = bitgen_of(generators[c])
+        with nogil, parallel(num_threads=n_threads):
+            buf = <double *>malloc((maxnnz * K + 3 * K + max(n_samples, 1) + 1) * sizeof(double))
+            ibuf = <int32_t *>malloc((2 * maxlen + 1) * sizeof(int32_t))
+            if buf == NULL or ibuf == NULL:
+                failed[0] = 1
+            else:
+                for c in prange(n_chunks, schedule="dynamic"):
+                    for j in range(c * chunk, min((c + 1) * chunk, D)):
+                        loglik[j] = heldout_document(
+                            &indices[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
+                            &counts[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
+                            indptr[j + 1] - indptr[j], &topics[0, 0], K, W, &prior[0], prior_total, burnin,
+                            n_samples, defensive, gens[c], buf, ibuf, ibuf + maxlen, buf + maxnnz * K,
+                            buf + maxnnz * K + K, buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K,
+                            &doc_counts[j, 0] if keep else NULL)
+            free(buf)
+            free(ibuf)
+    finally:
+        free(gens)
+    if failed[0]:
+        raise MemoryError("cannot allocate the per-thread scratch space")

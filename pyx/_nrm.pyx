@@ -12,16 +12,16 @@ sums Lambda_k, ``S`` soft masses S_k = sum_i q_ik, ``logP`` = sum_i log(1 - q_ik
 
 The Dirichlet-multinomial log-likelihoods of a document under every cluster are
 the hot loop (O(K nnz) per document): ``sum_w lgamma(x_w + c_w) - lgamma(x_w)`` is
-computed as the log of a running product of rising factorials x (x+1) ... (x+c-1),
-rescaled before it can leave [1e-150, 1e150], i.e. one multiplication per (word,
-cluster) pair and a log every few dozen pairs.
+the header's ``bnp_log_rising``, the log of a running product of rising factorials
+x (x+1) ... (x+c-1), rescaled before it can leave [1e-150, 1e150], i.e. one
+multiplication per (word, cluster) pair and a log every few dozen pairs.
 """
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport exp, log, log1p, expm1, fabs, INFINITY, NAN, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from bnpcore.kernels.special cimport bnp_dlgamma, bnp_sample_logweights
+from bnpcore.kernels.special cimport bnp_dlgamma, bnp_log_rising, bnp_sample_logweights
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_rng_uniform_pos
 
 cnp.import_array()
@@ -159,41 +159,6 @@ cdef double u_mode(double m, double ke, const nrm_cfg *c, double v0) noexcept no
 
 
 # ---------------------------------------------------------------------------
-# Dirichlet-multinomial log-likelihoods (ALGORITHMS.md 2.3)
-# ---------------------------------------------------------------------------
-
-cdef inline double log_rising_sum(const int32_t *ids, const int32_t *cnt, int64_t nnz,
-                                  const double *row, double offset) noexcept nogil:
-    """sum_i lgamma(x_i + c_i) - lgamma(x_i) with x_i = offset + row[ids[i]]."""
-    cdef double s = 0.0, p = 1.0, x, t
-    cdef int64_t i
-    cdef int32_t c, r
-    for i in range(nnz):
-        x = offset + row[ids[i]]
-        c = cnt[i]
-        if c <= 8 and x > 1e-100 and x < 1e15:
-            t = x
-            for r in range(1, c):
-                t *= x + r
-            p *= t
-            if p > 1e150 or p < 1e-150:
-                s += log(p)
-                p = 1.0
-        else:
-            s += bnp_dlgamma(x, c)
-    return s + log(p)
-
-
-cdef inline double log_rising_const(double x, const int32_t *cnt, int64_t nnz) noexcept nogil:
-    """sum_i lgamma(x + c_i) - lgamma(x) (the prior's Dirichlet-multinomial, x = eta)."""
-    cdef double s = 0.0
-    cdef int64_t i
-    for i in range(nnz):
-        s += bnp_dlgamma(x, cnt[i])
-    return s
-
-
-# ---------------------------------------------------------------------------
 # One document of ADF / EP (Alg. 1 body; supp Alg. 2 body after the cavity)
 # ---------------------------------------------------------------------------
 
@@ -279,11 +244,11 @@ cdef int64_t doc_step(nrm_state *st, const nrm_cfg *c,
         st.v_prev = v
         st.u_last = exp(v)
         lw_new = c.log_a + c.sigma * log_u_plus_tau(v, c.tau)
-    lw_new += log_rising_const(c.eta, cnt, nnz) - bnp_dlgamma(c.eta_tot, n_tok)
+    lw_new += bnp_log_rising(NULL, cnt, nnz, NULL, c.eta, 1.0) - bnp_dlgamma(c.eta_tot, n_tok)
     mx = lw_new
     for k in range(K):
         if st.alive[k] and m_other > 0.0 and st.S[k] > c.sigma:
-            lw[k] = log(st.S[k] - c.sigma) + log_rising_sum(ids, cnt, nnz, st.lam + k * c.n_words, 0.0) \
+            lw[k] = log(st.S[k] - c.sigma) + bnp_log_rising(ids, cnt, nnz, st.lam + k * c.n_words, 0.0, 1.0) \
                     - bnp_dlgamma(st.lam_tot[k], n_tok)
             if lw[k] > mx:
                 mx = lw[k]
@@ -526,7 +491,7 @@ def dm_matrix(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
             n = indptr[d + 1] - lo
             n_tok = doc_tokens(&counts[0] + lo, n)
             for k in range(K):
-                out[d, k] = log_rising_sum(&indices[0] + lo, &counts[0] + lo, n, &rows[k, 0], offset) \
+                out[d, k] = bnp_log_rising(&indices[0] + lo, &counts[0] + lo, n, &rows[k, 0], offset, 1.0) \
                             - bnp_dlgamma(offset * W + row_tot[k], n_tok)
 
 
@@ -615,11 +580,11 @@ def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
                     n_occ -= 1
                 for k in range(n_slots):
                     if nk[k] > 0:
-                        scratch[k] = log(nk[k] - c.sigma) + log_rising_sum(ids, cnt, n, &C[k, 0], c.eta) \
+                        scratch[k] = log(nk[k] - c.sigma) + bnp_log_rising(ids, cnt, n, &C[k, 0], c.eta, 1.0) \
                                      - bnp_dlgamma(c.eta_tot + Ctot[k], n_tok)
                     else:
                         scratch[k] = -INFINITY
-                lw_new = c.log_a + log_rising_const(c.eta, cnt, n) - bnp_dlgamma(c.eta_tot, n_tok)
+                lw_new = c.log_a + bnp_log_rising(NULL, cnt, n, NULL, c.eta, 1.0) - bnp_dlgamma(c.eta_tot, n_tok)
                 if c.sigma > 0.0:
                     lw_new += c.sigma * log_u_plus_tau(v, c.tau)
                 scratch[n_slots] = lw_new

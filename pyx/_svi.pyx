@@ -21,8 +21,8 @@ from libc.math cimport exp, log, log1p, INFINITY
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cython.parallel cimport parallel, prange
 
-from bnpcore.kernels.special cimport (bnp_digamma, bnp_dlgamma, bnp_lgamma, bnp_logaddexp, bnp_logsumexp,
-                                      bnp_sample_logweights)
+from bnpcore.kernels.special cimport (bnp_digamma, bnp_dlgamma, bnp_lgamma, bnp_log_rising, bnp_logaddexp,
+                                      bnp_logsumexp, bnp_sample_logweights)
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_beta, bnp_rng_log_gamma, bnp_rng_uniform
 from bnpcore.kernels.stirling cimport BNP_STIRLING_MAX_N, StirlingTable, bnp_stirling_t, sample_tables
 
@@ -168,6 +168,72 @@ cdef inline double _stick_prefix(const double *log1mv, double *cum, int64_t n) n
 
 
 # --------------------------------------------------------------------------- #
+# Stick-breaking weights of the truncation-free local steps (DP and HDP)       #
+# --------------------------------------------------------------------------- #
+
+cdef struct Sticks:
+    int64_t K              # sticks of the global state (kept even when empty)
+    int64_t L              # sticks in use: K plus those instantiated in this minibatch
+    double g               # concentration: a stick beyond K is V ~ Beta(1, g)
+    double *u
+    double *v              # Beta "prior" of stick k: q(V_k) for k < K, else Beta(1, g)
+    double *logv           # log V_k
+    double *log1mv         # log(1 - V_k)
+    double *cum            # cum[k] = sum_{l<k} log(1 - V_l), k = 0..L
+
+
+cdef int sticks_reserve(Sticks *s, int64_t cap) except -1 nogil:
+    _resize(<void **>&s.u, cap * sizeof(double))
+    _resize(<void **>&s.v, cap * sizeof(double))
+    _resize(<void **>&s.logv, cap * sizeof(double))
+    _resize(<void **>&s.log1mv, cap * sizeof(double))
+    _resize(<void **>&s.cum, (cap + 1) * sizeof(double))
+    return 0
+
+
+cdef void sticks_free(Sticks *s) noexcept nogil:
+    free(s.u); free(s.v); free(s.logv); free(s.log1mv); free(s.cum)
+
+
+cdef void sticks_start(Sticks *s, const double *sizes, bnp_bitgen_t *g) noexcept nogil:
+    """The K sticks of the global state, q(V_k) = Beta(1 + Nst_k, g + sum_{l>k} Nst_l)
+    (the invariant of the stick state), and one draw of each, k = 0..K-1."""
+    cdef int64_t k
+    cdef double suffix = 0.0
+    for k in range(s.K - 1, -1, -1):
+        s.u[k] = 1.0 + sizes[k]
+        s.v[k] = s.g + suffix
+        suffix += sizes[k]
+    for k in range(s.K):
+        s.logv[k] = bnp_rng_log_beta(g, s.u[k], s.v[k], &s.log1mv[k])
+    _stick_prefix(s.log1mv, s.cum, s.K)
+
+
+cdef void sticks_new(Sticks *s, bnp_bitgen_t *g) noexcept nogil:
+    """Instantiate stick L from its prior, V_L ~ Beta(1, g) (capacity reserved by the caller)."""
+    cdef int64_t k = s.L
+    s.u[k] = 1.0
+    s.v[k] = s.g
+    s.logv[k] = bnp_rng_log_beta(g, 1.0, s.g, &s.log1mv[k])
+    s.cum[k + 1] = s.cum[k] + s.log1mv[k]
+    s.L = k + 1
+
+
+cdef void sticks_sample(Sticks *s, const int64_t *counts, const int64_t *sizes, bnp_bitgen_t *g) noexcept nogil:
+    """V_k ~ Beta(u_k + n_k, v_k + sum_{l>k} n_l) given the counts n (documents
+    or tables), k = L-1..0; then drop the trailing sticks beyond K whose
+    ``sizes`` are zero."""
+    cdef int64_t k
+    cdef double suffix = 0.0
+    for k in range(s.L - 1, -1, -1):
+        s.logv[k] = bnp_rng_log_beta(g, s.u[k] + counts[k], s.v[k] + suffix, &s.log1mv[k])
+        suffix += counts[k]
+    while s.L > s.K and sizes[s.L - 1] == 0:
+        s.L -= 1
+    _stick_prefix(s.log1mv, s.cum, s.L)
+
+
+# --------------------------------------------------------------------------- #
 # DP mixture of multinomials: truncation-free local step (§5.2)              #
 # --------------------------------------------------------------------------- #
 
@@ -186,9 +252,10 @@ cdef tuple kept_components(const int64_t *size, int64_t L, int64_t K):
 
 
 cdef struct DPWork:
-    int64_t S, nv, K, L, cap, counter
-    double eta, a, w_eta
+    int64_t S, nv, cap, counter
+    double eta, w_eta
     bint exact
+    Sticks st              # pi_k = V_k prod_{l<k}(1 - V_l), V ~ Beta(1, a) beyond the K global sticks
     const int64_t *ptr
     const int32_t *words
     const int32_t *counts
@@ -200,11 +267,6 @@ cdef struct DPWork:
     int32_t *C             # cap x nv: pooled minibatch counts
     double *lamtot         # Lambda_k + C_k
     int64_t *m             # minibatch documents in k
-    double *u
-    double *v              # Beta "prior" of stick k: q(V_k), or Beta(1, a) beyond K
-    double *logv
-    double *log1mv
-    double *cum            # cap + 1
     int64_t *ver           # version of component k (changes with C_k)
     double *dm             # cap x S cached log DM(c_j | lambda_k + C_k)
     int64_t *dmver         # cap x S version of the cached value
@@ -221,11 +283,7 @@ cdef int dp_reserve(DPWork *w, int64_t need) except -1 nogil:
     _resize(<void **>&w.C, cap * w.nv * sizeof(int32_t))
     _resize(<void **>&w.lamtot, cap * sizeof(double))
     _resize(<void **>&w.m, cap * sizeof(int64_t))
-    _resize(<void **>&w.u, cap * sizeof(double))
-    _resize(<void **>&w.v, cap * sizeof(double))
-    _resize(<void **>&w.logv, cap * sizeof(double))
-    _resize(<void **>&w.log1mv, cap * sizeof(double))
-    _resize(<void **>&w.cum, (cap + 1) * sizeof(double))
+    sticks_reserve(&w.st, cap)
     _resize(<void **>&w.ver, cap * sizeof(int64_t))
     _resize(<void **>&w.dm, cap * w.S * sizeof(double))
     _resize(<void **>&w.dmver, cap * w.S * sizeof(int64_t))
@@ -236,18 +294,16 @@ cdef int dp_reserve(DPWork *w, int64_t need) except -1 nogil:
 
 cdef void dp_free(DPWork *w) noexcept nogil:
     free(w.doclen); free(w.dmrest); free(w.z)
-    free(w.lc); free(w.C); free(w.lamtot); free(w.m); free(w.u); free(w.v)
-    free(w.logv); free(w.log1mv); free(w.cum); free(w.ver); free(w.dm); free(w.dmver); free(w.lw)
+    free(w.lc); free(w.C); free(w.lamtot); free(w.m)
+    free(w.ver); free(w.dm); free(w.dmver); free(w.lw)
+    sticks_free(&w.st)
 
 
 cdef inline double dp_log_dm(DPWork *w, int64_t j, int64_t k) noexcept nogil:
     """log DM(c_j | lambda_k + C_k), the document's token sequence (§2.3)."""
-    cdef int64_t p
-    cdef double s = 0.0
-    cdef const double *row = w.lc + k * w.nv
-    for p in range(w.ptr[j], w.ptr[j + 1]):
-        s += bnp_dlgamma(row[w.words[p]], w.counts[p])
-    return s - bnp_dlgamma(w.lamtot[k], <double>w.doclen[j])
+    cdef int64_t lo = w.ptr[j]
+    return bnp_log_rising(w.words + lo, w.counts + lo, w.ptr[j + 1] - lo, w.lc + k * w.nv, 0.0, 1.0) \
+        - bnp_dlgamma(w.lamtot[k], <double>w.doclen[j])
 
 
 cdef inline void dp_move(DPWork *w, int64_t j, int64_t k, int sign) noexcept nogil:
@@ -266,36 +322,32 @@ cdef inline void dp_move(DPWork *w, int64_t j, int64_t k, int sign) noexcept nog
 
 cdef int dp_new_stick(DPWork *w, bnp_bitgen_t *g) except -1 nogil:
     """Instantiate stick L at the prior: lambda = eta, V_L ~ Beta(1, a)."""
-    cdef int64_t k = w.L, v, j
+    cdef int64_t k = w.st.L, v, j
     dp_reserve(w, k + 1)
     for v in range(w.nv):
         w.lc[k * w.nv + v] = w.eta
         w.C[k * w.nv + v] = 0
     w.lamtot[k] = w.w_eta
     w.m[k] = 0
-    w.u[k] = 1.0
-    w.v[k] = w.a
-    w.logv[k] = bnp_rng_log_beta(g, 1.0, w.a, &w.log1mv[k])
-    w.cum[k + 1] = w.cum[k] + w.log1mv[k]
+    sticks_new(&w.st, g)
     w.counter += 1
     w.ver[k] = w.counter
     for j in range(w.S):
         w.dmver[k * w.S + j] = -1
-    w.L = k + 1
     return 0
 
 
 cdef int64_t dp_sample_z(DPWork *w, int64_t j, bnp_bitgen_t *g) except -1 nogil:
     """Draw z_j given the sticks and the other documents' pooled counts."""
-    cdef int64_t k, L = w.L, pick
+    cdef int64_t k, L = w.st.L, pick
     cdef int64_t slot
     for k in range(L):
         slot = k * w.S + j
         if w.dmver[slot] != w.ver[k]:
             w.dm[slot] = dp_log_dm(w, j, k)
             w.dmver[slot] = w.ver[k]
-        w.lw[k] = w.logv[k] + w.cum[k] + w.dm[slot]
-    w.lw[L] = w.cum[L] + w.dmrest[j]
+        w.lw[k] = w.st.logv[k] + w.st.cum[k] + w.dm[slot]
+    w.lw[L] = w.st.cum[L] + w.dmrest[j]
     pick = bnp_sample_logweights(w.lw, L + 1, bnp_rng_uniform(g))
     if pick < 0:
         with gil:
@@ -307,20 +359,13 @@ cdef int64_t dp_sample_z(DPWork *w, int64_t j, bnp_bitgen_t *g) except -1 nogil:
     # (retrospective sampling, E17); the paper's rule takes the next one.
     while True:
         dp_new_stick(w, g)
-        if not w.exact or bnp_rng_uniform(g) < exp(w.logv[w.L - 1]):
-            return w.L - 1
+        if not w.exact or bnp_rng_uniform(g) < exp(w.st.logv[w.st.L - 1]):
+            return w.st.L - 1
 
 
 cdef int dp_sample_sticks(DPWork *w, bnp_bitgen_t *g) except -1 nogil:
     """V_k ~ Beta(u_k + m_k, v_k + sum_{l>k} m_l); drop trailing empty sticks beyond K."""
-    cdef int64_t k
-    cdef double suffix = 0.0
-    for k in range(w.L - 1, -1, -1):
-        w.logv[k] = bnp_rng_log_beta(g, w.u[k] + w.m[k], w.v[k] + suffix, &w.log1mv[k])
-        suffix += w.m[k]
-    while w.L > w.K and w.m[w.L - 1] == 0:
-        w.L -= 1
-    _stick_prefix(w.log1mv, w.cum, w.L)
+    sticks_sample(&w.st, w.m, w.m, g)
     return 0
 
 
@@ -365,7 +410,6 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
     cdef DPWork w
     cdef int64_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
     cdef int64_t j, k, v, p, s, kout
-    cdef double suffix
     cdef int64_t[::1] remap
     cdef double[:, ::1] bv
     cdef double[::1] dv
@@ -377,8 +421,8 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
     if trace is not None and (trace.shape[0] != sweeps or trace.shape[1] != S):
         raise ValueError(f"trace must have shape ({sweeps}, {S})")
     memset(&w, 0, sizeof(DPWork))
-    w.S, w.nv, w.K, w.L = S, nv, K, K
-    w.eta, w.a, w.w_eta, w.exact = eta, a, W * eta, exact
+    w.S, w.nv, w.st.K, w.st.L, w.st.g = S, nv, K, K, a
+    w.eta, w.w_eta, w.exact = eta, W * eta, exact
     w.ptr = &ptr[0]
     w.words = &words[0] if words.shape[0] else NULL
     w.counts = &counts[0] if counts.shape[0] else NULL
@@ -390,28 +434,21 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
             dp_reserve(&w, K + 8)
             for j in range(S):
                 w.doclen[j] = 0
-                w.dmrest[j] = 0.0
                 for p in range(ptr[j], ptr[j + 1]):
                     w.doclen[j] += counts[p]
-                    w.dmrest[j] += bnp_dlgamma(eta, counts[p])
-                w.dmrest[j] -= bnp_dlgamma(w.w_eta, <double>w.doclen[j])
-            suffix = 0.0
-            for k in range(K - 1, -1, -1):
-                w.u[k] = 1.0 + sizes[k]
-                w.v[k] = a + suffix
-                suffix += sizes[k]
+                w.dmrest[j] = bnp_log_rising(NULL, w.counts + ptr[j], ptr[j + 1] - ptr[j], NULL, eta, 1.0) \
+                    - bnp_dlgamma(w.w_eta, <double>w.doclen[j])
             for k in range(K):
                 for v in range(nv):
                     w.lc[k * nv + v] = eta + scale * gwords[rows[k], vocab[v]]
                     w.C[k * nv + v] = 0
                 w.lamtot[k] = w.w_eta + scale * row_tilde[rows[k]]
                 w.m[k] = 0
-                w.logv[k] = bnp_rng_log_beta(g, w.u[k], w.v[k], &w.log1mv[k])
                 w.counter += 1
                 w.ver[k] = w.counter
                 for j in range(S):
                     w.dmver[k * S + j] = -1
-            _stick_prefix(w.log1mv, w.cum, K)
+            sticks_start(&w.st, &sizes[0] if K else NULL, g)
             for j in range(S):                       # sequential initialisation
                 k = dp_sample_z(&w, j, g)
                 w.z[j] = <int32_t>k
@@ -426,13 +463,13 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
                 if do_trace:
                     for j in range(S):
                         trace[s, j] = w.z[j]
-        remap, kout = kept_components(w.m, w.L, K)          # new components that hold documents
+        remap, kout = kept_components(w.m, w.st.L, K)          # new components that hold documents
         block = np.empty((kout, nv), dtype=np.float64)
         docs = np.empty(kout, dtype=np.float64)
         z = np.empty(S, dtype=np.int32)
         bv, dv, zv = block, docs, z
         with nogil:
-            for k in range(w.L):
+            for k in range(w.st.L):
                 if remap[k] >= 0:
                     dv[remap[k]] = w.m[k]
                     for v in range(nv):
@@ -456,7 +493,9 @@ def dp_log_weights(const int64_t[::1] indptr, const int32_t[::1] indices, const 
     Documents are rows of the CSR (indptr, indices, counts) with global word ids.
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1, K = rows.shape[0], W = gwords.shape[1], j, k
-    cdef int64_t p, n
+    cdef int64_t p, n, nnz
+    cdef const int32_t *ids = &indices[0] if indices.shape[0] else NULL
+    cdef const int32_t *cnt = &counts[0] if counts.shape[0] else NULL
     cdef double s, suffix, w_eta = W * eta
     if out.shape[0] != D or out.shape[1] != K + 1 or sizes.shape[0] != K:
         raise ValueError(f"out must have shape ({D}, {K + 1})")
@@ -477,16 +516,14 @@ def dp_log_weights(const int64_t[::1] indptr, const int32_t[::1] indices, const 
     lp[K] = cum
     for j in prange(D, nogil=True, schedule="static", num_threads=n_threads):
         n = 0
-        s = 0.0
         for p in range(indptr[j], indptr[j + 1]):
             n = n + counts[p]
-            s = s + bnp_dlgamma(eta, counts[p])
-        out[j, K] = lp[K] + s - bnp_dlgamma(w_eta, <double>n)
+        nnz = indptr[j + 1] - indptr[j]
+        out[j, K] = lp[K] + bnp_log_rising(NULL, cnt + indptr[j], nnz, NULL, eta, 1.0) \
+            - bnp_dlgamma(w_eta, <double>n)
         for k in range(K):
-            s = 0.0
-            for p in range(indptr[j], indptr[j + 1]):
-                s = s + bnp_dlgamma(eta + scale * gwords[rows[k], indices[p]], counts[p])
-            out[j, k] = lp[k] + s - bnp_dlgamma(lt[k], <double>n)
+            out[j, k] = lp[k] + bnp_log_rising(ids + indptr[j], cnt + indptr[j], nnz,
+                                               &gwords[rows[k], 0], eta, scale) - bnp_dlgamma(lt[k], <double>n)
 
 
 # --------------------------------------------------------------------------- #
@@ -548,9 +585,10 @@ def dp_meanfield_step(const int64_t[::1] ptr, const int32_t[::1] words, const in
 # --------------------------------------------------------------------------- #
 
 cdef struct HDPWork:
-    int64_t S, nv, ntok, K, L, cap
-    double eta, gamma, alpha, w_eta, inv_w
+    int64_t S, nv, ntok, cap
+    double eta, alpha, w_eta, inv_w
     bint exact
+    Sticks st              # beta_k = V_k prod_{l<k}(1 - V_l), V ~ Beta(1, gamma) beyond the K global sticks
     const int64_t *tptr    # S + 1 token offsets
     const int32_t *tw      # local word id of every token
     int32_t *z             # topic of every token
@@ -563,11 +601,6 @@ cdef struct HDPWork:
     double *inv            # 1 / den
     int64_t *nk
     int64_t *M             # sum_j m_jk (tables)
-    double *u
-    double *v
-    double *logv
-    double *log1mv
-    double *cum            # cap + 1
     double *ab             # alpha beta_k
     double ab_new          # alpha beta_new
     double *cw             # cap + 1 cumulative weights
@@ -586,11 +619,7 @@ cdef int hdp_reserve(HDPWork *w, int64_t need) except -1 nogil:
     _resize(<void **>&w.inv, cap * sizeof(double))
     _resize(<void **>&w.nk, cap * sizeof(int64_t))
     _resize(<void **>&w.M, cap * sizeof(int64_t))
-    _resize(<void **>&w.u, cap * sizeof(double))
-    _resize(<void **>&w.v, cap * sizeof(double))
-    _resize(<void **>&w.logv, cap * sizeof(double))
-    _resize(<void **>&w.log1mv, cap * sizeof(double))
-    _resize(<void **>&w.cum, (cap + 1) * sizeof(double))
+    sticks_reserve(&w.st, cap)
     _resize(<void **>&w.ab, cap * sizeof(double))
     _resize(<void **>&w.cw, (cap + 1) * sizeof(double))
     w.cap = cap
@@ -599,21 +628,22 @@ cdef int hdp_reserve(HDPWork *w, int64_t need) except -1 nogil:
 
 cdef void hdp_free(HDPWork *w) noexcept nogil:
     free(w.z); free(w.wk); free(w.nkw); free(w.njk); free(w.den); free(w.inv); free(w.nk); free(w.M)
-    free(w.u); free(w.v); free(w.logv); free(w.log1mv); free(w.cum); free(w.ab); free(w.cw)
+    free(w.ab); free(w.cw)
+    sticks_free(&w.st)
 
 
 cdef inline void hdp_weights(HDPWork *w) noexcept nogil:
     """alpha beta_k = alpha V_k prod_{l<k}(1 - V_l) and alpha beta_new from the sticks."""
     cdef int64_t k
-    _stick_prefix(w.log1mv, w.cum, w.L)
-    for k in range(w.L):
-        w.ab[k] = w.alpha * exp(w.logv[k] + w.cum[k])
-    w.ab_new = w.alpha * exp(w.cum[w.L])
+    _stick_prefix(w.st.log1mv, w.st.cum, w.st.L)
+    for k in range(w.st.L):
+        w.ab[k] = w.alpha * exp(w.st.logv[k] + w.st.cum[k])
+    w.ab_new = w.alpha * exp(w.st.cum[w.st.L])
 
 
 cdef int hdp_new_stick(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
     """Instantiate topic L at the prior: lambda = eta, V_L ~ Beta(1, gamma)."""
-    cdef int64_t k = w.L, i
+    cdef int64_t k = w.st.L, i
     hdp_reserve(w, k + 1)
     for i in range(w.nv):
         w.wk[i * w.cap + k] = w.eta
@@ -624,13 +654,9 @@ cdef int hdp_new_stick(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
     w.inv[k] = 1.0 / w.w_eta
     w.nk[k] = 0
     w.M[k] = 0
-    w.u[k] = 1.0
-    w.v[k] = w.gamma
-    w.logv[k] = bnp_rng_log_beta(g, 1.0, w.gamma, &w.log1mv[k])
-    w.ab[k] = w.alpha * exp(w.logv[k] + w.cum[k])
-    w.cum[k + 1] = w.cum[k] + w.log1mv[k]
-    w.ab_new = w.alpha * exp(w.cum[k + 1])
-    w.L = k + 1
+    sticks_new(&w.st, g)
+    w.ab[k] = w.alpha * exp(w.st.logv[k] + w.st.cum[k])
+    w.ab_new = w.alpha * exp(w.st.cum[k + 1])
     return 0
 
 
@@ -647,7 +673,7 @@ cdef inline void hdp_move(HDPWork *w, int64_t j, int64_t t, int64_t k, int sign)
 cdef int64_t hdp_sample_token(HDPWork *w, int64_t j, int64_t t, bnp_bitgen_t *g) except -1 nogil:
     """Draw z of token t of document j (removed from the counts) ([TF] S.2.2, E14):
     p(k) ∝ (n_jk + alpha beta_k)(n^B_kw + lambda_kw)/(n^B_k + Lambda_k), new ∝ alpha beta_new / W."""
-    cdef int64_t k, L = w.L, lo, hi, mid
+    cdef int64_t k, L = w.st.L, lo, hi, mid
     cdef const double *row_w = w.wk + w.tw[t] * w.cap
     cdef const int32_t *row_j = w.njk + j * w.cap
     cdef double total = 0.0, target
@@ -670,8 +696,8 @@ cdef int64_t hdp_sample_token(HDPWork *w, int64_t j, int64_t t, bnp_bitgen_t *g)
     # token picks one in proportion to beta_k (retrospective walk, E17)
     while True:
         hdp_new_stick(w, g)
-        if not w.exact or bnp_rng_uniform(g) < exp(w.logv[w.L - 1]):
-            return w.L - 1
+        if not w.exact or bnp_rng_uniform(g) < exp(w.st.logv[w.st.L - 1]):
+            return w.st.L - 1
 
 
 cdef int hdp_sweep_tokens(HDPWork *w, bint initial, bnp_bitgen_t *g) except -1 nogil:
@@ -690,10 +716,10 @@ cdef void hdp_sample_tables(HDPWork *w, const bnp_stirling_t *table, bnp_bitgen_
     """m_jk ~ Antoniak(n_jk, alpha beta_k); M_k = sum_j m_jk ([TF] S.2 eq 3)."""
     cdef int64_t j, k, n
     cdef double c
-    for k in range(w.L):
+    for k in range(w.st.L):
         w.M[k] = 0
     for j in range(w.S):
-        for k in range(w.L):
+        for k in range(w.st.L):
             n = w.njk[j * w.cap + k]
             if n > 0:
                 c = w.ab[k] if w.ab[k] > 1e-300 else 1e-300     # beta_k may underflow
@@ -702,13 +728,7 @@ cdef void hdp_sample_tables(HDPWork *w, const bnp_stirling_t *table, bnp_bitgen_
 
 cdef int hdp_sample_sticks(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
     """V_k ~ Beta(u_k + M_k, v_k + sum_{l>k} M_l) (E5); drop trailing empty topics beyond K."""
-    cdef int64_t k
-    cdef double suffix = 0.0
-    for k in range(w.L - 1, -1, -1):
-        w.logv[k] = bnp_rng_log_beta(g, w.u[k] + w.M[k], w.v[k] + suffix, &w.log1mv[k])
-        suffix += w.M[k]
-    while w.L > w.K and w.nk[w.L - 1] == 0:
-        w.L -= 1
+    sticks_sample(&w.st, w.M, w.nk, g)
     hdp_weights(w)
     return 0
 
@@ -756,7 +776,6 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
     cdef HDPWork w
     cdef int64_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
     cdef int64_t j, k, i, p, c, s, t, kout, ntok = 0, longest = 0, n
-    cdef double suffix
     cdef int64_t[::1] remap
     cdef double[:, ::1] bv
     cdef double[::1] mv
@@ -787,8 +806,8 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
                 t += 1
     tpv[S] = t
     memset(&w, 0, sizeof(HDPWork))
-    w.S, w.nv, w.ntok, w.K, w.L = S, nv, ntok, K, K
-    w.eta, w.gamma, w.alpha, w.w_eta, w.inv_w, w.exact = eta, gamma, alpha, W * eta, 1.0 / W, exact
+    w.S, w.nv, w.ntok, w.st.K, w.st.L, w.st.g = S, nv, ntok, K, K, gamma
+    w.eta, w.alpha, w.w_eta, w.inv_w, w.exact = eta, alpha, W * eta, 1.0 / W, exact
     w.tptr = &tpv[0]
     w.tw = &twv[0] if ntok else NULL
     try:
@@ -796,11 +815,6 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
             _resize(<void **>&w.z, ntok * sizeof(int32_t))
             hdp_reserve(&w, K + 8)
             memset(w.njk, 0, S * w.cap * sizeof(int32_t))
-            suffix = 0.0
-            for k in range(K - 1, -1, -1):
-                w.u[k] = 1.0 + sizes[k]
-                w.v[k] = gamma + suffix
-                suffix += sizes[k]
             for k in range(K):
                 for i in range(nv):
                     w.wk[i * w.cap + k] = eta + scale * gwords[rows[k], vocab[i]]
@@ -808,7 +822,7 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
                 w.den[k] = w.w_eta + scale * row_tilde[rows[k]]
                 w.inv[k] = 1.0 / w.den[k]
                 w.nk[k] = 0
-                w.logv[k] = bnp_rng_log_beta(g, w.u[k], w.v[k], &w.log1mv[k])
+            sticks_start(&w.st, &sizes[0] if K else NULL, g)
             hdp_weights(&w)
             hdp_sweep_tokens(&w, True, g)
             hdp_sample_tables(&w, &stirling.table, g)
@@ -819,12 +833,12 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
                 if do_trace:
                     for t in range(ntok):
                         trace[s, t] = w.z[t]
-        remap, kout = kept_components(w.nk, w.L, K)         # new topics that hold tokens
+        remap, kout = kept_components(w.nk, w.st.L, K)         # new topics that hold tokens
         block = np.empty((kout, nv), dtype=np.float64)
         tables = np.empty(kout, dtype=np.float64)
         bv, mv = block, tables
         with nogil:
-            for k in range(w.L):
+            for k in range(w.st.L):
                 if remap[k] >= 0:
                     mv[remap[k]] = w.M[k]
                     for i in range(nv):
@@ -1092,149 +1106,3 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
         if n_iter[j] < 0:
             raise MemoryError("cannot allocate the document scratch space")
     np.asarray(block)[:] = blockt.T
-
-
-# --------------------------------------------------------------------------- #
-# HDP held-out likelihood by importance sampling ([TF] S.3, §8.4)              #
-# --------------------------------------------------------------------------- #
-
-cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, const double *topics, int64_t K,
-                             int64_t W, const double *prior, double prior_total, int burnin, int n_samples,
-                             double defensive, bnp_bitgen_t *g, double *phid, int32_t *tokp, int32_t *z, double *nk, double *cw,
-                             double *lg, double *lw, double *counts_out) noexcept nogil:
-    """log p(x | topics, Dir(prior)) of one document by importance sampling.
-
-    Gibbs on the topic of every token with the topics fixed (``burnin`` sweeps
-    from z_i ∝ prior_k phi_k,x_i), then ``n_samples`` draws pi ~ Dir(prior + n)
-    weighted by Dir(pi | prior) prod_i sum_k pi_k phi_k,x_i / Dir(pi | prior + n).
-    The (a_k - 1) log pi_k terms of both densities cancel exactly, so
-    log w = sum_i log sum_k pi_k phi_k,x_i - log ratio, with
-    log ratio = log Dir(pi | prior + n) / Dir(pi | prior)
-              = dlgamma(A, N) - sum_k dlgamma(prior_k, n_k) + sum_k n_k log pi_k.
-    With ``defensive`` = eps > 0 the proposal is the mixture
-    eps Dir(prior) + (1 - eps) Dir(prior + n) and
-    log w = sum_i log sum_k pi_k phi_k,x_i - log(eps + (1 - eps) ratio) <= -log eps.
-    """
-    cdef int64_t p, k, i, n = 0, c
-    cdef int s, r
-    cdef bint from_prior
-    cdef double total, target, base, lz, acc, ratio
-    for p in range(nnz):
-        for k in range(K):
-            phid[p * K + k] = topics[k * W + wd[p]]
-        for c in range(cd[p]):
-            tokp[n] = <int32_t>p
-            n += 1
-    for k in range(K):
-        nk[k] = 0.0
-    for s in range(burnin + 1):
-        for i in range(n):
-            p = tokp[i]
-            if s > 0:
-                nk[z[i]] -= 1.0
-            total = 0.0
-            for k in range(K):
-                total += ((nk[k] + prior[k]) if s > 0 else prior[k]) * phid[p * K + k]
-                cw[k] = total
-            target = bnp_rng_uniform(g) * total
-            k = 0
-            while k < K - 1 and cw[k] <= target:
-                k += 1
-            z[i] = <int32_t>k
-            if s > 0:
-                nk[k] += 1.0
-        if s == 0:
-            for i in range(n):
-                nk[z[i]] += 1.0
-    if counts_out != NULL:
-        for k in range(K):
-            counts_out[k] = nk[k]
-    if n == 0 or n_samples == 0:
-        return 0.0
-    base = bnp_dlgamma(prior_total, <double>n)
-    for k in range(K):
-        base -= bnp_dlgamma(prior[k], nk[k])
-    for r in range(n_samples):
-        from_prior = defensive > 0.0 and bnp_rng_uniform(g) < defensive
-        for k in range(K):
-            lg[k] = bnp_rng_log_gamma(g, prior[k] if from_prior else prior[k] + nk[k])
-        lz = bnp_logsumexp(lg, K)
-        ratio = base
-        for k in range(K):
-            lg[k] -= lz
-            if nk[k] > 0.0:
-                ratio += nk[k] * lg[k]
-            lg[k] = exp(lg[k])
-        acc = -ratio if defensive == 0.0 else -bnp_logaddexp(log(defensive), log1p(-defensive) + ratio)
-        for p in range(nnz):
-            total = 0.0
-            for k in range(K):
-                total += lg[k] * phid[p * K + k]
-            acc += cd[p] * log(total)
-        lw[r] = acc
-    return bnp_logsumexp(lw, n_samples) - log(<double>n_samples)
-
-
-def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
-                const double[:, ::1] topics, const double[::1] prior, int burnin, int n_samples, double defensive,
-                list generators, int chunk, double[::1] loglik, double[:, ::1] doc_counts, int n_threads=1):
-    """Per-document log p(x_j | topics, pi_j ~ Dir(prior)) by importance sampling ([TF] S.3).
-
-    Documents are processed in chunks of ``chunk``; chunk c draws from
-    ``generators[c]``, so the result does not depend on ``n_threads``.
-    ``doc_counts`` (n_docs x K, or shape (0, K) to skip) receives the topic
-    counts of the last Gibbs sweep. ``defensive`` in [0, 1): weight of the
-    prior in the proposal mixture (see ``heldout_document``).
-    """
-    cdef Py_ssize_t D = indptr.shape[0] - 1, K = topics.shape[0], W = topics.shape[1]
-    cdef Py_ssize_t n_chunks = (D + chunk - 1) // chunk if chunk > 0 else 0, c, j
-    cdef int64_t maxnnz = 0, maxlen = 0, n, p
-    cdef bint keep = doc_counts.shape[0] == D
-    cdef double prior_total = 0.0
-    cdef int failed[1]
-    if chunk < 1 or len(generators) != n_chunks:
-        raise ValueError(f"need one generator per chunk of {chunk} documents ({n_chunks}), got {len(generators)}")
-    if prior.shape[0] != K or loglik.shape[0] != D or doc_counts.shape[0] not in (0, D) or doc_counts.shape[1] != K:
-        raise ValueError("shapes of prior, loglik or doc_counts do not match")
-    if K == 0:
-        raise ValueError("no topics")
-    if not 0.0 <= defensive < 1.0:
-        raise ValueError(f"defensive must be in [0, 1), got {defensive}")
-    for j in range(D):
-        n = 0
-        for p in range(indptr[j], indptr[j + 1]):
-            n += counts[p]
-        maxlen = max(maxlen, n)
-        maxnnz = max(maxnnz, indptr[j + 1] - indptr[j])
-    for j in range(K):
-        prior_total += prior[j]
-    cdef bnp_bitgen_t **gens = <bnp_bitgen_t **>malloc(max(n_chunks, 1) * sizeof(bnp_bitgen_t *))
-    cdef double *buf = NULL
-    cdef int32_t *ibuf = NULL
-    if gens == NULL:
-        raise MemoryError()
-    failed[0] = 0
-    try:
-        for c in range(n_chunks):
-            gens[c] = bitgen_of(generators[c])
-        with nogil, parallel(num_threads=n_threads):
-            buf = <double *>malloc((maxnnz * K + 3 * K + max(n_samples, 1) + 1) * sizeof(double))
-            ibuf = <int32_t *>malloc((2 * maxlen + 1) * sizeof(int32_t))
-            if buf == NULL or ibuf == NULL:
-                failed[0] = 1
-            else:
-                for c in prange(n_chunks, schedule="dynamic"):
-                    for j in range(c * chunk, min((c + 1) * chunk, D)):
-                        loglik[j] = heldout_document(
-                            &indices[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
-                            &counts[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
-                            indptr[j + 1] - indptr[j], &topics[0, 0], K, W, &prior[0], prior_total, burnin,
-                            n_samples, defensive, gens[c], buf, ibuf, ibuf + maxlen, buf + maxnnz * K,
-                            buf + maxnnz * K + K, buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K,
-                            &doc_counts[j, 0] if keep else NULL)
-            free(buf)
-            free(ibuf)
-    finally:
-        free(gens)
-    if failed[0]:
-        raise MemoryError("cannot allocate the per-thread scratch space")

@@ -16,6 +16,9 @@ cdef extern from "bnpcore/bnpcore.h" nogil:
     double bnp_xdpsi(double x, double n)        # x (psi(x + n) - psi(x)), exact as x -> 0
     double bnp_logsumexp(const double *v, int64_t n)    # -inf for n == 0 or all -inf; NaN if any NaN
     double bnp_logaddexp(double a, double b)            # log(exp(a) + exp(b)), same conventions
+    # sum_i lgamma(x_i + c_i) - lgamma(x_i), x_i = offset + scale * row[ids[i]] (row NULL: offset)
+    double bnp_log_rising(const int32_t *ids, const int32_t *c, int64_t nnz,
+                          const double *row, double offset, double scale)
     # log Dirichlet-multinomial of a token sequence (counts c of word ids ids) under Dir(lam)
     double bnp_log_dirmult(const int32_t *ids, const int32_t *c, int64_t nnz,
                            const double *lam, double lam_total)

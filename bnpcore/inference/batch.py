@@ -208,10 +208,8 @@ class BatchEstimator(BaseEstimator):
             self.history_ = []
         self.n_features_in_ = X.n_words
         self._batch_state = state           # callbacks may inspect the state during the fit
-        bar = progress_bar(progress, max_iter, type(self).__name__, initial=start)
-        self._progress = bar
         stopped, it = False, start
-        try:
+        with progress_bar(self, progress, max_iter, initial=start):
             for it in range(start + 1, max_iter + 1):
                 tick = time.perf_counter()
                 metrics = state.sweep()
@@ -232,10 +230,6 @@ class BatchEstimator(BaseEstimator):
                     self._checkpoint(state, X, it, seconds, checkpoint)
                 if stopped:
                     break
-        finally:
-            self.__dict__.pop("_progress", None)
-            if bar is not None:
-                bar.close()
         self.n_iter_ = it
         resumable = stopped and it < max_iter
         if resumable:

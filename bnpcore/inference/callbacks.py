@@ -6,6 +6,7 @@ fit (leaving a valid fitted state). Both loops of :mod:`bnpcore.inference`
 report once per iteration (a sweep of a batch algorithm, a minibatch of an
 online one), so the same callbacks serve every estimator.
 """
+import contextlib
 import math
 import sys
 import warnings
@@ -41,13 +42,12 @@ class Progress:
         self.bar = None
         if enabled:
             try:
-                import tqdm  # noqa: F401  (tqdm.auto alone may come from the module cache)
-                from tqdm.auto import tqdm
+                import tqdm.auto
             except ImportError:
                 pass
             else:
-                self.bar = tqdm(total=total, initial=initial, desc=desc, unit="doc" if key == "n_documents" else "it",
-                                file=self.stream, dynamic_ncols=True)
+                self.bar = tqdm.auto.tqdm(total=total, initial=initial, desc=desc, file=self.stream,
+                                          unit="doc" if key == "n_documents" else "it", dynamic_ncols=True)
 
     def __call__(self, estimator, record):
         if not self.enabled or self.key not in record:
@@ -75,18 +75,23 @@ class Progress:
             self.stream.flush()
 
 
-def progress_bar(enabled, total, desc, key="iteration", initial=0):
-    """The ``progress=True`` bar of ``fit``: a :class:`Progress` (tqdm required,
-    with a warning and no bar when it is missing), or None."""
-    if not enabled:
-        return None
-    try:
-        import tqdm  # noqa: F401
-    except ImportError:
+@contextlib.contextmanager
+def progress_bar(estimator, enabled, total, key="iteration", initial=0):
+    """The ``progress=True`` bar of ``fit``: a :class:`Progress` that the
+    estimator's reports feed while the ``with`` block runs (tqdm required: a
+    warning and no bar when it is missing)."""
+    bar = Progress(total, desc=type(estimator).__name__, key=key, initial=initial) if enabled else None
+    if bar is not None and bar.bar is None:
         warnings.warn("progress=True needs tqdm (pip install tqdm); continuing without a progress bar",
                       stacklevel=4)
-        return None
-    return Progress(total, desc=desc, key=key, initial=initial)
+        bar = None
+    estimator._progress = bar
+    try:
+        yield bar
+    finally:
+        estimator.__dict__.pop("_progress", None)
+        if bar is not None:
+            bar.close()
 
 
 class EarlyStopping:

@@ -520,12 +520,9 @@ class OnlineEstimator(BaseEstimator):
             check_int(checkpoint_every, "checkpoint_every")
         if heldout is not None:
             heldout = as_corpus(heldout, n_words=X.n_words)
-        bar = progress_bar(progress, drv["documents"] + total, type(self).__name__, key="n_documents",
-                           initial=drv["documents"])
-        self._progress = bar
-        start_docs, start_time = drv["documents"], time.perf_counter()
+        start_docs, start_seconds = drv["documents"], drv["seconds"]
         stopped = False
-        try:
+        with progress_bar(self, progress, drv["documents"] + total, key="n_documents", initial=drv["documents"]):
             for ids in batches:
                 tick = time.perf_counter()
                 before = drv["documents"]
@@ -539,7 +536,7 @@ class OnlineEstimator(BaseEstimator):
                     metrics["heldout_loglik"] = float(self.score(heldout))
                 stopped = self._report(drv["updates"], **metrics)
                 if (max_documents is not None and now - start_docs >= max_documents) or \
-                        (max_seconds is not None and time.perf_counter() - start_time >= max_seconds):
+                        (max_seconds is not None and drv["seconds"] - start_seconds >= max_seconds):
                     stopped = True
                 if checkpoint is not None and (stopped or (
                         checkpoint_every is not None and now // checkpoint_every > before // checkpoint_every)):
@@ -547,10 +544,6 @@ class OnlineEstimator(BaseEstimator):
                     self.save(checkpoint)
                 if stopped:
                     break
-        finally:
-            self.__dict__.pop("_progress", None)
-            if bar is not None:
-                bar.close()
         if not stopped and self._stream is not None and self._stream.documents_done >= self.n_epochs * X.n_docs:
             self._stream = None     # the fit is complete: nothing left to resume
         self._finalize()
