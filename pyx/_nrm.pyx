@@ -26,6 +26,32 @@ from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_r
 
 cnp.import_array()
 
+cdef extern from "bnpcore/bnpcore.h" nogil:
+    ctypedef struct bnp_nggp_state_t:
+        int64_t n_slots
+        int64_t n_alive
+        int64_t n_obs
+        int64_t n_sites
+        int64_t position
+        double log_u
+        double u_last
+        double change
+
+# bnp_nggp_state_t as a NumPy record: the Python layer keeps one (``new_state``)
+# and passes it to every kernel call, which reads and updates it.
+NGGP_STATE_DTYPE = np.dtype([("n_slots", np.int64), ("n_alive", np.int64), ("n_obs", np.int64),
+                             ("n_sites", np.int64), ("position", np.int64), ("log_u", np.float64),
+                             ("u_last", np.float64), ("change", np.float64)])
+assert NGGP_STATE_DTYPE.itemsize == sizeof(bnp_nggp_state_t)
+
+
+def new_state(n_slots=0, n_alive=0, log_u=float("nan")):
+    """A fresh scalar state (array of one NGGP_STATE_DTYPE record)."""
+    state = np.zeros(1, dtype=NGGP_STATE_DTYPE)
+    state["n_slots"], state["n_alive"] = n_slots, n_alive
+    state["log_u"], state["u_last"] = log_u, float("nan")
+    return state
+
 cdef double Q_ONE = 1.0 - 1e-15      # clamp of q in log(1 - q) (E[K] recursion)
 cdef double V_MIN = -700.0            # search range of V = log U
 cdef double V_MAX = 700.0
@@ -294,12 +320,11 @@ cdef inline double doc_tokens(const int32_t *cnt, int64_t nnz) noexcept nogil:
 
 
 cdef nrm_state load_state(double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,
-                          uint8_t[::1] alive, int64_t[::1] ints, double[::1] reals, double[::1] scratch,
+                          uint8_t[::1] alive, bnp_nggp_state_t *scalars, double[::1] scratch,
                           int64_t n_words) except *:
     if (lam.shape[1] != n_words or lam_tot.shape[0] != lam.shape[0] or S.shape[0] != lam.shape[0]
             or logP.shape[0] != lam.shape[0] or alive.shape[0] != lam.shape[0]
-            or scratch.shape[0] < lam.shape[0] + 1 or ints.shape[0] < 4 or reals.shape[0] < 3
-            or not 0 <= ints[0] <= lam.shape[0]):
+            or scratch.shape[0] < lam.shape[0] + 1 or not 0 <= scalars.n_slots <= lam.shape[0]):
         raise ValueError("NRM state arrays do not match each other")
     cdef nrm_state st
     st.lam = &lam[0, 0]
@@ -308,32 +333,38 @@ cdef nrm_state load_state(double[:, ::1] lam, double[::1] lam_tot, double[::1] S
     st.logP = &logP[0]
     st.alive = &alive[0]
     st.cap = lam.shape[0]
-    st.n_slots = ints[0]
-    st.n_alive = ints[1]
-    st.v_prev = reals[0]
-    st.u_last = reals[1]
+    st.n_slots = scalars.n_slots
+    st.n_alive = scalars.n_alive
+    st.v_prev = scalars.log_u
+    st.u_last = scalars.u_last
     return st
 
 
-cdef void store_state(const nrm_state *st, int64_t[::1] ints, double[::1] reals) noexcept:
-    ints[0] = st.n_slots
-    ints[1] = st.n_alive
-    reals[0] = st.v_prev
-    reals[1] = st.u_last
+cdef void store_state(const nrm_state *st, bnp_nggp_state_t *scalars) noexcept:
+    scalars.n_slots = st.n_slots
+    scalars.n_alive = st.n_alive
+    scalars.log_u = st.v_prev
+    scalars.u_last = st.u_last
+
+
+cdef bnp_nggp_state_t *scalar_state(bnp_nggp_state_t[::1] state) except NULL:
+    if state.shape[0] != 1:
+        raise ValueError("state must be one NGGP_STATE_DTYPE record (new_state())")
+    return &state[0]
 
 
 def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
             int64_t start, int64_t stop, dict params,                                          # IN
             double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,          # IN/OUT
-            uint8_t[::1] alive, int64_t[::1] ints, double[::1] reals,                          # IN/OUT
+            uint8_t[::1] alive, bnp_nggp_state_t[::1] state,                                   # IN/OUT
             double[::1] scratch,                                                               # scratch
             int64_t[::1] site_ptr, int32_t[::1] site_k, double[::1] site_q):                   # OUT (optional)
     """ADF-NRM (Alg. 1) over documents start..stop-1, in order.
 
-    ``ints`` = [n_slots, n_alive, m, sites_used] and ``reals`` = [V warm start,
-    last Uhat, unused] carry the scalar state; ``m`` counts the observations
-    already absorbed (document n uses the predictive rule of the first n - 1,
-    E30). ``scratch`` has at least cap + 1 entries. With a non-empty
+    ``state`` (``new_state()``) carries the scalar state: n_slots, n_alive,
+    n_obs (m, the observations already absorbed: document n uses the
+    predictive rule of the first n - 1, E30), n_sites (site entries written),
+    log_u (warm start of the mode of q(U)) and u_last. ``scratch`` has at least cap + 1 entries. With a non-empty
     ``site_ptr`` (length n_docs + 1, ``site_ptr[start]`` set) the
     responsibilities of each document are appended to ``site_k``/``site_q``
     (EP's initial sites). Returns the index of the first unprocessed document:
@@ -348,10 +379,11 @@ def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     """
     cdef nrm_cfg c
     fill_cfg(&c, params)
-    cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, ints, reals, scratch, c.n_words)
+    cdef bnp_nggp_state_t *sc = scalar_state(state)
+    cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, sc, scratch, c.n_words)
     cdef bint store = site_ptr.shape[0] > 0
     cdef int64_t site_cap = site_k.shape[0]
-    cdef int64_t used = ints[3], m = ints[2], i, lo, n
+    cdef int64_t used = sc.n_sites, m = sc.n_obs, i, lo, n
     cdef int32_t *ok = NULL
     cdef double *oq = NULL
     if store and (site_ptr.shape[0] != indptr.shape[0] or site_q.shape[0] != site_cap):
@@ -375,16 +407,16 @@ def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
                 site_ptr[i + 1] = used
             m += 1
             i += 1
-    store_state(&st, ints, reals)
-    ints[2] = m
-    ints[3] = used
+    store_state(&st, sc)
+    sc.n_obs = m
+    sc.n_sites = used
     return i
 
 
 def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN
            int64_t start, int64_t stop, dict params,                                           # IN
            double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,           # IN/OUT
-           uint8_t[::1] alive, int64_t[::1] ints, double[::1] reals,                           # IN/OUT
+           uint8_t[::1] alive, bnp_nggp_state_t[::1] state,                                    # IN/OUT
            double[::1] scratch,                                                                # scratch
            const int64_t[::1] old_ptr, const int32_t[::1] old_k, const double[::1] old_q,      # IN
            int64_t[::1] new_ptr, int32_t[::1] new_k, double[::1] new_q):                       # OUT
@@ -396,9 +428,9 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     documents (supp (33)-(34)), run the ADF step on the cavity (new cluster if
     q_new > epsilon), store the new site in (new_k, new_q) and drop every
     cluster whose S_k fell below epsilon (``alive[k] = 0``; slots are not
-    reused within an epoch). ``ints`` = [n_slots, n_alive, unused, new sites
-    used]; ``reals`` = [V warm start, last Uhat, sum over documents of the total
-    variation between old and new site]. Returns the first unprocessed
+    reused within an epoch). ``state``: n_slots, n_alive, n_sites (new site
+    entries written), log_u (warm start), u_last, change (the sum over
+    documents of the total variation between old and new site). Returns the first unprocessed
     document (stop, or earlier when a slot or site space is needed).
 
     E[K] over the other documents needs prod_{l != i} (1 - q_lk): log P_k is
@@ -414,10 +446,11 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     """
     cdef nrm_cfg c
     fill_cfg(&c, params)
-    cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, ints, reals, scratch, c.n_words)
+    cdef bnp_nggp_state_t *sc = scalar_state(state)
+    cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, sc, scratch, c.n_words)
     cdef int64_t n_docs = indptr.shape[0] - 1
-    cdef int64_t site_cap = new_k.shape[0], used = ints[3], i, lo, n, e, f, k
-    cdef double n_tok, tv = reals[2], q, dq
+    cdef int64_t site_cap = new_k.shape[0], used = sc.n_sites, i, lo, n, e, f, k
+    cdef double n_tok, tv = sc.change, q, dq
     cdef const int32_t *ids
     cdef const int32_t *cnt
     if old_ptr.shape[0] != n_docs + 1 or new_ptr.shape[0] != n_docs + 1 or new_q.shape[0] != site_cap:
@@ -463,9 +496,9 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
                     st.n_alive -= 1
             used += f
             i += 1
-    store_state(&st, ints, reals)
-    ints[3] = used
-    reals[2] = tv
+    store_state(&st, sc)
+    sc.n_sites = used
+    sc.change = tv
     return i
 
 
@@ -528,7 +561,7 @@ cdef double slice_v(double v0, double n, double k, const nrm_cfg *c, bnp_bitgen_
 def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
               dict params, int64_t n_sweeps, object generator,                                  # IN
               int32_t[::1] z, int64_t[::1] nk, double[:, ::1] C, double[::1] Ctot,              # IN/OUT
-              int64_t[::1] ints, double[::1] reals, double[::1] scratch,                        # IN/OUT
+              bnp_nggp_state_t[::1] state, double[::1] scratch,                                 # IN/OUT
               int32_t[:, ::1] z_trace, double[::1] u_trace):                                     # OUT (optional)
     """Sweeps of the marginal sampler for NGGP mixtures (Favaro & Teh 2013; [NRM] (5)-(6)).
 
@@ -536,18 +569,19 @@ def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
     (skipped for sigma = 0, the CRP sampler), then reassigns every document in
     order: w_k = (n_k - sigma) DM(x_j | eta + C_k), w_new = a (U + tau)^sigma
     DM(x_j | eta). ``nk``/``C``/``Ctot`` are document counts, word counts and
-    their totals per slot (n_k = 0: free slot). ``ints`` = [slots in use
-    (highest + 1), occupied clusters, position in the current sweep];
-    ``reals`` = [V]. Returns the number of completed sweeps; fewer than
-    ``n_sweeps`` when a free slot is needed (grow the arrays and call again:
-    the sweep resumes at ``ints[2]``). Completed sweep s writes z to
+    their totals per slot (n_k = 0: free slot). ``state``: n_slots (highest slot
+    in use + 1), n_alive (occupied clusters), position (next document of the
+    current sweep), log_u (V). Returns the number of completed sweeps; fewer
+    than ``n_sweeps`` when a free slot is needed (grow the arrays and call
+    again: the sweep resumes at ``position``). Completed sweep s writes z to
     ``z_trace[s]`` and U to ``u_trace[s]`` when those have rows.
     """
     cdef nrm_cfg c
     fill_cfg(&c, params)
     cdef int64_t n_docs = indptr.shape[0] - 1, cap = C.shape[0], W = C.shape[1]
-    cdef int64_t n_slots = ints[0], n_occ = ints[1], pos = ints[2], done = 0, j, k, lo, n, e
-    cdef double v = reals[0], n_tok, lw_prior, lw_new
+    cdef bnp_nggp_state_t *sc = scalar_state(state)
+    cdef int64_t n_slots = sc.n_slots, n_occ = sc.n_alive, pos = sc.position, done = 0, j, k, lo, n, e
+    cdef double v = sc.log_u, n_tok, lw_prior, lw_new
     cdef double *row
     cdef const int32_t *ids
     cdef const int32_t *cnt
@@ -614,10 +648,10 @@ def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
                 u_trace[done] = exp(v) if c.sigma > 0.0 else NAN
             pos = 0
             done += 1
-    ints[0] = n_slots
-    ints[1] = n_occ
-    ints[2] = pos
-    reals[0] = v
+    sc.n_slots = n_slots
+    sc.n_alive = n_occ
+    sc.position = pos
+    sc.log_u = v
     return done
 
 

@@ -81,8 +81,9 @@ class _Clusters:
     """The ADF/EP cluster state: lambda_k, Lambda_k, S_k, log P_k and an alive
     flag per slot in a :class:`~bnpcore.inference.moves.Components` table (the
     kernels add clusters in place; merges and compaction are its moves), plus
-    the scalars the kernels carry (``ints`` = [slots used, alive, m, sites
-    used], ``reals`` = [V warm start, last Uhat, EP change accumulator])."""
+    the scalars the kernels carry (``scalars``, one record of
+    ``bnp_nggp_state_t``: slots used, alive clusters, observations m, site
+    entries written, the warm start of log U, the last Uhat, EP's change sum)."""
 
     _FIELDS = ("lam", "lam_tot", "S", "logP", "alive")
 
@@ -92,8 +93,7 @@ class _Clusters:
         self.table = Components({"lam": ((n_words,), np.float64), "lam_tot": ((), np.float64),
                                  "S": ((), np.float64), "logP": ((), np.float64), "alive": ((), np.uint8)},
                                 capacity=cap, offsets={"lam": eta, "lam_tot": eta * n_words}, flags=("alive",))
-        self.ints = np.zeros(4, dtype=np.int64)
-        self.reals = np.array([np.nan, np.nan, 0.0])
+        self.scalars = _nrm.new_state()
         self.scratch = np.empty(cap + 1)
 
     def __getattr__(self, name):       # the kernels' view: lam, lam_tot, S, logP, alive over all slots
@@ -107,11 +107,15 @@ class _Clusters:
 
     @property
     def n_slots(self):
-        return int(self.ints[0])
+        return int(self.scalars["n_slots"][0])
 
     @property
     def m(self):
-        return int(self.ints[2])
+        return int(self.scalars["n_obs"][0])
+
+    @property
+    def n_sites(self):
+        return int(self.scalars["n_sites"][0])
 
     def grow(self):
         """Double the number of slots."""
@@ -120,7 +124,7 @@ class _Clusters:
         self.scratch = np.empty(self.cap + 1)
 
     def _resized(self):
-        self.ints[0] = self.ints[1] = self.table.n
+        self.scalars["n_slots"] = self.scalars["n_alive"] = self.table.n
 
     def compact(self):
         """Drop dead slots; returns the old -> new slot map (-1 for dropped)."""
@@ -180,18 +184,17 @@ class _Clusters:
     def to_dict(self):
         n = self.n_slots
         d = {name: self.table.arrays[name][:n] for name in self._FIELDS}
-        d.update(ints=self.ints, reals=self.reals)
+        d["scalars"] = self.scalars
         return d
 
     @classmethod
     def from_dict(cls, d, n_words, eta):
-        n = int(d["ints"][0])
+        n = int(d["scalars"]["n_slots"][0])
         self = cls(n_words, eta, cap=max(16, n + 1))
         for name in cls._FIELDS:
             self.table.arrays[name][:n] = np.asarray(d[name])
         self.table.n = n
-        self.ints[:] = d["ints"]
-        self.reals[:] = d["reals"]
+        self.scalars[:] = d["scalars"]
         return self
 
 
@@ -267,11 +270,11 @@ def _adf_pass(state, corpus, p, sites=None, on_block=None):
         while i < stop:
             if state.n_slots >= state.cap:
                 state.grow()
-            if sites is not None and state.ints[3] + state.n_slots + 1 > len(sites.k):
-                sites.grow(int(state.ints[3]) + state.n_slots + 1)
+            if sites is not None and state.n_sites + state.n_slots + 1 > len(sites.k):
+                sites.grow(state.n_sites + state.n_slots + 1)
             i = _nrm.adf_run(corpus.indptr, corpus.indices, corpus.counts, i, stop, p,
                              state.lam, state.lam_tot, state.S, state.logP, state.alive,
-                             state.ints, state.reals, state.scratch,
+                             state.scalars, state.scratch,
                              sites.ptr if sites is not None else empty_i64,
                              sites.k if sites is not None else empty_i32,
                              sites.q if sites is not None else empty_f64)
@@ -282,7 +285,7 @@ def _adf_pass(state, corpus, p, sites=None, on_block=None):
             merged = before - state.n_slots
             if merged and sites is not None:
                 sites.remap(mapping, upto=i)
-                state.ints[3] = sites.ptr[i]
+                state.scalars["n_sites"] = sites.ptr[i]
         n_merged += merged
         if on_block is not None and on_block(merged):
             break
@@ -702,7 +705,7 @@ class _EPState(BatchState):
 
     @property
     def n_components(self):
-        return int(self.clusters.ints[1])
+        return int(self.clusters.scalars["n_alive"][0])
 
     def state_dict(self):
         return {"p": self.p, "epoch": self.epoch, "order": self.order, "clusters": self.clusters.to_dict(),
@@ -728,25 +731,25 @@ class _EPState(BatchState):
         st, old, docs, p = self.clusters, self.sites, self.corpus, self.p
         _recompute_from_sites(st, old, docs, p)
         new = _Sites(docs.n_docs, max(len(old.k), 16))
-        st.ints[3] = 0
-        st.reals[2] = 0.0
+        st.scalars["n_sites"] = 0
+        st.scalars["change"] = 0.0
         i = 0
         while i < docs.n_docs:
             if st.n_slots >= st.cap:
                 st.grow()
-            if st.ints[3] + st.n_slots + 1 > len(new.k):
-                new.grow(int(st.ints[3]) + st.n_slots + 1)
+            if st.n_sites + st.n_slots + 1 > len(new.k):
+                new.grow(st.n_sites + st.n_slots + 1)
             i = _nrm.ep_run(docs.indptr, docs.indices, docs.counts, i, docs.n_docs, p,
-                            st.lam, st.lam_tot, st.S, st.logP, st.alive, st.ints, st.reals, st.scratch,
+                            st.lam, st.lam_tot, st.S, st.logP, st.alive, st.scalars, st.scratch,
                             old.ptr, old.k, old.q, new.ptr, new.k, new.q)
-        change = float(st.reals[2]) / docs.n_docs
+        change = float(st.scalars["change"][0]) / docs.n_docs
         new.remap(st.compact())
         merged = 0
         if p["merge"]:
             before = st.n_slots
             new.remap(st.merge(p))
             merged = before - st.n_slots
-        st.ints[3] = new.nnz
+        st.scalars["n_sites"] = new.nnz
         self.sites = new
         return change, merged
 
@@ -862,7 +865,7 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
         self._samples_z = np.array(state.samples_z if kept else [z])
         self._samples_u = np.array(state.samples_u if kept else [u])
         sizes = np.bincount(z, minlength=state.clusters.capacity)
-        order = np.argsort(-sizes, kind="stable")[:int(state.ints[1])]
+        order = np.argsort(-sizes, kind="stable")[:state.n_components]
         rank = np.empty(len(sizes), dtype=np.int64)
         rank[order] = np.arange(len(order))
         self.labels_ = rank[z]
@@ -924,18 +927,17 @@ class _GibbsState(BatchState):
         self.clusters.arrays["C"][0] = np.asarray(corpus.matrix.sum(axis=0)).ravel()
         self.clusters.arrays["Ctot"][0] = self.clusters.arrays["C"][0].sum()
         self.z = np.zeros(N, dtype=np.int32)
-        self.ints = np.array([1, 1, 0], dtype=np.int64)
         v0 = np.log(_nrm.mode_u(N, 1, p["a"], p["sigma"], p["tau"])) if p["sigma"] > 0 else np.nan
-        self.reals = np.array([v0])
+        self.scalars = _nrm.new_state(n_slots=1, n_alive=1, log_u=v0)
         self.samples_z, self.samples_u = [], []
 
     @property
     def n_components(self):
-        return int(self.ints[1])
+        return int(self.scalars["n_alive"][0])
 
     @property
     def u(self):
-        return float(np.exp(self.reals[0])) if self.p["sigma"] > 0 else float("nan")
+        return float(np.exp(self.scalars["log_u"][0])) if self.p["sigma"] > 0 else float("nan")
 
     def state_dict(self):
         saved = super().state_dict()
@@ -945,21 +947,21 @@ class _GibbsState(BatchState):
     def restore(self, corpus):
         super().restore(corpus)
         arrays = self.clusters
-        self.clusters = Components(dict(arrays), n=int(self.ints[0]))
+        self.clusters = Components(dict(arrays), n=int(self.scalars["n_slots"][0]))
 
     def sweep(self):
         c = self.corpus
         no_z, no_u = np.zeros((0, c.n_docs), dtype=np.int32), np.zeros(0)     # no traces
         while True:
-            if self.ints[1] >= self.clusters.capacity:
-                self.clusters.n = int(self.ints[0])
+            if self.n_components >= self.clusters.capacity:
+                self.clusters.n = int(self.scalars["n_slots"][0])
                 self.clusters.reserve(2 * self.clusters.capacity)
             a = self.clusters.arrays
             scratch = np.empty(self.clusters.capacity + 1)
             if _nrm.gibbs_run(c.indptr, c.indices, c.counts, self.p, 1, self.rng, self.z, a["nk"], a["C"],
-                              a["Ctot"], self.ints, self.reals, scratch, no_z, no_u):
+                              a["Ctot"], self.scalars, scratch, no_z, no_u):
                 break
-        self.clusters.n = int(self.ints[0])
+        self.clusters.n = int(self.scalars["n_slots"][0])
         return {"u": self.u}
 
     def collect(self):

@@ -19,6 +19,8 @@
  *                         dense component x vocabulary array)
  *   Stirling numbers .... bnp_stirling_t, a table of log(s(n, m) / n!) (unsigned,
  *                         first kind) grown on demand; the Antoniak distribution
+ *   NGGP mixtures ....... bnp_nggp_state_t, the scalar state of the ADF, EP and
+ *                         Gibbs kernels
  *
  * Accuracy: the special functions and their differences have relative error
  * below 1e-12 for x in [1e-10, 1e10] and n up to 1e7 (bnpcore tests/kernels).
@@ -646,6 +648,24 @@ static inline int64_t bnp_antoniak_sample_crp(int64_t n, double c, bnp_bitgen_t 
     for (i = 0; i < n; ++i) m += bnp_rng_uniform(g) * (c + (double)i) < c;
     return m;
 }
+
+/* ------------------------------------------------------------------------- */
+/* NGGP mixtures: the scalar state the ADF, EP and Gibbs kernels carry       */
+/* ------------------------------------------------------------------------- */
+
+/* Everything but the per-cluster arrays, kept by the caller between kernel
+ * calls (a call may stop early to let the caller grow the arrays). Eight-byte
+ * fields, no padding: NumPy mirrors it as a structured dtype. */
+typedef struct {
+    int64_t n_slots;        /* cluster slots in use, alive or dead (Gibbs: highest used + 1) */
+    int64_t n_alive;        /* alive (Gibbs: occupied) clusters */
+    int64_t n_obs;          /* ADF/EP: documents absorbed, m */
+    int64_t n_sites;        /* EP: entries of the new sites written so far */
+    int64_t position;       /* Gibbs: next document of the current sweep */
+    double log_u;           /* V = log U: warm start of the mode of q(U) (ADF/EP), the chain's V (Gibbs) */
+    double u_last;          /* the last Uhat used (NaN for sigma = 0 or no other observation) */
+    double change;          /* EP: summed total-variation change of the sites in the current epoch */
+} bnp_nggp_state_t;
 
 #ifdef __cplusplus
 }

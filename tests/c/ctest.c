@@ -150,6 +150,33 @@ static void test_dirmult(void) {
         /* chain rule: the sequence 0, 2, 0 has p = prod_i (lam_w + c_w) / (Lambda + i) */
         CLOSE(bnp_log_dirmult(ids, cnt, 2, lam, 3.0), log(0.5 / 3.0 * 1.5 / 4.0 * 1.5 / 5.0), 1e-14, 0.0);
     }
+    {   /* bnp_log_rising: offset + scale * row, row NULL, every branch (small and large counts,
+         * tiny and huge x, a running product that must be rescaled) against the identity
+         * lgamma(x + c) - lgamma(x) = sum_{r<c} log(x + r) */
+        int32_t ids[40], cnt[40];
+        double row[40], ref = 0.0, ref_const = 0.0, x;
+        int i, r;
+        for (i = 0; i < 40; ++i) {
+            ids[i] = 39 - i;
+            cnt[i] = 1 + (i * 7) % 12;                      /* 1..12: both sides of c <= 8 */
+            row[i] = i % 5 == 0 ? 1e-120 : i % 7 == 0 ? 3e15 : 0.05 * (i + 1);
+        }
+        for (i = 0; i < 40; ++i) {
+            x = 0.25 + 2.0 * row[ids[i]];
+            for (r = 0; r < cnt[i]; ++r) {
+                ref += log(x + r);
+                ref_const += log(0.25 + r);
+            }
+        }
+        CLOSE(bnp_log_rising(ids, cnt, 40, row, 0.25, 2.0), ref, 1e-14, 0.0);
+        CLOSE(bnp_log_rising(ids, cnt, 40, NULL, 0.25, 2.0), ref_const, 1e-14, 0.0);
+        CHECK(bnp_log_rising(ids, cnt, 0, row, 0.25, 2.0) == 0.0);
+        for (i = 0, ref = 0.0; i < 40; ++i) {                /* x near 1e-120 and (0.05 i)^8: rescaled often */
+            cnt[i] = 8;
+            for (r = 0; r < 8; ++r) ref += log(row[ids[i]] + r);
+        }
+        CLOSE(bnp_log_rising(ids, cnt, 40, row, 0.0, 1.0), ref, 1e-14, 0.0);
+    }
 }
 
 static void test_rng(void) {

@@ -194,7 +194,7 @@ def test_merge_step_combines_duplicates():
     st.S[:3] = [2.0, 1.5, 4.0]
     st.logP[:3] = [-3.0, -2.0, -5.0]
     st.alive[:3] = 1
-    st.ints[:2] = 3
+    st.scalars["n_slots"] = st.scalars["n_alive"] = 3
     mapping = st.merge(p)
     assert st.n_slots == 2 and list(mapping) == [0, 1, 0]
     np.testing.assert_allclose(st.lam[0], [30.5, 0.5, 0.5, 1.5])

@@ -40,12 +40,11 @@ def run_chain(X, a, sigma, tau, eta, n_sweeps, seed):
     C = np.zeros((cap, docs.n_words))
     C[0] = X.sum(axis=0)
     Ctot = C.sum(axis=1)
-    ints = np.array([1, 1, 0], dtype=np.int64)
-    reals = np.array([0.0])
+    state = _nrm.new_state(n_slots=1, n_alive=1, log_u=0.0)
     z_trace = np.zeros((n_sweeps, N), dtype=np.int32)
     u_trace = np.zeros(n_sweeps)
     done = _nrm.gibbs_run(docs.indptr, docs.indices, docs.counts, p, n_sweeps, np.random.default_rng(seed),
-                          z, nk, C, Ctot, ints, reals, np.empty(cap + 1), z_trace, u_trace)
+                          z, nk, C, Ctot, state, np.empty(cap + 1), z_trace, u_trace)
     assert done == n_sweeps
     # the count state is consistent with the final assignments
     np.testing.assert_array_equal(nk[:N], np.bincount(z, minlength=N)[:N])
