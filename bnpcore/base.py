@@ -8,8 +8,9 @@ Every estimator subclasses :class:`BaseEstimator` (topic models also
 ``sklearn.base.clone``, grid searches and pipelines work:
 
 * ``__init__(self, *, hyper=default, ..., random_state=None)`` only stores its
-  keyword arguments, unchanged, as attributes of the same name. Every
-  parameter has a default. Nothing is validated or computed here.
+  keyword arguments, unchanged, as attributes of the same name
+  (``self._store_params(locals())``). Every parameter has a default. Nothing
+  is validated or computed here.
 * ``fit(X, y=None) -> self``. ``X`` is a :class:`bnpcore.Corpus` or anything
   ``Corpus`` accepts (a SciPy sparse or dense count matrix, a list of token-id
   lists). ``y`` is ignored. ``fit`` validates the hyperparameters first
@@ -135,6 +136,13 @@ class BaseEstimator:
         sig = inspect.signature(cls.__init__)
         return sorted(p.name for p in sig.parameters.values()
                       if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+
+    def _store_params(self, values):
+        """The body of every ``__init__``: ``self._store_params(locals())`` stores
+        each constructor parameter unchanged under its own name (scikit-learn's
+        rule), and nothing else."""
+        for name in self._param_names():
+            setattr(self, name, values[name])
 
     def get_params(self, deep=True):
         """Constructor parameters as a dict."""

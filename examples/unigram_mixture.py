@@ -89,12 +89,7 @@ class UnigramMixture(TopicMixin, BatchEstimator):
     """
 
     def __init__(self, n_components=10, alpha=1.0, eta=0.1, max_iter=50, tol=1e-6, random_state=None):
-        self.n_components = n_components
-        self.alpha = alpha
-        self.eta = eta
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
+        self._store_params(locals())
 
     def _check_params(self):
         check_int(self.n_components, "n_components")

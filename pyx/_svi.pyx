@@ -219,6 +219,15 @@ cdef void sticks_new(Sticks *s, bnp_bitgen_t *g) noexcept nogil:
     s.L = k + 1
 
 
+cdef inline bint sticks_taken(const Sticks *s, bint exact, bnp_bitgen_t *g) noexcept nogil:
+    """After instantiating stick L-1 for an observation that chose the
+    unrepresented mass: does the observation take it? Walking down freshly drawn
+    sticks and taking stick k with probability V_k picks k in proportion to
+    pi_k (retrospective sampling, E17); ``exact`` False is the paper's rule
+    (always the next stick)."""
+    return not exact or bnp_rng_uniform(g) < exp(s.logv[s.L - 1])
+
+
 cdef void sticks_sample(Sticks *s, const int64_t *counts, const int64_t *sizes, bnp_bitgen_t *g) noexcept nogil:
     """V_k ~ Beta(u_k + n_k, v_k + sum_{l>k} n_l) given the counts n (documents
     or tables), k = L-1..0; then drop the trailing sticks beyond K whose
@@ -355,11 +364,10 @@ cdef int64_t dp_sample_z(DPWork *w, int64_t j, bnp_bitgen_t *g) except -1 nogil:
     if pick < L:
         return pick
     # The unrepresented sticks share lambda = eta, so the document picks one of
-    # them in proportion to pi_k: walk down the sticks drawn from their prior
-    # (retrospective sampling, E17); the paper's rule takes the next one.
+    # them in proportion to pi_k (sticks_taken).
     while True:
         dp_new_stick(w, g)
-        if not w.exact or bnp_rng_uniform(g) < exp(w.st.logv[w.st.L - 1]):
+        if sticks_taken(&w.st, w.exact, g):
             return w.st.L - 1
 
 
@@ -693,10 +701,10 @@ cdef int64_t hdp_sample_token(HDPWork *w, int64_t j, int64_t t, bnp_bitgen_t *g)
     if lo < L:
         return lo
     # a new topic: the uninstantiated topics share the word weight 1/W, so the
-    # token picks one in proportion to beta_k (retrospective walk, E17)
+    # token picks one in proportion to beta_k (sticks_taken)
     while True:
         hdp_new_stick(w, g)
-        if not w.exact or bnp_rng_uniform(g) < exp(w.st.logv[w.st.L - 1]):
+        if sticks_taken(&w.st, w.exact, g):
             return w.st.L - 1
 
 

@@ -15,6 +15,7 @@ from bnpcore.kernels._svi import dp_local_step, dp_log_weights, dp_meanfield_ste
 
 __all__ = ["TruncationFreeSVI", "StochasticVB"]
 
+
 class _OnlineDPMixture(OnlineEstimator, TopicMixin):
     """What both DP-mixture estimators share: sizes, scoring, parameters."""
 
@@ -105,20 +106,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
     def __init__(self, eta=0.5, a=1.0, batch_size=100, n_epochs=1, local_sweeps=5, new_component="exact",
                  schedule="truncation_free", learning_offset=1.0, learning_decay=0.6, prune_every=20000,
                  prune_threshold=1.0, reorder=True, total_samples=None, random_state=None):
-        self.eta = eta
-        self.a = a
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.local_sweeps = local_sweeps
-        self.new_component = new_component
-        self.schedule = schedule
-        self.learning_offset = learning_offset
-        self.learning_decay = learning_decay
-        self.prune_every = prune_every
-        self.prune_threshold = prune_threshold
-        self.reorder = reorder
-        self.total_samples = total_samples
-        self.random_state = random_state
+        self._store_params(locals())
 
     def _check_params(self):
         self._check_common()
@@ -192,20 +180,7 @@ class StochasticVB(_OnlineDPMixture):
     def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs=1, schedule="robbins_monro",
                  learning_offset=1.0, learning_decay=0.6, init_scale=100.0, prune_every=20000,
                  prune_threshold=1.0, reorder=True, total_samples=None, random_state=None):
-        self.n_components = n_components
-        self.eta = eta
-        self.a = a
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.schedule = schedule
-        self.learning_offset = learning_offset
-        self.learning_decay = learning_decay
-        self.init_scale = init_scale
-        self.prune_every = prune_every
-        self.prune_threshold = prune_threshold
-        self.reorder = reorder
-        self.total_samples = total_samples
-        self.random_state = random_state
+        self._store_params(locals())
 
     def _check_params(self):
         self._check_common()

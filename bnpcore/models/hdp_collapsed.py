@@ -429,22 +429,7 @@ class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
                  gamma_prior=(7.5, 7.5), eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
                  tau_prior=None, learn_weights=True, init="random", init_gibbs_iter=200, r_dtype="float64",
                  random_state=None, n_iter=DEPRECATED):
-        self.n_components = n_components
-        self.max_iter = max_iter
-        self.alpha = alpha
-        self.gamma = gamma
-        self.alpha_prior = alpha_prior
-        self.gamma_prior = gamma_prior
-        self.eta_tot = eta_tot
-        self.learn_topic_prior = learn_topic_prior
-        self.eta_prior = eta_prior
-        self.tau_prior = tau_prior
-        self.learn_weights = learn_weights
-        self.init = init
-        self.init_gibbs_iter = init_gibbs_iter
-        self.r_dtype = r_dtype
-        self.random_state = random_state
-        self.n_iter = n_iter
+        self._store_params(locals())
 
     # -- the batch protocol --------------------------------------------------------
     def _check_params(self):

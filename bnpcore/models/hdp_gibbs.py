@@ -270,18 +270,7 @@ class DirectAssignmentGibbs(TrainingPredictive, TopicMixin, BatchEstimator):
     def __init__(self, n_components=1, max_iter=200, burn_in=100, eta_tot=100.0, alpha=None, gamma=None,
                  alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), n_concentration_rounds=5,
                  random_state=None, init_topics=DEPRECATED, n_iter=DEPRECATED):
-        self.n_components = n_components
-        self.max_iter = max_iter
-        self.burn_in = burn_in
-        self.eta_tot = eta_tot
-        self.alpha = alpha
-        self.gamma = gamma
-        self.alpha_prior = alpha_prior
-        self.gamma_prior = gamma_prior
-        self.n_concentration_rounds = n_concentration_rounds
-        self.random_state = random_state
-        self.init_topics = init_topics
-        self.n_iter = n_iter
+        self._store_params(locals())
 
     # -- the batch protocol --------------------------------------------------------
     def _check_params(self):

@@ -17,6 +17,7 @@ from bnpcore.kernels.stirling import StirlingTable
 
 __all__ = ["TruncationFreeSVI", "OnlineVB"]
 
+
 class _OnlineHDP(OnlineEstimator, TopicMixin):
     """What both online HDP estimators share: sizes, scoring, parameters."""
 
@@ -116,24 +117,7 @@ class TruncationFreeSVI(_OnlineHDP):
                  new_component="exact", schedule="truncation_free", learning_offset=1.0, learning_decay=0.6,
                  prune_every=20000, prune_threshold=1.0, reorder=True, total_samples=None, heldout_burnin=50,
                  heldout_samples=1000, n_threads=None, random_state=None):
-        self.eta = eta
-        self.gamma = gamma
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.local_sweeps = local_sweeps
-        self.new_component = new_component
-        self.schedule = schedule
-        self.learning_offset = learning_offset
-        self.learning_decay = learning_decay
-        self.prune_every = prune_every
-        self.prune_threshold = prune_threshold
-        self.reorder = reorder
-        self.total_samples = total_samples
-        self.heldout_burnin = heldout_burnin
-        self.heldout_samples = heldout_samples
-        self.n_threads = n_threads
-        self.random_state = random_state
+        self._store_params(locals())
 
     def _check_params(self):
         self._check_common()
@@ -245,29 +229,7 @@ class OnlineVB(_OnlineHDP):
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
                  total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None,
                  n_topics=DEPRECATED):
-        self.n_components = n_components
-        self.n_atoms = n_atoms
-        self.eta = eta
-        self.gamma = gamma
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.schedule = schedule
-        self.learning_offset = learning_offset
-        self.learning_decay = learning_decay
-        self.doc_init = doc_init
-        self.max_doc_iter = max_doc_iter
-        self.doc_tol = doc_tol
-        self.init_scale = init_scale
-        self.prune_every = prune_every
-        self.prune_threshold = prune_threshold
-        self.reorder = reorder
-        self.total_samples = total_samples
-        self.heldout_burnin = heldout_burnin
-        self.heldout_samples = heldout_samples
-        self.n_threads = n_threads
-        self.random_state = random_state
-        self.n_topics = n_topics
+        self._store_params(locals())
 
     def _check_params(self):
         self._check_common()

@@ -539,14 +539,7 @@ class CollapsedGibbs(_Sampler):
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, burn_in=10,
                  optimize_hyperparameters=False, random_state=None, n_iter=DEPRECATED):
-        self.n_components = n_components
-        self.alpha = alpha
-        self.eta = eta
-        self.max_iter = max_iter
-        self.burn_in = burn_in
-        self.optimize_hyperparameters = optimize_hyperparameters
-        self.random_state = random_state
-        self.n_iter = n_iter
+        self._store_params(locals())
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
         return GibbsState(corpus, len(alpha), alpha, eta, rng, optimize)
@@ -577,15 +570,7 @@ class StandardVB(_LDA):
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, tol=1e-6, schedule="parallel",
                  n_threads=None, optimize_hyperparameters=False, random_state=None):
-        self.n_components = n_components
-        self.alpha = alpha
-        self.eta = eta
-        self.max_iter = max_iter
-        self.tol = tol
-        self.schedule = schedule
-        self.n_threads = n_threads
-        self.optimize_hyperparameters = optimize_hyperparameters
-        self.random_state = random_state
+        self._store_params(locals())
 
     def _check_params(self):
         self._check_common()
@@ -636,14 +621,7 @@ class CollapsedVB(_LDA):
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, order=2, max_iter=300, tol=1e-6,
                  optimize_hyperparameters=False, random_state=None):
-        self.n_components = n_components
-        self.alpha = alpha
-        self.eta = eta
-        self.order = order
-        self.max_iter = max_iter
-        self.tol = tol
-        self.optimize_hyperparameters = optimize_hyperparameters
-        self.random_state = random_state
+        self._store_params(locals())
 
     def _mode(self):
         if isinstance(self.order, bool) or self.order not in (0, 2):
@@ -687,17 +665,7 @@ class Hybrid(_Sampler):
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, variational="standard", threshold=1, n_samples=1,
                  max_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None, n_iter=DEPRECATED):
-        self.n_components = n_components
-        self.alpha = alpha
-        self.eta = eta
-        self.variational = variational
-        self.threshold = threshold
-        self.n_samples = n_samples
-        self.max_iter = max_iter
-        self.burn_in = burn_in
-        self.optimize_hyperparameters = optimize_hyperparameters
-        self.random_state = random_state
-        self.n_iter = n_iter
+        self._store_params(locals())
 
     def _mode(self):
         modes = {"standard": _lda.MODE_SVB, "collapsed": _lda.MODE_CVB}

@@ -533,19 +533,7 @@ class ADF(_StreamingBase):
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, epsilon=None, expected_k="exact",
                  u_posterior="corrected", merge=True, merge_every=1000, merge_threshold=0.95,
                  min_responsibility=1e-10, shuffle=False, random_state=None):
-        self.a = a
-        self.sigma = sigma
-        self.tau = tau
-        self.eta = eta
-        self.epsilon = epsilon
-        self.expected_k = expected_k
-        self.u_posterior = u_posterior
-        self.merge = merge
-        self.merge_every = merge_every
-        self.merge_threshold = merge_threshold
-        self.min_responsibility = min_responsibility
-        self.shuffle = shuffle
-        self.random_state = random_state
+        self._store_params(locals())
 
     def fit(self, X, y=None):
         """One pass over the documents of X from an empty model (in corpus order,
@@ -643,22 +631,7 @@ class EP(_StreamingBase, BatchEstimator):
                  u_posterior="corrected", merge=True, merge_every=1000, merge_threshold=0.95,
                  min_responsibility=1e-10, max_iter=50, tol=1e-4, shuffle=False, random_state=None,
                  max_passes=DEPRECATED):
-        self.a = a
-        self.sigma = sigma
-        self.tau = tau
-        self.eta = eta
-        self.epsilon = epsilon
-        self.expected_k = expected_k
-        self.u_posterior = u_posterior
-        self.merge = merge
-        self.merge_every = merge_every
-        self.merge_threshold = merge_threshold
-        self.min_responsibility = min_responsibility
-        self.max_iter = max_iter
-        self.tol = tol
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.max_passes = max_passes
+        self._store_params(locals())
 
     _persist = BatchEstimator._persist + _StreamingBase._persist
 
@@ -825,14 +798,7 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
 
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, max_iter=215, n_samples=50, random_state=None,
                  n_sweeps=DEPRECATED):
-        self.a = a
-        self.sigma = sigma
-        self.tau = tau
-        self.eta = eta
-        self.max_iter = max_iter
-        self.n_samples = n_samples
-        self.random_state = random_state
-        self.n_sweeps = n_sweeps
+        self._store_params(locals())
 
     # -- the batch protocol: the kept samples are those "collected" after burn-in ----
     def _check_params(self):

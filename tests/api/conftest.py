@@ -27,11 +27,7 @@ class DocumentKMeans(BaseEstimator, TopicMixin):
     _iterations = "max_iter"
 
     def __init__(self, n_components=3, max_iter=10, alpha=1.0, eta=0.1, random_state=None):
-        self.n_components = n_components
-        self.max_iter = max_iter
-        self.alpha = alpha
-        self.eta = eta
-        self.random_state = random_state
+        self._store_params(locals())
 
     def _validate(self):
         check_int(self.n_components, "n_components")
@@ -88,12 +84,7 @@ class OnlineDocumentKMeans(DocumentKMeans):
     _iterations = "n_passes"
 
     def __init__(self, n_components=3, batch_size=10, n_passes=2, alpha=1.0, eta=0.1, random_state=None):
-        self.n_components = n_components
-        self.batch_size = batch_size
-        self.n_passes = n_passes
-        self.alpha = alpha
-        self.eta = eta
-        self.random_state = random_state
+        self._store_params(locals())
 
     def partial_fit(self, X, y=None):
         X = as_corpus(X, n_words=getattr(self, "n_features_in_", None))
