@@ -1,4 +1,5 @@
 """``python -m bnpcore``: the same command line as ``bnpcore``."""
 from bnpcore.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,8 +17,14 @@ def check_random_state(random_state):
 
 
 def spawn_generators(rng, n):
-    """``n`` independent child generators of ``rng`` (SeedSequence.spawn), e.g. one per chunk."""
-    return [np.random.Generator(type(rng.bit_generator)(s)) for s in rng.bit_generator.seed_seq.spawn(n)]
+    """``n`` independent child generators of ``rng``, e.g. one per chunk: the
+    children ``SeedSequence.spawn`` makes first, derived without spawning, so
+    neither ``rng`` nor its seed sequence changes and the same ``rng`` gives the
+    same children every time."""
+    ss = rng.bit_generator.seed_seq
+    return [np.random.Generator(type(rng.bit_generator)(
+        np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (i,), pool_size=ss.pool_size)))
+        for i in range(n)]
 
 
 def effective_n_threads(n_threads):

@@ -100,8 +100,10 @@ FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
 
 # "module:qualname" -> class, for every BaseEstimator subclass defined so far;
-# load() only instantiates classes from here (never an arbitrary name from a file).
+# load() only instantiates classes from here (never an arbitrary name from a file),
+# after importing the estimator families below.
 _ESTIMATOR_CLASSES = {}
+_FAMILIES = ("bnpcore.lda", "bnpcore.hdp", "bnpcore.mixture")
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -314,12 +316,14 @@ def load(path):
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except AttributeError:   # np.load of a plain .npy gives an ndarray, which has no .files
-        raise ValueError(f"{path} is not a bnpcore model file (a plain NumPy array)") from None
+        raise _not_a_model(path, "a plain NumPy array") from None
     except Exception as exc:  # zip, zlib, json and format errors of every kind
-        raise ValueError(f"{path} is not a bnpcore model file ({exc})") from None
+        reason = "it holds Python objects" if "allow_pickle" in str(exc) else str(exc)
+        raise _not_a_model(path, reason) from None
     version = meta.get("format_version") if isinstance(meta, dict) else None
-    if not isinstance(version, int) or not {"class", "params", "attrs"} <= meta.keys():
-        raise ValueError(f"{path} is not a bnpcore model file (bad metadata)")
+    if not isinstance(version, int) or not {"class", "params", "attrs"} <= meta.keys() \
+            or not isinstance(meta["params"], dict) or not isinstance(meta["attrs"], dict):
+        raise _not_a_model(path, "bad metadata")
     if version not in READABLE_FORMATS:
         newer = "a newer" if version > FORMAT_VERSION else "an older"
         raise ValueError(f"{path} has model format {version} (written by {newer} bnpcore); "
@@ -329,6 +333,9 @@ def load(path):
         est = cls(**{k: _decode(v, nested) for k, v in meta["params"].items()})
     except TypeError as exc:
         raise ValueError(f"{path}: the saved parameters do not fit {meta['class']} ({exc})") from None
+    for name in list(meta["attrs"]) + list(arrays):
+        if not _is_saved_name(cls, name):
+            raise _not_a_model(path, f"unknown attribute {name!r} for {cls.__name__}")
     for name, value in meta["attrs"].items():
         setattr(est, name, _decode(value, nested))
     for name, value in arrays.items():
@@ -338,16 +345,29 @@ def load(path):
     return est
 
 
+def _not_a_model(path, reason):
+    return ValueError(f"not a bnpcore model file: {path} ({reason})")
+
+
 def _estimator_class(key, path):
-    """The BaseEstimator subclass saved as ``module:qualname``; imports bnpcore
-    modules on demand, never anything else."""
-    module = key.partition(":")[0]
-    if key not in _ESTIMATOR_CLASSES and (module == "bnpcore" or module.startswith("bnpcore.")):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(module)
+    """The registered BaseEstimator subclass saved as ``module:qualname``. The
+    estimator families are imported (a fixed list) to register their classes;
+    a module named in a file is never imported."""
     if key not in _ESTIMATOR_CLASSES:
+        for module in _FAMILIES:
+            importlib.import_module(module)
+    if not isinstance(key, str) or key not in _ESTIMATOR_CLASSES:
         raise ValueError(f"{path} holds a {key} model, which is not a bnpcore estimator available here")
     return _ESTIMATOR_CLASSES[key]
+
+
+def _is_saved_name(cls, name):
+    """Names ``save`` writes: public fitted attributes (``name_``) that are not
+    class attributes, and the class's private resume state."""
+    if name in cls._persist or name == "_scoring_entropy":
+        return True
+    return (isinstance(name, str) and name.isidentifier() and name.endswith("_") and not name.startswith("_")
+            and not hasattr(cls, name))
 
 
 def _encode(value, name, arrays):

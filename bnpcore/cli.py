@@ -33,6 +33,7 @@ environment variable ``BNPCORE_DEBUG=1`` to see the traceback instead).
 """
 import argparse
 import ast
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -245,6 +246,8 @@ def cmd_fit(args):
             raise _Error(f"model {name} does not take --threads (no n_threads parameter)")
         overrides["n_threads"] = args.threads
     est = spec.make(**overrides)
+    if args.output:
+        _check_writable(args.output)
     corpus = load_data(args.data, args.vocab)
     observed, heldout = _split(corpus, args)
     it_name = spec.iteration_param(cls)
@@ -266,6 +269,12 @@ def cmd_fit(args):
     n_iter = len(getattr(est, "history_", None) or [])
     rate = f" ({n_iter} iterations, {observed.n_tokens * n_iter / seconds:,.0f} tokens/s)" if n_iter else ""
     print(f"fitted in {seconds:.1f} s{rate}")
+    if args.output:                  # first: nothing after the fit may lose it
+        try:
+            est.save(args.output)
+        except OSError as exc:
+            raise _Error(f"cannot save the model to {args.output}: {exc.strerror or exc}") from None
+        print(f"saved to {args.output}")
     if isinstance(est, TopicMixin):
         doc_topic = est.transform(observed)
         mass = _topic_mass(doc_topic, observed)
@@ -273,10 +282,18 @@ def cmd_fit(args):
         print(f"{est.get_topics().shape[0]} topics; the {len(order)} largest (share of training tokens):")
         _print_topics(est, order, args.n_words, mass)
         _print_score(est, observed, heldout, doc_topic)
-    if args.output:
-        est.save(args.output)
-        print(f"saved to {args.output}")
     return 0
+
+
+def _check_writable(path):
+    """Fail before a long fit when ``-o PATH`` cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise _Error(f"cannot save the model to {path}: it is a directory")
+    if not os.path.isdir(directory):
+        raise _Error(f"cannot save the model to {path}: no directory {directory}")
+    if not os.access(directory, os.W_OK):
+        raise _Error(f"cannot save the model to {path}: the directory is not writable")
 
 
 def _load_topic_model(path):
@@ -329,6 +346,19 @@ class _Parser(argparse.ArgumentParser):
         raise _Error(f"{message} (see {self.prog} --help)")
 
 
+def _count(minimum):
+    """argparse type: an integer >= minimum."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+    return parse
+
+
 def _key_value(text):
     key, sep, value = text.partition("=")
     if not sep or not key.isidentifier():
@@ -356,15 +386,15 @@ def build_parser():
     f.add_argument("--param", "-p", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                    help="any other constructor parameter (repeatable)")
     f.add_argument("--output", "-o", help="save the fitted model to this .npz file")
-    f.add_argument("--n-topics", type=int, default=10, help="topics to print (default 10)")
-    f.add_argument("--n-words", type=int, default=10, help="words per topic (default 10)")
+    f.add_argument("--n-topics", type=_count(0), default=10, help="topics to print (default 10)")
+    f.add_argument("--n-words", type=_count(0), default=10, help="words per topic (default 10)")
     f.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     f.set_defaults(run=cmd_fit)
 
     t = sub.add_parser("topics", help="print the topics of a saved model")
     t.add_argument("model", help="model file written by 'bnpcore fit --output'")
-    t.add_argument("--n-topics", type=int, default=20, help="topics to print, -1 for all (default 20)")
-    t.add_argument("--n-words", type=int, default=10, help="words per topic (default 10)")
+    t.add_argument("--n-topics", type=_count(-1), default=20, help="topics to print, -1 for all (default 20)")
+    t.add_argument("--n-words", type=_count(0), default=10, help="words per topic (default 10)")
     t.set_defaults(run=cmd_topics)
 
     e = sub.add_parser("evaluate", help="held-out per-word log-likelihood of a saved model on data")
@@ -391,6 +421,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("bnpcore: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:          # `bnpcore list | head -1`: the reader left; exit quietly
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         if os.environ.get("BNPCORE_DEBUG"):
             raise

@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from bnpcore._validation import check_random_state
+from bnpcore._validation import check_int, check_random_state
 
 __all__ = ["Corpus", "as_corpus"]
 
@@ -70,6 +70,8 @@ class Corpus:
 
     def __init__(self, data, vocabulary=None, n_words=None):
         vocabulary = None if vocabulary is None else [str(w) for w in vocabulary]
+        if n_words is not None:
+            n_words = check_int(n_words, "n_words")
         if vocabulary is not None and n_words is not None and n_words != len(vocabulary):
             raise ValueError(f"n_words={n_words} disagrees with a vocabulary of {len(vocabulary)} words")
         if n_words is None and vocabulary is not None:
@@ -93,6 +95,7 @@ class Corpus:
         self._set(matrix, vocabulary)
 
     def _set(self, matrix, vocabulary):
+        _check_width(matrix.shape[1])
         self.indptr = np.ascontiguousarray(matrix.indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(matrix.indices, dtype=np.int32)
         self.counts = np.ascontiguousarray(matrix.data, dtype=np.int32)
@@ -103,7 +106,9 @@ class Corpus:
 
     @classmethod
     def _from_arrays(cls, indptr, indices, counts, n_words, vocabulary=None):
-        """Trusted constructor for arrays that are already valid (no copies, no checks)."""
+        """Trusted constructor for arrays that are already valid (no copies, no checks
+        but the width of the word ids)."""
+        _check_width(n_words)
         self = cls.__new__(cls)
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
@@ -382,6 +387,7 @@ def as_corpus(data, vocabulary=None, n_words=None):
 
 
 _FORMAT_VERSION = 1  # of Corpus.save files
+_MAX_WORDS = np.iinfo(np.int32).max
 _UCI_BODY_LINE = 4   # file line number of the first entry (after D, W, NNZ)
 
 
@@ -389,7 +395,19 @@ def _read_maybe_gzip(path):
     """Bytes of a file, gunzipped if it starts with the gzip magic number."""
     with open(path, "rb") as f:
         raw = f.read()
-    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: not a valid gzip file ({exc})") from None
+
+
+def _check_width(n_words):
+    """Word ids are int32 in every kernel: a wider vocabulary would wrap around."""
+    if n_words > _MAX_WORDS:
+        raise ValueError(f"a vocabulary of {n_words} words exceeds the largest supported, {_MAX_WORDS} "
+                         "(word ids are 32-bit)")
 
 
 def _uci_header(raw, name):
@@ -407,6 +425,7 @@ def _uci_header(raw, name):
     n_docs, n_words, nnz = values
     if n_docs < 1 or n_words < 1 or nnz < 0:
         raise ValueError(f"{name}: header D={n_docs}, W={n_words}, NNZ={nnz} must have D >= 1, W >= 1, NNZ >= 0")
+    _check_width(n_words)
     return n_docs, n_words, nnz, parts[3] if len(parts) == 4 else b""
 
 
@@ -443,7 +462,15 @@ def _uci_line_number(body, row):
 
 
 def _read_vocabulary(path):
-    lines = _read_maybe_gzip(path).decode("utf-8").splitlines()
+    raw = _read_maybe_gzip(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not valid UTF-8 ({exc.reason})") from None
+    # one word per line: split on newlines only (str.splitlines would also split
+    # inside words at U+0085, U+2028, form feeds..., shifting every later word id)
+    lines = text.replace("\r\n", "\n").split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
     return [w.strip() for w in lines]

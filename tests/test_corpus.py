@@ -325,3 +325,36 @@ def test_minibatches():
     for bad in (0, -1, 2.5, "3"):
         with pytest.raises((ValueError, TypeError)):
             list(c.minibatches(bad))
+
+
+@pytest.mark.parametrize("n_words, exc", [(-1, ValueError), (0, ValueError), (2.5, TypeError), ("3", TypeError),
+                                          (True, TypeError)])
+def test_n_words_must_be_a_positive_integer(n_words, exc):
+    with pytest.raises(exc, match="n_words"):
+        Corpus([[0, 1]], n_words=n_words)
+
+
+def test_word_ids_beyond_32_bits_are_refused(tmp_path):
+    (tmp_path / "docword.txt").write_text("1\n3000000000\n1\n1 2999999999 4\n")
+    with pytest.raises(ValueError, match="3000000000 words exceeds"):
+        Corpus.from_uci(tmp_path / "docword.txt")
+    with pytest.raises(ValueError, match="exceeds"):
+        Corpus(sp.csr_matrix((1, 2 ** 31)))
+
+
+def test_vocabulary_lines_split_on_newlines_only(tmp_path):
+    (tmp_path / "docword.txt").write_text("1\n4\n2\n1 3 1\n1 4 2\n")
+    words = ["a\u0085b", "c\u2028d", "e\x0cf", "last"]
+    (tmp_path / "vocab.txt").write_bytes(("\r\n".join(words) + "\n").encode("utf-8"))
+    corpus = Corpus.from_uci(tmp_path / "docword.txt", tmp_path / "vocab.txt")
+    assert corpus.vocabulary == words
+
+
+def test_unreadable_files_name_the_file(tmp_path):
+    (tmp_path / "docword.txt.gz").write_bytes(b"\x1f\x8b" + b"not gzip data")
+    with pytest.raises(ValueError, match=r"docword\.txt\.gz: not a valid gzip file"):
+        Corpus.from_uci(tmp_path / "docword.txt.gz")
+    (tmp_path / "docword.txt").write_text("1\n2\n1\n1 2 1\n")
+    (tmp_path / "vocab.txt").write_bytes(b"ok\nbad\xff\n")
+    with pytest.raises(ValueError, match=r"vocab\.txt, line 2: not valid UTF-8"):
+        Corpus.from_uci(tmp_path / "docword.txt", tmp_path / "vocab.txt")

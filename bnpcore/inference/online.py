@@ -444,6 +444,8 @@ class OnlineEstimator(BaseEstimator):
             corpus, until ``n_epochs`` passes are complete.
         """
         X = as_corpus(X)
+        if X.n_tokens == 0:
+            raise ValueError("the training corpus has no tokens")
         self._check_params()
         if resume:
             if getattr(self, "_stream", None) is None:

@@ -203,3 +203,28 @@ def test_nested_arrays_are_file_members_and_format_1_files_still_load(fitted, ti
     old = load(tmp_path / "v1.npz")
     np.testing.assert_array_equal(old.history_[-1]["block"], np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(old.transform(tiny_corpus), fitted.transform(tiny_corpus))
+
+
+def test_loading_never_imports_a_module_named_in_the_file(fitted, tmp_path, monkeypatch):
+    """A file naming bnpcore.__main__ ran the command line (SystemExit) at import."""
+    import sys
+    monkeypatch.delitem(sys.modules, "bnpcore.__main__", raising=False)
+    fitted.save(tmp_path / "m.npz")
+    _rewrite_meta(tmp_path / "m.npz", tmp_path / "main.npz", lambda m: m.update({"class": "bnpcore.__main__:main"}))
+    with pytest.raises(ValueError, match="not a bnpcore estimator"):
+        load(tmp_path / "main.npz")
+    assert "bnpcore.__main__" not in sys.modules
+
+
+@pytest.mark.parametrize("name", ["transform", "_callback", "__class__", "not an identifier_"])
+def test_unknown_attributes_are_refused(fitted, tmp_path, name):
+    fitted.save(tmp_path / "m.npz")
+    _rewrite_meta(tmp_path / "m.npz", tmp_path / "bad.npz", lambda m: m["attrs"].update({name: 1}))
+    with pytest.raises(ValueError, match=r"not a bnpcore model file: .*bad\.npz \(unknown attribute"):
+        load(tmp_path / "bad.npz")
+
+
+def test_a_file_with_python_objects_is_not_a_model(tmp_path):
+    np.savez(tmp_path / "obj.npz", __meta__=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(ValueError, match=r"not a bnpcore model file: .*obj\.npz \(it holds Python objects\)"):
+        load(tmp_path / "obj.npz")

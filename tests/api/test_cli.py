@@ -232,3 +232,33 @@ def test_models_without_topics_are_refused(capsys, tmp_path, kos_is_tiny):
     for command in ("topics", "evaluate"):
         code, _, err = run(capsys, command, str(tmp_path / "c.npz"))
         assert_one_line_error(code, err, "holds a Counter, which has no topics")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["fit", "--n-words", "-3"], "--n-words"), (["fit", "--n-topics", "-1"], "--n-topics"),
+    (["topics", "m.npz", "--n-topics", "-2"], "--n-topics"), (["topics", "m.npz", "--n-words", "x"], "--n-words"),
+])
+def test_negative_counts_are_refused(capsys, toy_registry, argv, fragment):
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, fragment)
+
+
+def test_output_path_checked_before_fitting_and_model_saved_before_scoring(capsys, toy_registry, kos_is_tiny,
+                                                                          tmp_path, monkeypatch):
+    code, out, err = run(capsys, "fit", "-q", "-o", str(tmp_path / "missing" / "m.npz"))
+    assert_one_line_error(code, err, "no directory")
+    assert "fitting" not in out                       # refused before the fit
+
+    def broken_score(*args, **kwargs):
+        raise RuntimeError("scoring failed")
+    monkeypatch.setattr(cli, "heldout_score", broken_score)
+    code, out, err = run(capsys, "fit", "-q", "-o", str(tmp_path / "m.npz"))
+    assert code == 2 and (tmp_path / "m.npz").exists()   # the fit is on disk although scoring failed
+
+
+def test_list_into_a_closed_pipe_exits_quietly():
+    import subprocess
+    import sys
+    proc = subprocess.run(f"{sys.executable} -m bnpcore list | head -1", shell=True, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.count("\n") == 1 and "Error" not in proc.stderr, proc.stderr

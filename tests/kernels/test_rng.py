@@ -138,6 +138,15 @@ def test_reproducible_streams():
     assert not np.array_equal(draws[0], draws[1])
     again = [rng.beta(1.0, 2.0, 10, random_state=g) for g in spawn_generators(np.random.default_rng(9), 3)]
     np.testing.assert_array_equal(draws, again)
+    # the parent is not changed: the same generator gives the same children again,
+    # and they are the children SeedSequence.spawn makes first
+    parent = np.random.default_rng(9)
+    for _ in range(2):
+        kids = spawn_generators(parent, 3)
+        assert parent.bit_generator.seed_seq.n_children_spawned == 0
+        np.testing.assert_array_equal([rng.beta(1.0, 2.0, 10, random_state=g) for g in kids], draws)
+    first = np.random.Generator(np.random.PCG64(np.random.SeedSequence(9).spawn(1)[0]))
+    np.testing.assert_array_equal(rng.beta(1.0, 2.0, 10, random_state=first), draws[0])
 
 
 @pytest.mark.parametrize("bitgen", [np.random.PCG64, np.random.Philox, np.random.MT19937, np.random.SFC64])

@@ -364,3 +364,11 @@ def test_resume_without_state_raises():
     X, _ = random_corpus(15)
     with pytest.raises(ValueError, match="resume"):
         mixture.TruncationFreeSVI().fit(X, resume=True)
+
+
+@pytest.mark.parametrize("make", [lambda: mixture.TruncationFreeSVI(random_state=0),
+                                  lambda: mixture.StochasticVB(n_components=3, random_state=0)])
+def test_fit_on_a_corpus_without_tokens_is_an_error(make):
+    """Like the batch estimators (an all-empty corpus made TF-SVI invent components)."""
+    with pytest.raises(ValueError, match="no tokens"):
+        make().fit(Corpus(np.zeros((5, 4), dtype=int)))
