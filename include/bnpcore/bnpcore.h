@@ -569,11 +569,14 @@ static inline void bnp_stirling_scaled_row_compute(int64_t n, double *out, doubl
 static inline double bnp_antoniak_log_norm(int64_t n, double c) { return bnp_dlgamma(c, (double)n); }
 
 /* The same for the scaled numbers: log sum_m (s(n,m)/n!) c^m
- * = lgamma(c+n) - lgamma(n+1) - lgamma(c), with lgamma(c+n) - lgamma(n+1)
- * taken as one difference (no cancellation when n is large). */
+ * = lgamma(c+n) - lgamma(n+1) - lgamma(c), grouped so that the two large
+ * terms that cancel are one difference: lgamma(c+n) - lgamma(c) when c >= n
+ * (lgamma(c) ~ c log c: at c = 1e15 the other grouping lost every digit),
+ * lgamma(c+n) - lgamma(n+1) when c < n (no cancellation when n is large). */
 static inline double bnp__antoniak_log_scaled_norm(int64_t n, double c) {
-    double dn = (double)n;
-    double d = c >= 1.0 ? bnp_dlgamma(dn + 1.0, c - 1.0) : -bnp_dlgamma(c + dn, 1.0 - c);
+    double dn = (double)n, d;
+    if (c >= dn) return bnp_dlgamma(c, dn) - bnp_lgamma(dn + 1.0);
+    d = c >= 1.0 ? bnp_dlgamma(dn + 1.0, c - 1.0) : -bnp_dlgamma(c + dn, 1.0 - c);
     return d - bnp_lgamma(c);
 }
 

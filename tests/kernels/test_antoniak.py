@@ -18,7 +18,7 @@ from bnpcore.kernels.stirling import (antoniak_logpmf, antoniak_mean, antoniak_s
 CASES = [(1, 0.3), (5, 0.01), (30, 2.5), (17, 50.0), (670, 1e-4)]
 
 
-@pytest.mark.parametrize("n, c", CASES + [(2000, 3.0), (5, 1e-9)])
+@pytest.mark.parametrize("n, c", CASES + [(2000, 3.0), (5, 1e-9), (50, 1e15), (50, 1e20), (3, 1e8), (40, 40.0)])
 def test_pmf_sums_to_one_and_moments(n, c):
     p = np.exp(antoniak_logpmf(n, c))
     assert p.shape == (n,)
@@ -138,3 +138,12 @@ def test_reproducible_and_generator_streams():
 def test_bad_input(call, exc):
     with pytest.raises(exc):
         call()
+
+
+@pytest.mark.parametrize("c", [1e15, 1e20])
+def test_huge_concentration_seats_everyone_apart(c):
+    """For c >> n nearly every customer opens a table (the normaliser lost every
+    digit at c = 1e15 and the sampler returned 1 table for n = 50)."""
+    gen = np.random.default_rng(0)
+    draws = [antoniak_sample(50, c, random_state=gen) for _ in range(20)]
+    assert np.all(np.asarray(draws) >= 49)
