@@ -340,8 +340,13 @@ class Corpus:
             # tokens of a document by i.i.d. random keys and keep the k_j smallest.
             # One integer sort: document id in the high bits, >= 32 random bits
             # below (ties, probability ~ N_j^2 / 2^33 at worst, only reorder two tokens).
-            lengths = self.doc_lengths
-            n_held = np.rint(test_fraction * lengths).astype(np.int64)
+            # Documents longer than _EXPAND_MAX tokens are not expanded: their
+            # held-out counts are one multivariate hypergeometric draw (the same
+            # distribution, in bounded memory), after the others.
+            n_held = np.rint(test_fraction * self.doc_lengths).astype(np.int64)
+            long_docs = np.flatnonzero(self.doc_lengths > _EXPAND_MAX)
+            lengths = self.doc_lengths.copy()
+            lengths[long_docs] = 0
             tok_doc = np.repeat(np.arange(self.n_docs, dtype=np.uint64), lengths)
             shift = np.uint64(63 - int(self.n_docs).bit_length())
             keys = (tok_doc << shift) | (rng.integers(0, 2**63, len(tok_doc), dtype=np.uint64,
@@ -352,8 +357,16 @@ class Corpus:
             rank = np.empty(len(tok_doc), dtype=np.int64)
             rank[order] = np.arange(len(tok_doc)) - starts[tok_doc]  # the sort keeps documents in place
             # tokens are laid out pair by pair (np.repeat order), so count per pair
-            tok_pair = np.repeat(np.arange(self.nnz), self.counts)
+            expanded = np.repeat(self.counts, np.repeat(lengths > 0, np.diff(self.indptr)))
+            tok_pair = np.repeat(np.arange(self.nnz)[np.repeat(lengths > 0, np.diff(self.indptr))], expanded)
             held = np.bincount(tok_pair[rank < n_held[tok_doc]], minlength=self.nnz).astype(np.int32)
+            for j in long_docs:
+                if self.doc_lengths[j] >= 10 ** 9:      # NumPy's exact sampler stops there
+                    raise ValueError(f"document {j} has {self.doc_lengths[j]} tokens: split_tokens supports "
+                                     "documents of fewer than 10**9 tokens")
+                lo, hi = self.indptr[j], self.indptr[j + 1]
+                held[lo:hi] = rng.multivariate_hypergeometric(self.counts[lo:hi].astype(np.int64), n_held[j],
+                                                              method="marginals")
         return self._with_counts(self.counts - held), self._with_counts(held)
 
     def _with_counts(self, counts):
@@ -387,6 +400,7 @@ def as_corpus(data, vocabulary=None, n_words=None):
 
 
 _FORMAT_VERSION = 1  # of Corpus.save files
+_EXPAND_MAX = 1 << 20   # split_tokens: longest document expanded token by token
 _MAX_WORDS = np.iinfo(np.int32).max
 _UCI_BODY_LINE = 4   # file line number of the first entry (after D, W, NNZ)
 

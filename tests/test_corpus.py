@@ -358,3 +358,17 @@ def test_unreadable_files_name_the_file(tmp_path):
     (tmp_path / "vocab.txt").write_bytes(b"ok\nbad\xff\n")
     with pytest.raises(ValueError, match=r"vocab\.txt, line 2: not valid UTF-8"):
         Corpus.from_uci(tmp_path / "docword.txt", tmp_path / "vocab.txt")
+
+
+def test_split_tokens_of_very_long_documents_in_bounded_memory():
+    """Documents beyond the expansion limit are split by a multivariate hypergeometric
+    draw of their counts (a count of 2**31 - 1 used to expand to 2**31 entries)."""
+    X = sp.csr_matrix(np.array([[3 * 10 ** 8, 7, 2 * 10 ** 6], [3, 4, 1]]))
+    observed, heldout = Corpus(X).split_tokens(0.2, random_state=0)
+    held = heldout.matrix.toarray()
+    assert held[0].sum() == round(0.2 * X[0].sum()) and held[1].sum() == round(0.2 * 8)
+    np.testing.assert_array_equal(observed.matrix.toarray() + held, X.toarray())
+    assert abs(held[0, 0] / held[0].sum() - 3e8 / X[0].sum()) < 1e-3          # proportional, as expected
+    np.testing.assert_array_equal(Corpus(X).split_tokens(0.2, random_state=0)[1].matrix.toarray(), held)
+    with pytest.raises(ValueError, match="fewer than 10\\*\\*9 tokens"):
+        Corpus(sp.csr_matrix(np.array([[2 ** 31 - 1, 5]]))).split_tokens(0.2, random_state=0)
