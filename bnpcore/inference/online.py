@@ -50,13 +50,25 @@ SCHEDULES = ("truncation_free", "robbins_monro")
 _MIN_SCALE = 1e-100
 
 
-def check_local_sampler(local_sweeps, new_component):
+# Largest stick concentration of the exact new-component walk (see check_local_sampler).
+MAX_WALK_CONCENTRATION = 1000.0
+
+
+def check_local_sampler(local_sweeps, new_component, concentration, name):
     """Validate the options of a truncation-free local Gibbs sampler ([TF] S.2.2):
     ``local_sweeps`` >= 0 and ``new_component`` "exact" (retrospective walk, E17) or
-    "paper" (the literal rule)."""
+    "paper" (the literal rule). The exact walk instantiates sticks V ~ Beta(1, g)
+    until one is taken, about 1 + g of them (each with a row over the minibatch
+    vocabulary) for every new component, so the concentration ``name`` = g is
+    limited to MAX_WALK_CONCENTRATION there (at g = 1e10 the walk exhausted
+    memory)."""
     check_int(local_sweeps, "local_sweeps", minimum=0)
     if new_component not in ("exact", "paper"):
         raise ValueError(f"new_component must be 'exact' or 'paper', got {new_component!r}")
+    if new_component == "exact" and concentration > MAX_WALK_CONCENTRATION:
+        raise ValueError(f"{name}={concentration:g} is too large for new_component='exact': the walk over new "
+                         f"sticks visits about 1 + {name} of them per new component; use {name} <= "
+                         f"{MAX_WALK_CONCENTRATION:g} or new_component='paper'")
 
 
 def learning_rate(schedule, n_updates, n_seen, batch_size, total, offset=1.0, decay=0.6):

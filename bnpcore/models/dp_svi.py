@@ -55,7 +55,8 @@ class TruncationFreeSVI(_OnlineDPMixture):
     eta : float, default 0.5
         Symmetric Dirichlet prior of the components ([TF] §3: 0.5).
     a : float, default 1.0
-        DP concentration, sticks V_k ~ Beta(1, a).
+        DP concentration, sticks V_k ~ Beta(1, a); at most 1000 with
+        ``new_component="exact"`` (the walk over new sticks visits about 1 + a).
     batch_size : int, default 100
         S, documents per minibatch ([TF] compares S in {1, 2, 5, 10, 50, 100, 500}).
     n_epochs : int, default 1
@@ -110,7 +111,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
 
     def _check_params(self):
         self._check_common()
-        check_local_sampler(self.local_sweeps, self.new_component)
+        check_local_sampler(self.local_sweeps, self.new_component, self.a, "a")
 
     def _state_prior(self):
         return float(self.eta), float(self.a), False

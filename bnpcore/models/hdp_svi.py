@@ -66,7 +66,9 @@ class TruncationFreeSVI(_OnlineHDP):
     eta : float, default 0.01
         Symmetric Dirichlet prior of the topics ([TF] §3).
     gamma : float, default 1.0
-        Top-level concentration ([TF]'s a): sticks V_k ~ Beta(1, gamma).
+        Top-level concentration ([TF]'s a): sticks V_k ~ Beta(1, gamma); at
+        most 1000 with ``new_component="exact"`` (the walk over new sticks
+        visits about 1 + gamma).
     alpha : float, default 1.0
         Document-level concentration ([TF]'s b): pi_j ~ DP(alpha, beta).
     batch_size : int, default 100
@@ -121,7 +123,7 @@ class TruncationFreeSVI(_OnlineHDP):
 
     def _check_params(self):
         self._check_common()
-        check_local_sampler(self.local_sweeps, self.new_component)
+        check_local_sampler(self.local_sweeps, self.new_component, self.gamma, "gamma")
 
     def _local_step(self, batch, rng):
         if getattr(self, "_stirling", None) is None:

@@ -372,3 +372,14 @@ def test_fit_on_a_corpus_without_tokens_is_an_error(make):
     """Like the batch estimators (an all-empty corpus made TF-SVI invent components)."""
     with pytest.raises(ValueError, match="no tokens"):
         make().fit(Corpus(np.zeros((5, 4), dtype=int)))
+
+
+@pytest.mark.parametrize("make", [lambda **kw: mixture.TruncationFreeSVI(a=1e10, **kw),
+                                  lambda **kw: __import__("bnpcore.hdp").hdp.TruncationFreeSVI(gamma=1e10, **kw)])
+def test_concentrations_beyond_the_exact_walk_are_refused(make):
+    """a or gamma = 1e10 made the new-stick walk allocate ~1e10 sticks (killed at 20 GB)."""
+    X, _ = random_corpus(0, n_docs=20)
+    with pytest.raises(ValueError, match="too large for new_component='exact'"):
+        make(random_state=0).fit(X)
+    est = make(new_component="paper", n_epochs=1, batch_size=10, random_state=0).fit(X)   # no walk: finite
+    assert np.all(np.isfinite(est.topics_))
