@@ -153,7 +153,8 @@ static inline double bnp_dlgamma(double x, double n) {
         if (isfinite(d)) {
             shift = log1p(d);
         } else {                    /* n / x beyond ~1e30: the product overflows */
-            for (x = x0; x < 10.0; x += 1.0) shift += log1p(n / x);
+            for (x = x0; x < 10.0; x += 1.0)    /* log1p(n / x), without overflowing n / x */
+                shift += n > x ? log(n) - log(x) + log1p(x / n) : log1p(n / x);
         }
     }
     y = x + n;
@@ -189,7 +190,9 @@ static inline double bnp_dpsi(double x, double n) {
         for (r = 0; r < (int)n; ++r) acc += 1.0 / (x + r);
         return acc;
     }
-    while (x < 10.0) { acc += n / (x * (x + n)); x += 1.0; }
+    /* n / (x (x + n)) = 1/x - 1/(x + n), grouped so that nothing under- or
+     * overflows before the result does (x (x + n) is 0 for x, n ~ 1e-200) */
+    while (x < 10.0) { acc += n < x ? (n / x) / (x + n) : (n / (x + n)) / x; x += 1.0; }
     y = x + n;
     /* log(y/x) - (1/(2y) - 1/(2x)) - (T(y) - T(x)): three positive terms */
     return acc + log1p(n / x) + n / (x * y) * (0.5 + bnp__digamma_tail_diff(1.0 / x, 1.0 / y));

@@ -260,3 +260,16 @@ def test_exported_array_functions():
 
 def test_abi_version_is_exposed():
     assert isinstance(special.ABI_VERSION, int) and special.ABI_VERSION >= 1
+
+
+@pytest.mark.parametrize("x, n", [(1e-200, 1e-200), (1e-160, 0.5), (1e-300, 17.5), (1e-300, 1e12), (1e-250, 3e-251),
+                                  (1e-154, 1e-154), (1e-300, 1e-310)])
+def test_differences_at_tiny_x_are_finite_and_accurate(x, n, mpmath):
+    """dpsi(x, n) overflowed to inf below x ~ 1e-154 (x (x + n) underflowed) and
+    dlgamma(1e-300, 1e12) was -inf (n / x overflowed)."""
+    with mpmath.workdps(80):
+        mx, mn = mpmath.mpf(x), mpmath.mpf(n)
+        dl = float(mpmath.loggamma(mx + mn) - mpmath.loggamma(mx))
+        dp = float(mpmath.digamma(mx + mn) - mpmath.digamma(mx))
+    assert special.dpsi(x, n) == pytest.approx(dp, rel=1e-12)
+    assert special.dlgamma(x, n) == pytest.approx(dl, rel=1e-12)
