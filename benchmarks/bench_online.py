@@ -1,13 +1,15 @@
-"""HDP on KOS: bnpcore's truncation-free SVI ([TF] 000) and online VB (Wang, Paisley
-& Blei 2011) against gensim's ``HdpModel`` (the same online VB algorithm, in NumPy).
+"""HDP on KOS: bnpcore's truncation-free SVI (Wang & Blei 2012) and online VB (Wang,
+Paisley & Blei 2011) against gensim's ``HdpModel`` (the same online VB algorithm, in NumPy).
 
 bnpcore's online VB runs from both document starts (``doc_init``): "uniform" is
 gensim's (and the reference code's), so that row is the like-for-like speed
 comparison. Every system sees the same training documents (a fixed 90/10 document split of
 KOS, the same number of documents, minibatches of the same size) and is scored by
-the same function: the [TF] S.3 held-out per-word log-likelihood
-(``bnpcore.evaluation.hdp_heldout_log_likelihood``, same burn-in, samples and
-seed), with each model's E[beta] over its topics and its topic means. A second
+the same function: the [TF] S.3 held-out per-word log-likelihood of whole
+documents (``bnpcore.evaluation.hdp_heldout_log_likelihood``, what bnpcore's
+``heldout_document_log_likelihood`` computes; same burn-in, samples and seed
+for every system), with each model's E[beta] over its topics and its topic
+means. A second
 block gives bnpcore's truncation-free SVI gensim's wall time ("equal wall time").
 
 Run single-threaded on a quiet machine for timings::
@@ -46,7 +48,7 @@ def score(topics, weights, test, args):
 def bnpcore_row(est, name, settings, train, test, args, **fit):
     seconds, _, _ = timed(lambda: est.fit(train, **fit), 1 if fit else args.repeats)
     docs = est.n_documents_seen_
-    used = int((est._state.word_mass() >= 1.0).sum())
+    used = est.history_[-1]["n_used"]        # topics with at least one expected word
     ll = score(est.topics_, est.weights_, test, args)
     return Row("bnpcore", name, settings, 1, seconds, docs * train.n_tokens / train.n_docs / seconds, used, ll), docs
 

@@ -1,11 +1,15 @@
-"""Reproduction of [TF] 000 §3 (Figures 3 and 4) on KOS: truncation-free SVI against
+"""Reproduction of Wang & Blei 2012 ([TF]) §3 (Figures 3 and 4) on KOS: truncation-free SVI against
 truncated stochastic mean-field VI (truncation 300) for the DP mixture
 (eta = 0.5, a = 1) and the HDP topic model (eta = 0.01, gamma = alpha = 1), over
-minibatch sizes S in {1, 2, 5, 10, 50, 100, 500} (shared/ALGORITHMS.md §11.5).
+minibatch sizes S in {1, 2, 5, 10, 50, 100, 500} (C. Wang and D. M. Blei,
+"Truncation-free online variational inference for Bayesian nonparametric
+models", NIPS 2012).
 
-Metrics: the [TF] S.3 held-out per-word log-likelihood of a fixed 10% of the
-documents (DP: closed form; HDP: importance sampling, 50 burn-in sweeps,
-``--samples`` samples; do not compare DP with HDP numbers, T-TF-5), and the
+Metrics: the [TF] S.3 held-out per-word log-likelihood of whole documents of a
+fixed 10% of the corpus (DP: closed form, the mixtures' ``score``; HDP:
+importance sampling, ``heldout_document_log_likelihood``, 50 burn-in sweeps,
+``--samples`` samples; the HDP's ``score`` is document completion instead;
+do not compare DP with HDP numbers, T-TF-5), and the
 number of components: for truncation-free SVI the instantiated ones (after
 pruning), for the truncated models those with at least one expected document
 (DP) / word (HDP) ("used"); the trajectory of that number over the run shows

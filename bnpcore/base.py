@@ -200,8 +200,9 @@ class BaseEstimator:
         copy, agree. A Generator ``random_state`` contributes its seed sequence
         (not its current position); None draws fresh entropy once per model."""
         seed = self.random_state
-        if isinstance(seed, np.random.Generator):
-            seed = seed.bit_generator.seed_seq
+        if isinstance(seed, np.random.Generator):     # a copy: spawning from it must not touch the original
+            ss = seed.bit_generator.seed_seq
+            seed = np.random.SeedSequence(ss.entropy, spawn_key=ss.spawn_key, pool_size=ss.pool_size)
         elif seed is None:
             seed = self.__dict__.setdefault("_scoring_entropy", np.random.SeedSequence().entropy)
         return np.random.default_rng(seed)

@@ -1,8 +1,11 @@
 """The online driver: minibatch streams, learning rates, the natural-gradient
 step on global sufficient statistics, pruning, callbacks and checkpoints.
 
-Every stochastic (streaming) estimator shares this outer loop
-(shared/ALGORITHMS.md §2.9-2.10, [TF] 000 §2.2-3, Hoffman et al. 2013):
+Every stochastic (streaming) estimator shares this outer loop (C. Wang and
+D. M. Blei, "Truncation-free online variational inference for Bayesian
+nonparametric models", NIPS 2012, cited as [TF], sections 2.2-3; M. D.
+Hoffman, D. M. Blei, C. Wang and J. Paisley, "Stochastic variational
+inference", JMLR 2013):
 
 1. draw a minibatch of S documents (random order over a fixed corpus in ``fit``,
    stream order in ``partial_fit``);
@@ -17,7 +20,7 @@ Every stochastic (streaming) estimator shares this outer loop
 The global state of every stick-breaking model (DP mixture, HDP, and their
 truncated baselines) is a :class:`StickState`: variational Dirichlet
 ``lambda_kw = eta + Nst_kw`` and Beta sticks ``u_k = 1 + Nst_k``,
-``v_k = g + sum_{l>k} Nst_l`` (the invariant of §2.9: the only stored
+``v_k = g + sum_{l>k} Nst_l`` (the stick invariant: the only stored
 quantities are the expected statistics ``Nst``, so reordering and pruning are
 exact), with the lazily decayed representation ``Nst_kw = scale * Ntilde_kw``
 that makes a global step cost O(nnz of the minibatch) instead of O(K W).
@@ -46,25 +49,33 @@ __all__ = ["check_local_sampler", "learning_rate", "StickState", "Minibatch", "M
 
 SCHEDULES = ("truncation_free", "robbins_monro")
 
-# Fold the lazy scale into the stored rows below this value (ALGORITHMS.md §2.9).
+# Fold the lazy scale into the stored rows below this value (StickState.update).
 _MIN_SCALE = 1e-100
 
 
-# Largest stick concentration of the exact new-component walk (see check_local_sampler).
+# Largest stick concentration of the exact new-component walk, and smallest
+# Dirichlet parameter of the local sampler (see check_local_sampler).
 MAX_WALK_CONCENTRATION = 1000.0
+MIN_LOCAL_ETA = 1e-6
 
 
-def check_local_sampler(local_sweeps, new_component, concentration, name):
+def check_local_sampler(local_sweeps, new_component, concentration, name, eta):
     """Validate the options of a truncation-free local Gibbs sampler ([TF] S.2.2):
     ``local_sweeps`` >= 0 and ``new_component`` "exact" (retrospective walk, E17) or
     "paper" (the literal rule). The exact walk instantiates sticks V ~ Beta(1, g)
     until one is taken, about 1 + g of them (each with a row over the minibatch
     vocabulary) for every new component, so the concentration ``name`` = g is
     limited to MAX_WALK_CONCENTRATION there (at g = 1e10 the walk exhausted
-    memory)."""
+    memory). The sampler adds and removes integer counts on eta + counts: an
+    ``eta`` below the rounding unit of the counts (2**-21 for counts up to
+    2**31) is lost and a component's parameter returns to exactly 0 (NaN
+    weights: at eta = 1e-20 on KOS), so eta >= MIN_LOCAL_ETA."""
     check_int(local_sweeps, "local_sweeps", minimum=0)
     if new_component not in ("exact", "paper"):
         raise ValueError(f"new_component must be 'exact' or 'paper', got {new_component!r}")
+    if eta < MIN_LOCAL_ETA:
+        raise ValueError(f"eta={eta:g} is below {MIN_LOCAL_ETA:g}, where the local sampler's counts would absorb it "
+                         "(the topic weights become NaN)")
     if new_component == "exact" and concentration > MAX_WALK_CONCENTRATION:
         raise ValueError(f"{name}={concentration:g} is too large for new_component='exact': the walk over new "
                          f"sticks visits about 1 + {name} of them per new component; use {name} <= "
@@ -72,7 +83,7 @@ def check_local_sampler(local_sweeps, new_component, concentration, name):
 
 
 def learning_rate(schedule, n_updates, n_seen, batch_size, total, offset=1.0, decay=0.6):
-    """Step size rho_t of the natural-gradient update (ALGORITHMS.md §2.10).
+    """Step size rho_t of the natural-gradient update ([TF] §3; Hoffman et al. 2013).
 
     Parameters
     ----------
@@ -124,12 +135,14 @@ class StickState:
     Storage. The per-component arrays live in a
     :class:`~bnpcore.inference.moves.Components` table in the indirect layout:
     ``words`` (the word statistics, lazily scaled: ``Nst_kw = scale *
-    words[rows[k], w]``; a step multiplies ``scale`` and adds the sparse
+    words[slots[k], w]``; a step multiplies ``scale`` and adds the sparse
     minibatch statistics divided by it, and the scale is folded into the rows
     when it falls below 1e-100), ``row_tilde`` (their row sums, same units) and
-    ``sizes`` (``Nst_k``). ``rows`` (the table's slots) maps stick positions to
+    ``sizes`` (``Nst_k``). ``slots`` (the table's) maps stick positions to
     physical rows, so reordering and pruning (``moves.reorder``,
-    ``moves.prune``) permute an index array, never the K x W matrix.
+    ``moves.prune``) permute an index array, never the K x W matrix, and
+    ``table.add`` reuses the rows of pruned components. The kernels take the
+    physical arrays ``words`` and ``row_tilde`` with ``slots``.
 
     Parameters
     ----------
@@ -165,7 +178,7 @@ class StickState:
         return self.table.arrays["row_tilde"]
 
     @property
-    def rows(self):
+    def slots(self):
         """Physical row of each component, in stick order."""
         return self.table.slots
 
@@ -180,7 +193,11 @@ class StickState:
 
     # -- the natural-gradient step --------------------------------------------
     def update(self, rho, factor, stats):
-        """``Nst <- (1 - rho) Nst + rho * factor * stats`` for every component.
+        """The global step: ``Nst <- (1 - rho) Nst + rho * stats.scale(factor)``
+        for every component.
+
+        Costs O(K + the size of ``stats``): the decay multiplies ``scale`` and
+        only the minibatch's word columns are touched (no K x W work).
 
         Parameters
         ----------
@@ -188,31 +205,37 @@ class StickState:
         factor : float
             n / S, the corpus size over the minibatch size.
         stats : SuffStats
-            Minibatch statistics in stick order: ``words`` (K, n_batch_words)
+            Minibatch statistics in stick order over all K components (new
+            ones added to ``table`` first): ``words`` (K, len(stats.vocab))
             over the minibatch vocabulary ``stats.vocab`` and ``sizes`` (K,)
-            (the u_k - 1 increments).
+            (the u_k - 1 increments); see :func:`minibatch_stats`.
         """
+        if stats.n_components != self.n_components:
+            raise ValueError(f"statistics of {stats.n_components} components for a state of {self.n_components} "
+                             "(add the new components to the table first)")
+        if stats.vocab is None:
+            raise ValueError("the word statistics need their vocabulary (stats.vocab)")
         keep = 1.0 - rho
         scale = self.scale * keep
-        rows = self.rows
+        slots = self.slots
         if scale < _MIN_SCALE:       # includes rho = 1, which erases the state
-            self.words[rows] *= scale
-            self.row_tilde[rows] *= scale
+            self.words[slots] *= scale
+            self.row_tilde[slots] *= scale
             scale = 1.0
         self.scale = scale
         sizes = self.table.arrays["sizes"]
-        sizes[rows] = keep * sizes[rows] + (rho * factor) * stats["sizes"]
-        add_block(self.words, self.row_tilde, rows, np.ascontiguousarray(stats.vocab, dtype=np.int32),
+        sizes[slots] = keep * sizes[slots] + (rho * factor) * stats["sizes"]
+        add_block(self.words, self.row_tilde, slots, np.ascontiguousarray(stats.vocab, dtype=np.int32),
                   np.ascontiguousarray(stats["words"], dtype=np.float64), rho * factor / scale)
 
     # -- derived quantities -----------------------------------------------------
     def word_stats(self):
         """Nst_kw, ndarray of shape (K, W) in stick order."""
-        return self.scale * self.words[self.rows]
+        return self.scale * self.words[self.slots]
 
     def word_mass(self):
         """sum_w Nst_kw per component (expected number of words)."""
-        return self.scale * self.row_tilde[self.rows]
+        return self.scale * self.row_tilde[self.slots]
 
     def lam(self):
         """lambda_kw = eta + Nst_kw, ndarray of shape (K, W)."""
@@ -252,17 +275,17 @@ class StickState:
     # -- persistence -------------------------------------------------------------
     def to_arrays(self):
         """The state as compact arrays in stick order (bit-exact: no arithmetic)."""
-        return {"words": self.words[self.rows], "row_tilde": self.row_tilde[self.rows],
+        return {"words": self.words[self.slots], "row_tilde": self.row_tilde[self.slots],
                 "sizes": self.sizes, "scale": np.float64(self.scale)}
 
     @classmethod
     def from_arrays(cls, arrays, n_words, eta, concentration, truncated=False):
         words = np.asarray(arrays["words"], dtype=np.float64).reshape(-1, int(n_words))
         state = cls(n_words, eta, concentration, truncated, capacity=max(len(words), 8))
-        rows = state.table.add(len(words))
-        state.words[rows] = words
-        state.row_tilde[rows] = np.asarray(arrays["row_tilde"], dtype=np.float64)
-        state.table.arrays["sizes"][rows] = np.asarray(arrays["sizes"], dtype=np.float64)
+        slots = state.table.add(len(words))
+        state.words[slots] = words
+        state.row_tilde[slots] = np.asarray(arrays["row_tilde"], dtype=np.float64)
+        state.table.arrays["sizes"][slots] = np.asarray(arrays["sizes"], dtype=np.float64)
         state.scale = float(arrays["scale"])
         return state
 

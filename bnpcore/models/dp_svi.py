@@ -1,8 +1,14 @@
 """DP mixture of multinomials by truncation-free stochastic variational inference
-([TF] 000 §2.3) and by truncated stochastic mean-field VI (its baseline).
+(C. Wang and D. M. Blei, "Truncation-free online variational inference for
+Bayesian nonparametric models", NIPS 2012, cited as [TF]; §2.3) and by truncated
+stochastic mean-field VI (its baseline).
 
-Model (shared/ALGORITHMS.md §5.2): V_k ~ Beta(1, a), pi_k = V_k prod_{l<k}(1 - V_l),
+Model ([TF] §2.3): V_k ~ Beta(1, a), pi_k = V_k prod_{l<k}(1 - V_l),
 phi_k ~ Dirichlet(eta 1_W), z_j ~ Cat(pi), every token of document j ~ Cat(phi_{z_j}).
+
+``score`` of these mixtures is the per-word predictive log-likelihood of whole
+documents (each document belongs to one component), not the document
+completion of the topic models.
 """
 import numpy as np
 from scipy.special import logsumexp
@@ -29,17 +35,19 @@ class _OnlineDPMixture(OnlineEstimator, TopicMixin):
         return self._state.sizes
 
     def score(self, X, y=None):
-        """The mixtures' score: the held-out per-word log-likelihood of whole
-        documents (Wang & Blei 2012, supplement S.3, in closed form),
+        """The mixtures' score: the held-out per-word log-likelihood of the whole
+        documents X ([TF] supplement S.3, in closed form, the papers' metric),
         ``sum_j log sum_k pihat_k prod_w phihat_kw^{c_jw} / sum_j N_j`` with the
-        variational means of the instantiated components (a document belongs to
-        one component, so the whole document is scored, not a token split)."""
+        variational means of the instantiated components. A document belongs to
+        one component, so the whole document is scored, not a token split (the
+        topic models' ``score`` is document completion instead); no random
+        numbers are used."""
         X = self._check_input(X)
         return dp_heldout_log_likelihood(self.weights_, self.topics_, X)
 
 
 class TruncationFreeSVI(_OnlineDPMixture):
-    """DP mixture of multinomials by truncation-free SVI ([TF] 000 §2.3).
+    """DP mixture of multinomials by truncation-free SVI ([TF] §2.3).
 
     Starts with no components. Each minibatch is labelled jointly by a collapsed
     Gibbs sampler whose "prior" is the current variational distribution
@@ -53,7 +61,8 @@ class TruncationFreeSVI(_OnlineDPMixture):
     Parameters
     ----------
     eta : float, default 0.5
-        Symmetric Dirichlet prior of the components ([TF] §3: 0.5).
+        Symmetric Dirichlet prior of the components ([TF] §3: 0.5); at least
+        1e-6 (smaller values are lost against the sampler's integer counts).
     a : float, default 1.0
         DP concentration, sticks V_k ~ Beta(1, a); at most 1000 with
         ``new_component="exact"`` (the walk over new sticks visits about 1 + a).
@@ -94,14 +103,16 @@ class TruncationFreeSVI(_OnlineDPMixture):
         E[pi_k] (the uninstantiated remainder is left out, E13).
     n_components_ : int
     history_ : list of dict
-        Records: documents, updates, rho, n_components, n_used (components
-        with at least one expected document), train_seconds (and
-        heldout_loglik when held-out data are given to ``fit``).
+        One record per minibatch: iteration (updates so far), n_documents,
+        fit_seconds, n_components, heldout_loglik (``score`` of the held-out
+        documents given to ``fit``, when evaluated), and the diagnostics rho
+        (step size) and n_used (components with at least one expected
+        document).
 
     References
     ----------
     C. Wang and D. M. Blei. Truncation-free stochastic variational inference
-    for Bayesian nonparametric models. NIPS 2012 (shared/papers 000).
+    for Bayesian nonparametric models. NIPS 2012.
     """
 
     def __init__(self, eta=0.5, a=1.0, batch_size=100, n_epochs=1, local_sweeps=5, new_component="exact",
@@ -111,7 +122,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
 
     def _check_params(self):
         self._check_common()
-        check_local_sampler(self.local_sweeps, self.new_component, self.a, "a")
+        check_local_sampler(self.local_sweeps, self.new_component, self.a, "a", self.eta)
 
     def _state_prior(self):
         return float(self.eta), float(self.a), False
@@ -119,7 +130,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
     def _local_step(self, batch, rng):
         st = self._state
         n_new, _, block, docs = dp_local_step(
-            batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows, st.scale,
+            batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale,
             st.sizes, float(self.eta), float(self.a), int(self.local_sweeps), self.new_component == "exact", rng)
         return n_new, minibatch_stats(batch, block, docs)
 
@@ -129,7 +140,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
         X = self._check_input(X)
         st = self._state
         out = np.empty((X.n_docs, st.n_components + 1))
-        dp_log_weights(X.indptr, X.indices, X.counts, st.words, st.row_tilde, st.rows, st.scale, st.sizes,
+        dp_log_weights(X.indptr, X.indices, X.counts, st.words, st.row_tilde, st.slots, st.scale, st.sizes,
                        float(self.eta), float(self.a), out)
         return out
 
@@ -144,8 +155,8 @@ class TruncationFreeSVI(_OnlineDPMixture):
 
 class StochasticVB(_OnlineDPMixture):
     """Truncated stochastic mean-field VI for the DP mixture of multinomials
-    ([TF] 000's baseline; Blei & Jordan 2006 made stochastic as in Hoffman et
-    al. 2013; shared/ALGORITHMS.md §5.4 a).
+    ([TF] §3's baseline; Blei & Jordan 2006 made stochastic as in Hoffman et
+    al. 2013).
 
     ``n_components`` sticks with q(V_K = 1); mean-field responsibilities
     ``r_jk ∝ exp(E[log pi_k] + sum_w c_jw E[log phi_kw])``; natural-gradient
@@ -202,7 +213,7 @@ class StochasticVB(_OnlineDPMixture):
         K = st.n_components
         block = np.empty((K, len(batch.vocab)))
         docs = np.empty(K)
-        dp_meanfield_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows,
+        dp_meanfield_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots,
                           st.scale, st.expected_log_weights(), float(self.eta), block, docs, resp)
         return block, docs
 

@@ -1,10 +1,18 @@
-"""HDP topic model by truncation-free stochastic variational inference ([TF] 000
-S.2) and by the online variational inference of Wang, Paisley & Blei (2011),
-its truncated baseline.
+"""HDP topic model by truncation-free stochastic variational inference (C. Wang
+and D. M. Blei, "Truncation-free online variational inference for Bayesian
+nonparametric models", NIPS 2012, cited as [TF]; supplement S.2) and by the
+online variational inference of Wang, Paisley & Blei (2011), its truncated
+baseline.
 
-Model (shared/ALGORITHMS.md §5.3): V_k ~ Beta(1, gamma),
+Model ([TF] S.2; Teh, Jordan, Beal & Blei 2006): V_k ~ Beta(1, gamma),
 beta_k = V_k prod_{l<k}(1 - V_l), phi_k ~ Dirichlet(eta 1_W),
 pi_j ~ DP(alpha, beta), z_ji ~ Cat(pi_j), x_ji ~ Cat(phi_{z_ji}).
+
+Two held-out measures: ``score(X)`` is the document completion of every topic
+model (``TopicMixin.score``: 20% of the tokens of each document of X scored
+given ``transform`` on the other 80%), and
+``heldout_document_log_likelihood(X)`` is the papers' metric, the
+importance-sampling estimate of whole documents ([TF] supplement S.3).
 """
 import numpy as np
 
@@ -38,19 +46,35 @@ class _OnlineHDP(OnlineEstimator, TopicMixin):
         return self._state.word_mass()
 
     def heldout_document_log_likelihood(self, X):
-        """Held-out per-word log-likelihood of whole documents (Wang & Blei 2012,
-        supplement S.3, the papers' metric): the importance-sampling estimate of
-        :func:`bnpcore.evaluation.hdp_heldout_log_likelihood` with
-        ``heldout_burnin`` Gibbs sweeps and ``heldout_samples`` samples per
-        document (seeded from ``random_state``). ``score`` is the library's
-        document completion instead, comparable across topic models."""
+        """Held-out per-word log-likelihood of whole documents, the papers' metric
+        ([TF] supplement S.3).
+
+        ``sum_j log p(x_j | pihat, phihat) / sum_j N_j`` over the instantiated
+        topics (E13), the document proportions integrated out by importance
+        sampling
+        (:func:`bnpcore.evaluation.hdp_heldout_log_likelihood`):
+        ``heldout_burnin`` Gibbs sweeps, then ``heldout_samples`` samples per
+        document, from the scoring stream of ``random_state`` (the same value
+        for the same documents and seed), ``n_threads`` threads. ``score`` is
+        the library's document completion instead, comparable across topic
+        models; use this method to compare with the papers' figures.
+
+        Parameters
+        ----------
+        X : Corpus or anything ``Corpus`` accepts, of the training width
+
+        Returns
+        -------
+        float
+            Per-word log-likelihood (a ValueError when X has no tokens).
+        """
         X = self._check_input(X)
         return hdp_heldout_log_likelihood(self.topics_, self.weights_, self.alpha, X, self.heldout_burnin,
                                           self.heldout_samples, self._scoring_rng(), self.n_threads)
 
 
 class TruncationFreeSVI(_OnlineHDP):
-    """HDP topic model by truncation-free SVI ([TF] 000, supplement S.2).
+    """HDP topic model by truncation-free SVI ([TF] supplement S.2).
 
     Starts with no topics. The tokens of each minibatch are sampled jointly by
     a collapsed Gibbs sampler whose "prior" is the current variational
@@ -61,10 +85,14 @@ class TruncationFreeSVI(_OnlineHDP):
     expected word mass, and those with fewer than ``prune_threshold``
     expected words are removed every ``prune_every`` documents.
 
+    ``score`` is document completion, as for every topic model; the papers'
+    whole-document metric is ``heldout_document_log_likelihood``.
+
     Parameters
     ----------
     eta : float, default 0.01
-        Symmetric Dirichlet prior of the topics ([TF] §3).
+        Symmetric Dirichlet prior of the topics ([TF] §3); at least 1e-6
+        (smaller values are lost against the sampler's integer counts).
     gamma : float, default 1.0
         Top-level concentration ([TF]'s a): sticks V_k ~ Beta(1, gamma); at
         most 1000 with ``new_component="exact"`` (the walk over new sticks
@@ -88,9 +116,12 @@ class TruncationFreeSVI(_OnlineHDP):
     total_samples : int, optional
         D, the number of documents the data represent.
     heldout_burnin, heldout_samples : int, default 50, 1000
-        Settings of the importance-sampling ``score`` ([TF] S.3, E13).
+        Gibbs sweeps and importance samples per document of
+        ``heldout_document_log_likelihood`` ([TF] S.3, E13); ``transform`` (so
+        ``score``) runs ``heldout_burnin`` sweeps.
     n_threads : int, optional
-        Threads of ``score`` and ``transform`` (the local sampler is sequential).
+        Threads of ``transform``, ``score`` and
+        ``heldout_document_log_likelihood`` (the local sampler is sequential).
     random_state : int, Generator or None
 
     Attributes
@@ -103,14 +134,15 @@ class TruncationFreeSVI(_OnlineHDP):
         E[beta_k] (the uninstantiated remainder is left out).
     n_components_ : int
     history_ : list of dict
-        Records: documents, updates, rho, n_components, n_used (topics with
-        at least one expected word), train_seconds (and heldout_loglik when
-        held-out data are given to ``fit``).
+        One record per minibatch: iteration (updates so far), n_documents,
+        fit_seconds, n_components, heldout_loglik (``score`` of the held-out
+        documents given to ``fit``, when evaluated), and the diagnostics rho
+        (step size) and n_used (topics with at least one expected word).
 
     References
     ----------
     C. Wang and D. M. Blei. Truncation-free stochastic variational inference
-    for Bayesian nonparametric models. NIPS 2012, supplement S.2 (shared/papers 000).
+    for Bayesian nonparametric models. NIPS 2012, supplement S.2.
     """
 
     _truncated = False
@@ -123,14 +155,14 @@ class TruncationFreeSVI(_OnlineHDP):
 
     def _check_params(self):
         self._check_common()
-        check_local_sampler(self.local_sweeps, self.new_component, self.gamma, "gamma")
+        check_local_sampler(self.local_sweeps, self.new_component, self.gamma, "gamma", self.eta)
 
     def _local_step(self, batch, rng):
         if getattr(self, "_stirling", None) is None:
             self._stirling = StirlingTable()        # cache of log Stirling numbers, never saved
         st = self._state
         n_new, block, sizes = hdp_local_step(
-            batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows, st.scale, st.sizes,
+            batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale, st.sizes,
             float(self.eta), float(self.gamma), float(self.alpha), int(self.local_sweeps),
             self.new_component == "exact", rng, self._stirling)
         return n_new, minibatch_stats(batch, block, sizes)
@@ -156,7 +188,7 @@ class TruncationFreeSVI(_OnlineHDP):
 
 class OnlineVB(_OnlineHDP):
     """Online variational inference for the HDP (Wang, Paisley & Blei 2011),
-    the truncated baseline of [TF] 000 (shared/ALGORITHMS.md §5.4 b).
+    the truncated baseline of [TF] §3.
 
     Corpus level: ``n_components`` topics Dirichlet(lambda_k) and sticks
     Beta(u_k, v_k) with V_T = 1; document level: ``n_atoms`` atoms with their
@@ -166,7 +198,9 @@ class OnlineVB(_OnlineHDP):
     ``rho_t = (learning_offset + t)^-learning_decay`` floored at S/D. The
     same algorithm as gensim's ``HdpModel`` (T = n_components, K = n_atoms); the
     start of the document iterations is the one choice left open
-    (``doc_init``).
+    (``doc_init``). ``score`` is document completion, as for every topic
+    model; the papers' whole-document metric is
+    ``heldout_document_log_likelihood``.
 
     Parameters
     ----------
@@ -209,8 +243,10 @@ class OnlineVB(_OnlineHDP):
         Sort topics by sum_w lambda_kw after every update (as Wang et al.).
     total_samples : int, optional
     heldout_burnin, heldout_samples : int, default 50, 1000
+        Settings of ``heldout_document_log_likelihood`` (as in TruncationFreeSVI).
     n_threads : int, optional
-        Threads over the documents of a minibatch (results do not depend on it).
+        Threads over the documents of a minibatch, of ``transform`` and of the
+        held-out measures (results do not depend on it).
     random_state : int, Generator or None
 
     Attributes
@@ -254,7 +290,7 @@ class OnlineVB(_OnlineHDP):
         K = st.n_components
         block, sizes = np.empty((K, len(batch.vocab))), np.empty(K)
         bound, n_iter = np.empty(batch.n_docs), np.empty(batch.n_docs, dtype=np.int32)
-        hdp_online_vb_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.rows,
+        hdp_online_vb_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots,
                            st.scale, st.expected_log_weights(), float(self.eta), float(self.alpha),
                            int(self.n_atoms), self.doc_init == "ranked", int(self.max_doc_iter), float(self.doc_tol),
                            block, sizes, doc_topic, bound, n_iter, effective_n_threads(self.n_threads))

@@ -284,3 +284,13 @@ def test_sklearn_estimator_checks(model_spec, check):
     checks = pytest.importorskip("sklearn.utils.estimator_checks")
     est = make(model_spec)
     getattr(checks, check)(type(est).__name__, est)
+
+
+def test_repeated_score_calls_agree_with_a_generator_seed(model_spec, tiny_corpus):
+    """score spawned from the Generator's own seed sequence, so a second call drew another split."""
+    if "random_state" not in model_spec.load_class()._param_names():
+        pytest.skip("deterministic estimator")
+    est = make(model_spec, random_state=np.random.default_rng(4)).fit(tiny_corpus)
+    new = make_tiny_corpus(seed=12)
+    assert est.score(new) == est.score(new)
+    np.testing.assert_array_equal(est.transform(new), est.transform(new))

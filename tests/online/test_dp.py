@@ -1,5 +1,6 @@
-"""Truncation-free SVI for the DP mixture and its truncated baseline
-(ALGORITHMS.md §5.2, §5.4 a, §10.5, §8.4)."""
+"""Truncation-free SVI for the DP mixture and its truncated baseline (Wang &
+Blei 2012, "Truncation-free online variational inference for Bayesian
+nonparametric models" [TF], §2.3, §3 and supplement S.2-S.3)."""
 import numpy as np
 import pytest
 from scipy import integrate, stats
@@ -17,22 +18,22 @@ def make_state(lam, sizes, eta, a, truncated=False):
     lam = np.asarray(lam, dtype=float)
     state = StickState(lam.shape[1], eta, a, truncated)
     state.table.add(len(lam))
-    state.words[state.rows] = lam - eta
-    state.row_tilde[state.rows] = (lam - eta).sum(axis=1)
-    state.table.arrays["sizes"][state.rows] = sizes
+    state.words[state.slots] = lam - eta
+    state.row_tilde[state.slots] = (lam - eta).sum(axis=1)
+    state.table.arrays["sizes"][state.slots] = sizes
     return state
 
 
 def log_weights(state, X):
     out = np.empty((X.n_docs, state.n_components + 1))
-    dp_log_weights(X.indptr, X.indices, X.counts, state.words, state.row_tilde, state.rows, state.scale,
+    dp_log_weights(X.indptr, X.indices, X.counts, state.words, state.row_tilde, state.slots, state.scale,
                    state.sizes, state.eta, state.concentration, out)
     return out
 
 
 def local_step(state, X, sweeps, exact, rng, docs=None, trace=None):
     b = Minibatch(X, np.arange(X.n_docs) if docs is None else docs, np.full(X.n_words, -1, dtype=np.int32))
-    return dp_local_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.rows,
+    return dp_local_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots,
                          state.scale, state.sizes, state.eta, state.concentration, sweeps, exact, rng, trace)
 
 
@@ -84,7 +85,7 @@ def test_single_document_sampler_marginal_is_the_analytic_distribution():
                                                 (10, -10.7638, -7.1040), (50, -21.5663, -17.4798)])
 def test_figure_2_toy_log_odds(w1, case_a, case_b):
     """[TF] Figure 2: V = 10, q(phi_2) = Dir(0.1 x 10), document = w1 copies of word 1,
-    equal prior weights; exact log q(z=1)/q(z=2) of both approaches (§10.5)."""
+    equal prior weights; exact log q(z=1)/q(z=2) of both approaches."""
     eta = 0.1
     X = Corpus(np.array([[w1] + [0] * 9]))
     for lam1, collapsed, meanfield in [([0.1] + [1.0] * 9, case_a, -2.7295 * w1),
@@ -96,7 +97,7 @@ def test_figure_2_toy_log_odds(w1, case_a, case_b):
         assert lw[0] - lw[1] - log_prior_odds == pytest.approx(collapsed, abs=5e-5)
         b = Minibatch(X, np.array([0]), np.full(10, -1, dtype=np.int32))
         resp = np.empty((1, 2))
-        dp_meanfield_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.rows,
+        dp_meanfield_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots,
                           state.scale, np.zeros(2), eta, np.empty((2, len(b.vocab))), np.empty(2), resp)
         assert np.log(resp[0, 0] / resp[0, 1]) == pytest.approx(meanfield, rel=1e-4)
 

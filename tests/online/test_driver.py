@@ -1,5 +1,7 @@
 """The online driver: schedules, the lazily decayed stick state, streams,
-callbacks and checkpoint/resume (ALGORITHMS.md §2.9-2.10, §10.5)."""
+callbacks and checkpoint/resume (Wang & Blei 2012, "Truncation-free online
+variational inference for Bayesian nonparametric models" [TF], §3; Hoffman et
+al. 2013)."""
 import numpy as np
 import pytest
 
@@ -29,15 +31,15 @@ def random_corpus(seed, n_docs=60, n_words=30, n_clusters=4, length=(0, 40)):
 
 def test_truncation_free_schedule_is_a_rescaled_running_average():
     """rho_t = S/n_t: lambda = eta + (n/n_t) sum of the statistics seen, and at
-    n_t = n the batch update (§10.5), for variable minibatch sizes."""
+    n_t = n the batch update, for variable minibatch sizes."""
     rng = np.random.default_rng(1)
     n, W, K, eta = 37, 9, 3, 0.3
     stats = rng.gamma(0.5, 2.0, size=(n, K, W))
     sizes = rng.random((n, K))
     state = StickState(W, eta, 1.0)
     state.table.add(K)
-    state.words[state.rows] = rng.random((K, W))        # erased by the first step (rho = 1)
-    state.row_tilde[state.rows] = state.words[state.rows].sum(axis=1)
+    state.words[state.slots] = rng.random((K, W))        # erased by the first step (rho = 1)
+    state.row_tilde[state.slots] = state.words[state.slots].sum(axis=1)
     seen, t = 0, 0
     for S in [1, 4, 2, 7, 1, 10, 5, 7]:
         block = stats[seen:seen + S].sum(axis=0)
@@ -142,7 +144,7 @@ def test_stick_invariant_after_random_updates_reorders_and_prunes():
 def test_stick_expectations():
     state = StickState(3, 0.5, 1.0)
     state.table.add(3)
-    state.table.arrays["sizes"][state.rows] = [4.0, 2.0, 1.0]
+    state.table.arrays["sizes"][state.slots] = [4.0, 2.0, 1.0]
     u, v = state.stick_params()
     np.testing.assert_allclose(v, [4.0, 2.0, 1.0])
     ev = u / (u + v)
@@ -200,7 +202,7 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     order = rng.permutation(X.n_docs)          # the stream's first (and only) permutation
     b = Minibatch(X, order, np.full(X.n_words, -1, dtype=np.int32))
     empty = StickState(X.n_words, eta, a)
-    n_new, z, _, _ = dp_local_step(b.ptr, b.words, b.counts, b.vocab, empty.words, empty.row_tilde, empty.rows,
+    n_new, z, _, _ = dp_local_step(b.ptr, b.words, b.counts, b.vocab, empty.words, empty.row_tilde, empty.slots,
                                    1.0, empty.sizes, eta, a, 3, True, rng)
     counts = X.matrix[order].toarray()
     lam = np.array([eta + counts[z == k].sum(axis=0) for k in range(n_new)])
@@ -383,3 +385,15 @@ def test_concentrations_beyond_the_exact_walk_are_refused(make):
         make(random_state=0).fit(X)
     est = make(new_component="paper", n_epochs=1, batch_size=10, random_state=0).fit(X)   # no walk: finite
     assert np.all(np.isfinite(est.topics_))
+
+
+@pytest.mark.parametrize("cls", ["mixture.TruncationFreeSVI", "hdp.TruncationFreeSVI"])
+def test_eta_below_the_counts_rounding_unit_is_refused(cls):
+    """eta = 1e-20 was absorbed by the local sampler's counts (FloatingPointError, NaN weights)."""
+    import bnpcore
+    family, name = cls.split(".")
+    X, _ = random_corpus(0, n_docs=20)
+    with pytest.raises(ValueError, match="eta=1e-20 is below"):
+        getattr(getattr(bnpcore, family), name)(eta=1e-20, random_state=0).fit(X)
+    est = getattr(getattr(bnpcore, family), name)(eta=1e-6, n_epochs=2, batch_size=10, random_state=0).fit(X)
+    assert np.all(np.isfinite(est.topics_)) and np.isfinite(est.score(X))

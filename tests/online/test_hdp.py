@@ -1,6 +1,7 @@
-"""Truncation-free SVI for the HDP, the online HDP baseline of Wang, Paisley &
-Blei, and the [TF] S.3 held-out likelihood (ALGORITHMS.md §5.3, §5.4 b, §8.4,
-§10.5, §10.9)."""
+"""Truncation-free SVI for the HDP (Wang & Blei 2012, "Truncation-free online
+variational inference for Bayesian nonparametric models" [TF], supplement S.2),
+the online HDP baseline of Wang, Paisley & Blei (2011), and the [TF] S.3
+held-out likelihood."""
 import itertools
 
 import numpy as np
@@ -21,9 +22,9 @@ def state_with(lam, sizes, eta, gamma, truncated=False):
     lam = np.atleast_2d(np.asarray(lam, dtype=float))
     state = StickState(lam.shape[1], eta, gamma, truncated)
     state.table.add(len(lam))
-    state.words[state.rows] = lam - eta
-    state.row_tilde[state.rows] = (lam - eta).sum(axis=1)
-    state.table.arrays["sizes"][state.rows] = sizes
+    state.words[state.slots] = lam - eta
+    state.row_tilde[state.slots] = (lam - eta).sum(axis=1)
+    state.table.arrays["sizes"][state.slots] = sizes
     return state
 
 
@@ -31,7 +32,7 @@ def run_local(state, docs, alpha, sweeps, exact, seed, trace=True):
     X = Corpus(docs, n_words=state.n_words)
     b = Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32))
     out = np.empty((sweeps, X.n_tokens), dtype=np.int32) if trace else None
-    res = hdp_local_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.rows, state.scale,
+    res = hdp_local_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
                          state.sizes, state.eta, state.concentration, alpha, sweeps, exact,
                          np.random.default_rng(seed), StirlingTable(), out)
     return res, out, b
@@ -267,7 +268,7 @@ def vb_step(state, X, alpha, T, iters, tol=-1.0, n_threads=1, ranked=True):
     K = state.n_components
     block, sizes, doc_topic = np.empty((K, len(b.vocab))), np.empty(K), np.empty((X.n_docs, K))
     bound, n_iter = np.empty(X.n_docs), np.empty(X.n_docs, dtype=np.int32)
-    hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.rows, state.scale,
+    hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
                        state.expected_log_weights(), state.eta, alpha, T, ranked, iters, tol, block, sizes, doc_topic,
                        bound, n_iter, n_threads)
     return b, block, sizes, doc_topic, bound, n_iter
@@ -335,7 +336,7 @@ def test_online_vb_document_bound_increases_and_threads_agree():
 
 def test_online_vb_with_one_topic_is_the_corpus_dirichlet():
     """One corpus topic: varphi = 1, so one pass with rho_t = S/n_t gives
-    lambda = eta + corpus counts (§10.5)."""
+    lambda = eta + corpus counts."""
     X, _ = bars_corpus(4, n_docs=37, length=20)
     est = hdp.OnlineVB(n_components=1, n_atoms=3, eta=0.2, batch_size=5, schedule="truncation_free",
                        random_state=0).fit(X)
@@ -355,7 +356,7 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     b = Minibatch(X, order, np.full(X.n_words, -1, dtype=np.int32))
     empty = StickState(X.n_words, eta, 1.0)
     n_new, block, tables = hdp_local_step(b.ptr, b.words, b.counts, b.vocab, empty.words, empty.row_tilde,
-                                          empty.rows, 1.0, empty.sizes, eta, 1.0, 1.0, 3, True, rng,
+                                          empty.slots, 1.0, empty.sizes, eta, 1.0, 1.0, 3, True, rng,
                                           StirlingTable())
     lam = np.full((n_new, X.n_words), eta)
     lam[:, b.vocab] += block
@@ -395,7 +396,7 @@ def test_transform_and_score_contract():
 # -- held-out likelihood by importance sampling ------------------------------------------
 
 def exact_document_likelihood(doc, topics, prior):
-    """sum over all topic sequences of DM(z | prior) prod_i phi_{z_i x_i} (§10.9)."""
+    """sum over all topic sequences of DM(z | prior) prod_i phi_{z_i x_i}."""
     K = len(prior)
     total = []
     for z in itertools.product(range(K), repeat=len(doc)):
@@ -408,7 +409,7 @@ def exact_document_likelihood(doc, topics, prior):
 @pytest.mark.parametrize("doc", [[0], [1, 1], [0, 2, 1], [2, 2, 0, 1], []])
 def test_importance_sampling_matches_enumeration(doc):
     """Documents of <= 4 tokens, K = 2: the estimate with R = 1e5 is within 1% of
-    the exact sum over topic sequences (§10.9). The prior's shapes exceed the
+    the exact sum over topic sequences. The prior's shapes exceed the
     document length: the weights Dir(pi | a) / Dir(pi | a + n) grow like
     pi_k^-n_k near 0, so their variance is finite only when a_k > n_k (with
     small shapes the estimator converges slowly and is biased low in log space,
@@ -429,7 +430,7 @@ def test_importance_sampling_matches_enumeration(doc):
 @pytest.mark.parametrize("alpha", [1.0, 0.1])
 @pytest.mark.parametrize("doc", [[0], [1, 1], [0, 2, 1], [2, 2, 0, 1]])
 def test_defensive_importance_sampling_matches_enumeration_with_small_priors(doc, alpha):
-    """§10.9 at the usual small concentrations (alpha pihat_k < n_k), where the
+    """At the usual small concentrations (alpha pihat_k < n_k), where the
     paper's proposal has infinite-variance weights (errors of 5-60% at R = 1e5):
     the defensive mixture keeps every weight below 1/eps and is within 1%."""
     topics = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
