@@ -1,8 +1,10 @@
 """Collapsed variational inference for the HDP with hyperparameter posteriors (CV-HDP).
 
 Teh, Kurihara & Welling, "Collapsed variational inference for HDP", NIPS 2007
-([CVHDP]); specification ALGORITHMS.md 4.2 (updates) and 4.3 (bound), errata
-E18-E27.
+([CVHDP]): update (15), the auxiliary expectations (10)-(14), the
+hyperparameter posteriors (8) and the bound (18), with two corrections to the
+printed text: V+ in (14) squares E+, and (18) gets -KL(q(gamma) || p(gamma))
+and takes the stick term in expectation under q(gamma).
 """
 import numpy as np
 from scipy.special import digamma, gammaln
@@ -20,11 +22,12 @@ __all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tab
 _P_MIN = 1e-300
 
 
-# -- count statistics ([CVHDP] (13)-(14), ALGORITHMS.md 2.6) ---------------------
+# -- count statistics ([CVHDP] (13)-(14)) -------------------------------------------
 def positive_part(E, V, Z):
     """P+[n] = q(n > 0), E+[n] = E[n | n > 0], V+[n] = Var[n | n > 0] of a sum of
-    independent Bernoullis from its tracked E, V and Z = sum log(1 - q) ((14), with
-    the square of E18). Entries with P+ < 1e-300 are returned as exact zeros."""
+    independent Bernoullis from its tracked E, V and Z = sum log(1 - q) ((14), where
+    the printed V+ lost a square: V+ = V / P+ - e^Z E+^2). Entries with P+ < 1e-300
+    are returned as exact zeros."""
     E, V, Z = np.asarray(E, dtype=np.float64), np.asarray(V, dtype=np.float64), np.asarray(Z, dtype=np.float64)
     P = -np.expm1(Z)
     ok = P >= _P_MIN
@@ -35,7 +38,7 @@ def positive_part(E, V, Z):
 
 
 def improved_expectation(f, f2, E, V, Z):
-    """F_n[f] = P+[n] (f(E+[n]) + V+[n] f''(E+[n]) / 2) for f with f(0) = 0 (ALGORITHMS.md 2.6)."""
+    """F_n[f] = P+[n] (f(E+[n]) + V+[n] f''(E+[n]) / 2) for f with f(0) = 0 ([CVHDP] (10)-(12))."""
     P, Ep, Vp = positive_part(E, V, Z)
     ok = P > 0
     Es = np.where(ok, Ep, 1.0)              # any point >= 1 where P+ = 0 (masked out)
@@ -71,7 +74,7 @@ def stick_posteriors(m_k, gamma_mean):
 
 
 def stick_expectations(sticks):
-    """(log G[beta_k], E[beta_k], E[log(1 - V_k)]) of independent sticks (ALGORITHMS.md 1.3)."""
+    """(log G[beta_k], E[beta_k], E[log(1 - V_k)]) of independent Beta sticks."""
     u, v = sticks[:, 0], sticks[:, 1]
     elog_v, elog_1mv = digamma(u) - digamma(u + v), digamma(v) - digamma(u + v)
     log_g = elog_v + np.concatenate([[0.0], np.cumsum(elog_1mv)[:-1]])
@@ -79,7 +82,7 @@ def stick_expectations(sticks):
     return log_g, ev * np.concatenate([[1.0], np.cumprod(1.0 - ev)[:-1]]), elog_1mv
 
 
-# -- KL divergences (ALGORITHMS.md 2.8) --------------------------------------------
+# -- KL divergences (closed forms) --------------------------------------------------
 def kl_gamma(a1, b1, a0, b0):
     """KL(Gamma(a1, b1) || Gamma(a0, b0)), shape/rate."""
     return ((a1 - a0) * digamma(a1) - gammaln(a1) + gammaln(a0) + a0 * (np.log(b1) - np.log(b0))
@@ -94,7 +97,8 @@ def kl_dirichlet(a1, a0):
 
 
 def expected_stick_kl(u, v, gamma_mean, gamma_log_mean):
-    """E_q(gamma) KL(Beta(u_k, v_k) || Beta(1, gamma)) per stick (ALGORITHMS.md 4.3, E19)."""
+    """E_q(gamma) KL(Beta(u_k, v_k) || Beta(1, gamma)) per stick: the stick term of [CVHDP] (18)
+    with q(gamma) learned (E[gamma] in place of gamma, E[log gamma] for its lone factor)."""
     elog_v = digamma(u) - digamma(u + v)
     elog_1mv = digamma(v) - digamma(u + v)
     return (-gamma_log_mean - (gamma_mean - 1.0) * elog_1mv + gammaln(u + v) - gammaln(u) - gammaln(v)
@@ -239,8 +243,8 @@ class _CVState(BatchState):
         self._order = np.argsort(-self._E_k, kind="stable")
 
     def _update_all(self):
-        """Steps 2-7 of the schedule (ALGORITHMS.md 4.2): statistics, reorder,
-        auxiliary expectations, hyperparameter posteriors, derived quantities, bound."""
+        """Steps 2-7 of an iteration: statistics, reorder, auxiliary expectations,
+        hyperparameter posteriors, derived quantities, bound."""
         self._statistics()
         self._reorder()
         h = self._h
@@ -253,7 +257,7 @@ class _CVState(BatchState):
         if self.alpha is None:
             self._post["alpha"] = gamma_posterior(self.alpha_prior, m_k.sum(), elog_h.sum())
         if self.learn_weights:
-            # q(V) and q(gamma) depend on each other: a few rounds (ALGORITHMS.md 4.2)
+            # q(V) and q(gamma) depend on each other: a few rounds
             m_sorted = m_k[self._order]
             for _ in range(3 if self.gamma is None else 1):
                 self._sticks = stick_posteriors(m_sorted, h["E_gamma"])
@@ -299,7 +303,8 @@ class _CVState(BatchState):
         self._prior_topic = h["E_eta"]
 
     def _bound(self, as_dict=False):
-        """Variational bound (18) with the corrections of ALGORITHMS.md 4.3."""
+        """Variational bound (18), with -KL(q(gamma) || p(gamma)) and the stick term
+        in expectation under q(gamma) (the printed (18) treats gamma as a constant)."""
         h = self._h
         c = self._prior_doc[None, :]
         terms = {
@@ -348,7 +353,7 @@ class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
     corrections), the auxiliary expectations use the improved approximations
     (10)-(12) with P+, E+, V+ (14). The posterior is truncated at
     ``n_components`` topics, reordered by expected size every iteration; the
-    variational bound (18) (with the corrections of ALGORITHMS.md 4.3) is
+    variational bound (18) (with the gamma terms the printed version omits) is
     recorded every iteration. E and V of the counts are updated incrementally
     during a sweep (update (15) needs them) and rebuilt from scratch after it,
     together with Z, which only the auxiliary expectations and the bound use.
@@ -411,9 +416,13 @@ class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
     bound_ : float
         Final value of the bound (18).
     history_ : list of dict
-        Per iteration: ``iteration``, ``bound``, ``n_active``, ``alpha``
-        (E[alpha]), ``gamma`` (E[gamma]), ``seconds`` and, with ``heldout``,
-        ``heldout_loglik`` (eq 16).
+        Per iteration: ``iteration``, ``n_documents``, ``fit_seconds``,
+        ``n_components`` (the truncation), ``bound`` (the terms of (18) by name:
+        ``doc``, ``doc_topic``, ``topic``, ``topic_word``, ``entropy`` and the
+        ``kl_*`` terms of the learned hyperparameters; ``bound_`` is their sum),
+        ``n_active``, ``alpha`` (E[alpha]), ``gamma`` (E[gamma]) and, every
+        ``eval_every`` iterations with ``heldout``, ``heldout_loglik`` (eq 16)
+        and ``perplexity``.
     vocabulary_ : list of str or None
 
     References

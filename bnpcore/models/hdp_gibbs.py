@@ -1,7 +1,7 @@
 """Direct-assignment Gibbs sampler for the HDP topic model (G-HDP).
 
 Teh, Jordan, Beal & Blei (2006), section 5.3 and appendix A; used as G-HDP1 /
-G-HDP100 by Teh, Kurihara & Welling (2007). Specification: ALGORITHMS.md 4.4.
+G-HDP100 by Teh, Kurihara & Welling (2007).
 """
 import numpy as np
 from scipy.special import gammaln
@@ -36,7 +36,7 @@ def resample_gamma(gamma, n_topics, n_tables, prior, rng, n_rounds=1):
     ``xi ~ Beta(gamma + 1, m..)`` and then gamma from the two-component Gamma
     mixture ``odds = (a + K - 1) / (m.. (b - log xi))``:
     Gamma(a + K, b - log xi) with probability odds / (1 + odds), else
-    Gamma(a + K - 1, b - log xi) (ALGORITHMS.md 4.4 step 4).
+    Gamma(a + K - 1, b - log xi).
     """
     a, b = prior
     for _ in range(n_rounds):
@@ -54,7 +54,7 @@ def resample_alpha(alpha, n_tables, doc_lengths, prior, rng, n_rounds=1):
     """Teh et al. (2006) appendix A update of the document concentration shared by
     all documents: ``w_j ~ Beta(alpha + 1, N_j)``, ``s_j ~ Bernoulli(N_j / (N_j + alpha))``,
     ``alpha ~ Gamma(a + m.. - sum s_j, b - sum log w_j)`` (empty documents carry no
-    information and are skipped; ALGORITHMS.md 4.4 step 5)."""
+    information and are skipped)."""
     a, b = prior
     n = np.asarray(doc_lengths, dtype=np.float64)
     n = n[n > 0]

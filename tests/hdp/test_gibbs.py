@@ -318,22 +318,46 @@ def test_random_start_with_more_topics_than_tokens():
     assert np.isclose(model.weights_.sum() + model.beta_new_, 1.0)
 
 
-@pytest.mark.parametrize("cls, params", [
-    (DirectAssignmentGibbs, dict(n_components=5, max_iter=8, burn_in=3, eta_tot=5.0)),
-    ("CollapsedVB", dict(n_components=6, max_iter=6, eta_tot=5.0)),
-], ids=["G-HDP", "CV-HDP"])
-def test_checkpoint_resume_continues_exactly(small_fit, tmp_path, cls, params):
-    from bnpcore.hdp import CollapsedVB
-    cls = CollapsedVB if cls == "CollapsedVB" else cls
-    _, train, test = small_fit
-    full = cls(random_state=3, **params).fit(train, heldout=test)
-    part = cls(random_state=3, **params)
-    with part.reporting(lambda est, rec: rec["iteration"] == 4):
-        part.fit(train, heldout=test, checkpoint=tmp_path / "ck.npz")
-    assert part.n_iter_ == 4
-    resumed = base.load(tmp_path / "ck.npz").fit(train, heldout=test, resume=True)
-    np.testing.assert_array_equal(resumed.topics_, full.topics_)
-    np.testing.assert_array_equal(resumed.doc_topic_, full.doc_topic_)
-    strip = [{k: v for k, v in r.items() if k != "fit_seconds"} for r in full.history_]
-    np.testing.assert_equal([{k: v for k, v in r.items() if k != "fit_seconds"} for r in resumed.history_], strip)
-    assert resumed.heldout_log_likelihood(train, test) == full.heldout_log_likelihood(train, test)
+def _check_topic_table(model, record):
+    """The sampler's topic table after a sweep: n_components topics, none empty, sorted by
+    size, counts equal to those recomputed from z, free slots zero, weights consistent."""
+    state = model._batch_state
+    comp, z = state.topics, state.z
+    K, cap = comp.n, comp.capacity
+    assert K == record["n_components"] == state.n_components
+    n_k = comp["n_k"]
+    assert np.all(n_k > 0) and np.all(np.diff(n_k) <= 0)
+    assert z.min() >= 0 and z.max() < K
+    docs = np.repeat(np.arange(state.corpus.n_docs), state.doc_lengths)
+    n_jk = np.zeros((state.corpus.n_docs, cap), np.int64)
+    n_wk = np.zeros((state.corpus.n_words, cap), np.int64)
+    np.add.at(n_jk, (docs, z), 1)
+    np.add.at(n_wk, (state.words, z), 1)
+    a = comp.arrays
+    np.testing.assert_array_equal(a["n_jk"], n_jk)                    # free columns included
+    np.testing.assert_array_equal(a["n_wk"], n_wk)
+    np.testing.assert_array_equal(a["n_k"], np.bincount(z, minlength=cap))
+    assert not a["beta"][K:].any() and not a["m_k"][K:].any()
+    assert np.all(a["beta"][:K] > 0) and np.isclose(a["beta"][:K].sum() + state.beta_new, 1)
+    # every topic has at least one table, at most one per token
+    assert np.all(a["m_k"][:K] >= 1) and np.all(a["m_k"][:K] <= n_k)
+
+
+@pytest.mark.parametrize("X, params", [
+    (Corpus(make_bars(40, 30, np.random.default_rng(3))[0]), dict(n_components=30, eta_tot=5.0)),
+    (Corpus(make_bars(40, 30, np.random.default_rng(3))[0]), dict(n_components=1, eta_tot=5.0)),
+    # a long document of distinct words and huge concentrations: the table outgrows its capacity
+    (Corpus([list(range(200)), [0, 1, 2]], n_words=200), dict(n_components=1, eta_tot=0.01, alpha=50.0,
+                                                                gamma=50.0)),
+], ids=["from-30", "from-1", "growing"])
+def test_topic_table_after_every_sweep(X, params):
+    """moves.Components bookkeeping of the sampler, checked after every sweep."""
+    model = DirectAssignmentGibbs(max_iter=12, burn_in=0, random_state=5, **params)
+    capacities = []
+    with model.reporting(lambda est, rec: capacities.append(_check_topic_table(est, rec)
+                                                            or est._batch_state.topics.capacity)):
+        model.fit(X)
+    assert len(capacities) == 12
+    np.testing.assert_array_equal(np.unique(model._z), np.arange(model.n_components_))
+    if params.get("alpha") == 50.0:
+        assert max(capacities) > 16 and model.n_components_ > 16
