@@ -79,18 +79,21 @@ optional ``_after_load()`` hook (to rebuild caches). Files of format 1 are
 still read. Estimators also pickle.
 """
 import contextlib
+import functools
 import importlib
 import inspect
 import json
 import os
 import tempfile
+import threading
 import warnings
 
 import numpy as np
 
 from bnpcore.corpus import Corpus, as_corpus
 
-__all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "FORMAT_VERSION", "DEPRECATED"]
+__all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "exclusive", "FORMAT_VERSION",
+           "DEPRECATED"]
 
 # Default of a renamed parameter kept one release as an alias (``BaseEstimator._renamed``).
 DEPRECATED = "deprecated"
@@ -108,6 +111,31 @@ _FAMILIES = ("bnpcore.lda", "bnpcore.hdp", "bnpcore.mixture")
 
 class NotFittedError(ValueError, AttributeError):
     """Raised when a method needs a fitted estimator."""
+
+
+_FIT_GUARD = threading.Lock()
+
+
+def exclusive(method):
+    """Decorator of ``fit``/``partial_fit``: one thread at a time may train an
+    estimator (its state is not thread-safe); another thread gets a clear
+    RuntimeError instead of a corrupted state. Nested calls from the training
+    thread (``fit`` calling ``partial_fit``) are allowed."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        me = threading.get_ident()
+        with _FIT_GUARD:
+            owner = self.__dict__.get("_fitting")
+            if owner is not None and owner != me:
+                raise RuntimeError(f"this {type(self).__name__} is being trained in another thread: estimators "
+                                   "are not thread-safe (use one estimator per thread)")
+            self._fitting = me
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            if owner is None:
+                self.__dict__.pop("_fitting", None)
+    return wrapper
 
 
 def class_key(cls):
@@ -256,6 +284,7 @@ class BaseEstimator:
         state = self.__dict__.copy()
         state.pop("_callback", None)   # callbacks (progress bars) are not part of a model
         state.pop("_progress", None)
+        state.pop("_fitting", None)
         return state
 
     # -- persistence ---------------------------------------------------------

@@ -29,7 +29,7 @@ import numbers
 import time
 
 from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.base import BaseEstimator, class_key
+from bnpcore.base import BaseEstimator, class_key, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import PredictiveAverage, token_log_likelihood
 from bnpcore.inference.callbacks import progress_bar
@@ -147,6 +147,7 @@ class BatchEstimator(BaseEstimator):
         return {"heldout_loglik": loglik, "perplexity": math.exp(-loglik)}
 
     # -- fit ---------------------------------------------------------------------------
+    @exclusive
     def fit(self, X, y=None, *, heldout=None, eval_every=1, progress=False, checkpoint=None,
             checkpoint_every=None, max_seconds=None, resume=False):
         """Fit the model to the documents ``X``.

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.special import digamma
 
 from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.base import BaseEstimator
+from bnpcore.base import BaseEstimator, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.inference import moves
 from bnpcore.inference.callbacks import progress_bar
@@ -442,6 +442,7 @@ class OnlineEstimator(BaseEstimator):
             check_int(self.total_samples, "total_samples")
 
     # -- fitting -----------------------------------------------------------------
+    @exclusive
     def fit(self, X, y=None, *, heldout=None, eval_every=None, progress=False, checkpoint=None,
             checkpoint_every=None, max_documents=None, max_seconds=None, resume=False):
         """Fit on a corpus: ``n_epochs`` passes in random order, minibatches of ``batch_size``.
@@ -502,6 +503,7 @@ class OnlineEstimator(BaseEstimator):
                   checkpoint_every, max_documents, max_seconds, total=target - stream.documents_done)
         return self
 
+    @exclusive
     def partial_fit(self, X, y=None, *, total_samples=None, heldout=None, eval_every=None):
         """Continue training on the next documents of a stream.
 

@@ -10,7 +10,7 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from bnpcore._validation import check_int, check_positive
-from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore.base import DEPRECATED, TopicMixin, exclusive
 from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _cvhdp
 from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
@@ -461,6 +461,7 @@ class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
             raise ValueError("learn_weights=False (CV-LDA mode) needs a fixed alpha")
         return {"max_iter": max_iter}
 
+    @exclusive
     def fit(self, X, y=None, *, init_from=None, **kwargs):
         """Fit on ``X`` (the options of :meth:`BatchEstimator.fit`: ``heldout`` —
         held-out tokens of the same documents, scored by eq 16 —, ``eval_every``,

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.base import DEPRECATED, BaseEstimator, TopicMixin
+from bnpcore.base import DEPRECATED, BaseEstimator, TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
 from bnpcore.inference import moves
@@ -535,6 +535,7 @@ class ADF(_StreamingBase):
                  min_responsibility=1e-10, shuffle=False, random_state=None):
         self._store_params(locals())
 
+    @exclusive
     def fit(self, X, y=None):
         """One pass over the documents of X from an empty model (in corpus order,
         or shuffled with ``shuffle=True``)."""
@@ -545,6 +546,7 @@ class ADF(_StreamingBase):
         self._start(docs)
         return self.partial_fit(docs)
 
+    @exclusive
     def partial_fit(self, X, y=None):
         """Absorb the documents of X, in order, into the current model (the stream
         continues where the previous call stopped).

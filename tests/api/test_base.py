@@ -228,3 +228,33 @@ def test_a_file_with_python_objects_is_not_a_model(tmp_path):
     np.savez(tmp_path / "obj.npz", __meta__=np.array([{"a": 1}], dtype=object))
     with pytest.raises(ValueError, match=r"not a bnpcore model file: .*obj\.npz \(it holds Python objects\)"):
         load(tmp_path / "obj.npz")
+
+
+def test_training_one_estimator_from_two_threads_is_refused(tiny_corpus):
+    """A second thread's partial_fit while a fit runs raised broadcast errors (or corrupted the state)."""
+    import threading
+    from bnpcore.mixture import TruncationFreeSVI
+    est = TruncationFreeSVI(batch_size=5, n_epochs=2, random_state=0)
+    inside, release, errors = threading.Event(), threading.Event(), []
+
+    def wait_once(e, rec):
+        if not inside.is_set():
+            inside.set()
+            release.wait(10)
+        return False
+
+    def train():
+        with est.reporting(wait_once):
+            est.fit(tiny_corpus)
+    worker = threading.Thread(target=train)
+    worker.start()
+    assert inside.wait(10)
+    try:
+        est.partial_fit(tiny_corpus[:5])
+    except RuntimeError as exc:
+        errors.append(str(exc))
+    release.set()
+    worker.join(10)
+    assert errors and "not thread-safe" in errors[0]
+    assert "_fitting" not in vars(est) and np.all(np.isfinite(est.topics_))
+    est.partial_fit(tiny_corpus[:5])                  # afterwards the same thread may train again
