@@ -243,18 +243,25 @@ static inline double bnp_logaddexp(double a, double b) {
 }
 
 /* sum_i [lgamma(x_i + c_i) - lgamma(x_i)], the log rising factorials of the
- * counts c[0..nnz) at x_i = offset + scale * row[ids[i]] (row NULL: x_i = offset;
- * ids is then not read). A count c <= 8 multiplies x (x+1) ... (x+c-1) into a
- * running product, logged when it leaves [1e-150, 1e150] (no lgamma call: the
- * hot loop of every Dirichlet-multinomial likelihood); larger counts, and x
- * outside (1e-100, 1e15), use bnp_dlgamma. Relative error ~1e-15 per term. */
+ * counts c[0..nnz) at x_i = offset + scale * row[ids[i]]. A count c <= 8
+ * multiplies x (x+1) ... (x+c-1) into a running product, logged when it leaves
+ * [1e-150, 1e150] (no lgamma call: the hot loop of every Dirichlet-multinomial
+ * likelihood); larger counts, and x outside (1e-100, 1e15), use bnp_dlgamma.
+ * Relative error ~1e-15 per term. row NULL (the symmetric prior, x_i = offset;
+ * ids is then not read): the plain sum of bnp_dlgamma terms, once per document
+ * in the kernels, kept bit for bit as before (the ADF/EP thresholds amplify a
+ * last-bit change of the new-cluster weight to 1e-4..1e-3 in the clusters). */
 static inline double bnp_log_rising(const int32_t *ids, const int32_t *c, int64_t nnz,
                                     const double *row, double offset, double scale) {
     double s = 0.0, p = 1.0, x, t;
     int64_t i;
     int32_t r;
+    if (!row) {
+        for (i = 0; i < nnz; ++i) s += bnp_dlgamma(offset, (double)c[i]);
+        return s;
+    }
     for (i = 0; i < nnz; ++i) {
-        x = row ? offset + scale * row[ids[i]] : offset;
+        x = offset + scale * row[ids[i]];
         if (c[i] <= 8 && x > 1e-100 && x < 1e15) {
             t = x;
             for (r = 1; r < c[i]; ++r) t *= x + r;
