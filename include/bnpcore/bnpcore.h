@@ -190,9 +190,12 @@ static inline double bnp_dpsi(double x, double n) {
         for (r = 0; r < (int)n; ++r) acc += 1.0 / (x + r);
         return acc;
     }
-    /* n / (x (x + n)) = 1/x - 1/(x + n), grouped so that nothing under- or
-     * overflows before the result does (x (x + n) is 0 for x, n ~ 1e-200) */
-    while (x < 10.0) { acc += n < x ? (n / x) / (x + n) : (n / (x + n)) / x; x += 1.0; }
+    /* n / (x (x + n)) = 1/x - 1/(x + n); below x = 1e-150, x (x + n) may underflow
+     * (0 for x, n ~ 1e-200), so it is grouped to keep every step in range there */
+    while (x < 10.0) {
+        acc += x > 1e-150 ? n / (x * (x + n)) : n < x ? (n / x) / (x + n) : (n / (x + n)) / x;
+        x += 1.0;
+    }
     y = x + n;
     /* log(y/x) - (1/(2y) - 1/(2x)) - (T(y) - T(x)): three positive terms */
     return acc + log1p(n / x) + n / (x * y) * (0.5 + bnp__digamma_tail_diff(1.0 / x, 1.0 / y));

@@ -45,6 +45,9 @@ def test_reorder_by_size(indirect):
     assert moves.reorder(comp, comp["sizes"]) is None          # already sorted
     ties = build(indirect)
     assert moves.reorder(ties, np.array([1.0, 2.0, 2.0, 0.0])).tolist() == [1, 2, 0, 3]   # stable
+    many = build(indirect, K=40, capacity=64)             # long enough for an unstable sort to show
+    order = moves.reorder(many, np.repeat([1.0, 2.0], 20))
+    assert order.tolist() == list(range(20, 40)) + list(range(20))
 
 
 def test_prune_and_relabel(indirect):
