@@ -141,6 +141,13 @@ MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
 MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "max_iter": 100, "eta_tot": 100.0},
                      {"n_components": 5, "max_iter": 5})
 
+# Direct-assignment HDP with split-merge moves ([SM] 003 section 4: rho_t = (1 + t)^-0.5,
+# alpha = gamma = 1 learned, eta = 0.01 for text; minibatches of 100 documents).
+MODELS["hdp-da-sm"] = ("bnpcore.hdp:DirectAssignmentVB", {"n_components": 10, "max_iter": 10},
+                       {"n_components": 3, "batch_size": 5, "max_iter": 2})
+MODELS["hdp-da-batch"] = ("bnpcore.hdp:DirectAssignmentVB", {"n_components": 10, "mode": "batch", "max_iter": 50},
+                          {"n_components": 3, "max_iter": 3})
+
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = "hdp-gibbs"
 

@@ -1,7 +1,9 @@
 """HDP topic-model estimators: collapsed variational (CV-HDP), direct-assignment
-Gibbs (G-HDP), truncation-free SVI and the online VB baseline."""
+Gibbs (G-HDP), truncation-free SVI, direct-assignment variational inference with
+split-merge moves, and the online VB baseline."""
 from bnpcore.models.hdp_collapsed import CollapsedVB
+from bnpcore.models.hdp_da import DirectAssignmentVB
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs
 from bnpcore.models.hdp_svi import OnlineVB, TruncationFreeSVI
 
-__all__ = ["CollapsedVB", "DirectAssignmentGibbs", "TruncationFreeSVI", "OnlineVB"]
+__all__ = ["CollapsedVB", "DirectAssignmentGibbs", "DirectAssignmentVB", "TruncationFreeSVI", "OnlineVB"]

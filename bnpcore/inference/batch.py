@@ -119,6 +119,11 @@ class BatchEstimator(BaseEstimator):
     def _check_params(self):
         raise NotImplementedError
 
+    def _loop_settings(self, X):
+        """The loop settings for corpus ``X``: ``_check_params()`` unless they
+        depend on the corpus (iterations per epoch of a minibatch method)."""
+        return self._check_params()
+
     def _init_state(self, X, rng):
         raise NotImplementedError
 
@@ -186,7 +191,7 @@ class BatchEstimator(BaseEstimator):
         X = as_corpus(X)
         if X.n_tokens == 0 and self._requires_tokens:
             raise ValueError("the training corpus has no tokens")
-        loop = self._check_params()
+        loop = self._loop_settings(X)
         max_iter = loop["max_iter"]
         burn_in, tol = loop.get("burn_in"), loop.get("tol")
         if isinstance(eval_every, numbers.Integral):

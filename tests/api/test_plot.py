@@ -18,12 +18,12 @@ def close_figures():
 def test_plot_history_draws_each_metric(tiny_corpus, toy_models):
     est = toy_models["toy-kmeans"].make(test=True, random_state=0).fit(tiny_corpus)
     axes = plot.plot_history(est)
-    assert [a.get_ylabel() for a in axes] == ["loglik", "n_topics"]
-    x, y = axes[0].lines[0].get_data()
+    assert [a.get_ylabel() for a in axes] == ["n_documents", "fit_seconds", "n_components", "loglik"]
+    x, y = axes[3].lines[0].get_data()
     assert list(x) == [r["iteration"] for r in est.history_]
     assert list(y) == [r["loglik"] for r in est.history_]
     _, ax = plt.subplots()
-    assert plot.plot_history(est, ["n_topics"], ax=ax) == [ax]
+    assert plot.plot_history(est, ["n_components"], ax=ax) == [ax]
     with pytest.raises(ValueError, match="available"):
         plot.plot_history(est, ["nope"])
     with pytest.raises(ValueError, match="no history_"):

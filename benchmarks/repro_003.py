@@ -1,0 +1,215 @@
+"""Reproduction of Bryant & Sudderth 2012 ([SM]) section 4 with ``hdp.DirectAssignmentVB``
+(M. Bryant and E. B. Sudderth, "Truly nonparametric online variational inference
+for hierarchical Dirichlet processes", NIPS 2012).
+
+Three experiments, each a sub-command that prints its table:
+
+``bars``  T-SM-1 and T-SM-2 (Figure 2(a), (d)): the 10 x 10 bars data (20 bars,
+          2000 training and 200 test documents of 250 words), oHDP-SM from eight
+          initial K in {2, 5, 10, 20, 40, 50, 80, 100} and oHDP (no moves) from
+          K = 20 and 50 over eight seeds; final topics, bars recovered (a true bar
+          whose ten pixels are the ten most probable of some topic), held-out
+          per-word log-likelihood by document completion, and the per-epoch
+          trace of accepted splits and merges with the held-out value.
+``kos``   T-SM-4 (the analogue of Figure 2(h)): KOS with a fixed 10% of the
+          documents held out, oHDP-SM against oHDP from K in {1, 10, 100} for the
+          same wall time; held-out vs number of topics over each run, as a table
+          and (with matplotlib) a plot.
+``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
+          Wang et al. 2011), tomotopy ``HDPModel`` (collapsed Gibbs), bnpcore's
+          G-HDP (``hdp.DirectAssignmentGibbs``) and truncation-free SVI
+          (``hdp.TruncationFreeSVI``), and oHDP / oHDP-SM.
+
+The protocol is the same for every system: each test document's tokens are split
+80/20 (``Corpus.split_tokens(0.2, random_state=seed)``), the system infers the
+document's topic proportions from the 80% with its topics fixed, and the 20% are
+scored per word with ``bnpcore.evaluation.token_log_likelihood``.
+
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py bars --epochs 20
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py kos --seconds 30 --plot kos_sm.png
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py peers --seconds 30
+"""
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_peers import _bow, _tomotopy_extract, _words  # noqa: E402
+from harness import normalize_rows  # noqa: E402
+
+from bnpcore import hdp  # noqa: E402
+from bnpcore.datasets import load_kos, make_bars  # noqa: E402
+from bnpcore.evaluation import token_log_likelihood  # noqa: E402
+
+BARS_INITS = (2, 5, 10, 20, 40, 50, 80, 100)
+
+
+def completion(test, seed):
+    """(observed 80%, held-out 20%) of every test document."""
+    return test.split_tokens(0.2, random_state=seed)
+
+
+def bars_recovered(topics, truth):
+    """True bars that are the ten most probable pixels of some topic."""
+    found = {frozenset(np.argsort(-t)[:10]) for t in topics}
+    return sum(frozenset(np.flatnonzero(bar > bar.min())) in found for bar in truth)
+
+
+def run_bars(args):
+    data = make_bars("sm", random_state=args.seed)
+    observed, heldout = completion(data.test, args.seed)
+    runs = [("oHDP-SM", K, True, args.seed) for K in BARS_INITS]
+    runs += [("oHDP", K, False, args.seed + s) for K in (20, 50) for s in range(args.repeats)]
+    print(f"# bars: {args.epochs} epochs, minibatch {args.batch_size}, eta 0.5, alpha = gamma = 1 learned")
+    print(f"{'method':8} {'K0':>4} {'seed':>4} {'K':>4} {'bars':>5} {'heldout':>9} {'seconds':>8}  "
+          "splits/merges per epoch (held-out)")
+    per_epoch = math.ceil(data.train.n_docs / args.batch_size)
+    for name, K, sm, seed in runs:
+        est = hdp.DirectAssignmentVB(n_components=K, split_merge=sm, eta=0.5, batch_size=args.batch_size,
+                                     max_iter=args.epochs, random_state=seed)
+        est.fit(data.train, heldout=data.test, eval_every=range(per_epoch, args.epochs * per_epoch + 1, per_epoch))
+        h = est.history_
+        trace = []
+        for e in range(args.epochs):
+            chunk = h[e * per_epoch:(e + 1) * per_epoch]
+            trace.append(f"{sum(r['splits'] for r in chunk)}/{sum(r['merges'] for r in chunk)}"
+                         f"({chunk[-1].get('heldout_loglik', float('nan')):.3f})")
+        print(f"{name:8} {K:4d} {seed:4d} {est.n_components_:4d} "
+              f"{bars_recovered(est.topics_, data.topics):5d} "
+              f"{est.heldout_log_likelihood(observed, heldout):9.4f} {h[-1]['fit_seconds']:8.1f}  {' '.join(trace)}",
+              flush=True)
+
+
+def kos_split(seed):
+    train, test = load_kos().split_documents(0.1, random_state=seed)
+    return train, test, *completion(test, seed)
+
+
+def direct_assignment(K, sm, args):
+    return hdp.DirectAssignmentVB(n_components=K, split_merge=sm, batch_size=args.batch_size, max_iter=10 ** 6,
+                                  random_state=args.seed)
+
+
+def run_kos(args):
+    train, test, observed, heldout = kos_split(args.seed)
+    every = max(1, int(args.eval_seconds))
+    print(f"# KOS: {args.seconds:g} s per run, minibatch {args.batch_size}; held-out by document completion")
+    print(f"{'method':8} {'K0':>4} {'K':>4} {'heldout':>9} {'iters':>6}  trajectory (K: held-out) every ~{every} s")
+    curves = {}
+    for K in args.inits:
+        for name, sm in (("oHDP-SM", True), ("oHDP", False)):
+            est = direct_assignment(K, sm, args)
+            points, spent = [], 0.0
+            while spent < args.seconds - 1e-9:       # fit in slices of eval_seconds, resuming
+                step = min(every, args.seconds - spent)
+                est.fit(train, max_seconds=step, resume=bool(points))
+                spent = est.history_[-1]["fit_seconds"]
+                points.append((spent, est.n_components_, est.heldout_log_likelihood(observed, heldout)))
+            curves[(name, K)] = points
+            print(f"{name:8} {K:4d} {est.n_components_:4d} {points[-1][2]:9.4f} {len(est.history_):6d}  "
+                  + " ".join(f"{k}:{v:.3f}" for _, k, v in points), flush=True)
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (name, K), points in curves.items():
+            ax.plot([p[1] for p in points], [p[2] for p in points], "o-" if name == "oHDP-SM" else "x--",
+                    label=f"{name}, K0={K}")
+        ax.set_xlabel("number of topics")
+        ax.set_ylabel("held-out log-likelihood per word")
+        ax.set_title(f"KOS, document completion, {args.seconds:g} s per run")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        print(f"# plot: {args.plot}")
+
+
+def peer_gensim(train, observed, heldout, args):
+    from gensim.models import HdpModel
+    bow = _bow(train)
+    model = HdpModel(bow, dict(enumerate(_words(train))), T=150, K=15, chunksize=256, eta=0.01,
+                     max_time=args.seconds, max_chunks=10 ** 6, random_state=args.seed)
+    alpha, beta = model.hdp_to_lda()
+    model.lda_alpha, model.lda_beta = alpha, beta
+    doc_topic = normalize_rows(model.inference(_bow(observed)), empty=alpha)
+    return int((beta.max(axis=1) > 0).sum()), token_log_likelihood(doc_topic, beta, heldout)
+
+
+def peer_tomotopy(train, observed, heldout, args):
+    import tomotopy as tp
+    words = np.array(_words(train), dtype=object)
+    model = tp.HDPModel(initial_k=10, alpha=0.1, eta=0.01, gamma=0.1, seed=args.seed)
+    kept = []
+    for j, (lo, hi) in enumerate(zip(train.indptr[:-1], train.indptr[1:])):
+        if hi > lo:
+            model.add_doc(np.repeat(words[train.indices[lo:hi]], train.counts[lo:hi]).tolist())
+            kept.append(j)
+    start = time.perf_counter()
+    while time.perf_counter() - start < args.seconds:
+        model.train(10, workers=1)
+    _, topic_word = _tomotopy_extract(model, kept, train, 0.01)
+    docs, rows = [], []
+    for j, (lo, hi) in enumerate(zip(observed.indptr[:-1], observed.indptr[1:])):
+        if hi > lo:
+            docs.append(model.make_doc(np.repeat(words[observed.indices[lo:hi]], observed.counts[lo:hi]).tolist()))
+            rows.append(j)
+    doc_topic = np.full((observed.n_docs, model.k), 1.0 / model.k)
+    if docs:
+        inferred, _ = model.infer(docs, workers=1)
+        doc_topic[rows] = [doc.get_topic_dist() for doc in inferred]
+    return int(sum(model.is_live_topic(k) for k in range(model.k))), \
+        token_log_likelihood(normalize_rows(doc_topic), topic_word, heldout)
+
+
+def run_peers(args):
+    train, test, observed, heldout = kos_split(args.seed)
+    print(f"# KOS, {args.seconds:g} s of training per system, one thread; held-out by document completion")
+    print(f"{'system':9} {'method':34} {'topics':>6} {'heldout':>9} {'seconds':>8}")
+    rows = []
+    for name, fn in (("gensim", peer_gensim), ("tomotopy", peer_tomotopy)):
+        try:
+            start = time.perf_counter()
+            topics, value = fn(train, observed, heldout, args)
+            rows.append((name, "HdpModel online VB" if name == "gensim" else "HDPModel collapsed Gibbs", topics,
+                         value, time.perf_counter() - start))
+        except ImportError:
+            print(f"# {name} not installed: skipped")
+    ours = [("G-HDP (DirectAssignmentGibbs)", hdp.DirectAssignmentGibbs(n_components=100, eta_tot=100.0,
+                                                                         max_iter=10 ** 6, burn_in=10 ** 6,
+                                                                         random_state=args.seed)),
+            ("TF-SVI (TruncationFreeSVI)", hdp.TruncationFreeSVI(eta=0.01, batch_size=100, n_epochs=10 ** 4,
+                                                                 random_state=args.seed))]
+    ours += [(f"{name} K0={K} (DirectAssignmentVB)", direct_assignment(K, sm, args))
+             for K in args.inits for name, sm in (("oHDP-SM", True), ("oHDP", False))]
+    for name, est in ours:
+        start = time.perf_counter()
+        est.fit(train, max_seconds=args.seconds)
+        rows.append(("bnpcore", name, est.n_components_, est.heldout_log_likelihood(observed, heldout),
+                     time.perf_counter() - start))
+    for system, method, topics, value, secs in rows:
+        print(f"{system:9} {method:34} {topics:6d} {value:9.4f} {secs:8.1f}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiment", choices=("bars", "kos", "peers"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=int, default=20, help="bars: passes over the training documents")
+    parser.add_argument("--repeats", type=int, default=8, help="bars: seeds of each oHDP baseline")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=30.0, help="kos, peers: training time per run")
+    parser.add_argument("--eval-seconds", type=float, default=5.0, help="kos: training time between evaluations")
+    parser.add_argument("--inits", type=lambda s: [int(v) for v in s.split(",")], default=[1, 10, 100])
+    parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
+    args = parser.parse_args(argv)
+    {"bars": run_bars, "kos": run_kos, "peers": run_peers}[args.experiment](args)
+
+
+if __name__ == "__main__":
+    main()

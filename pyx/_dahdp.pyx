@@ -1,0 +1,277 @@
+"""Kernels of the direct-assignment mean-field HDP of M. Bryant and E. B.
+Sudderth, "Truly nonparametric online variational inference for hierarchical
+Dirichlet processes" (NIPS 2012, cited as [SM]): the per-document E-step
+(eqs. 3-4) and the restricted iteration of a split proposal (Alg. 1).
+
+Shapes and types: a minibatch in the CSR form of
+``bnpcore.inference.online.Minibatch`` (``ptr`` int64 (S + 1), ``words`` int32
+local word ids, ``counts`` int32); ``K`` used topics; the rest cell (all unused
+topics together) is the last of the ``K + 1`` cells of ``alpha_beta`` and
+``theta``. Per-word arrays are word-major over the minibatch vocabulary
+(``Vb`` words) so that a token touches one contiguous row.
+"""
+import numpy as np
+from libc.math cimport exp, fabs, log, INFINITY
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
+
+from bnpcore.kernels.special cimport bnp_digamma
+
+# unnormalised responsibility sums below this are recomputed in log space
+cdef double _TINY = 1e-280
+
+
+def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+          const double[:, ::1] elogphi, const double[::1] alpha_beta, double tol, int max_iter, bint warm,
+          double[:, ::1] theta, double[:, ::1] ndk, double[:, ::1] stats, double[::1] entropy,
+          double[:, ::1] resp):
+    """Per-document coordinate ascent on (r_j, theta_j) to convergence ([SM] eqs. 3-4).
+
+    ::
+
+        r_jwk    ∝ exp(E[log phi_kw] + psi(theta_jk))       (the normaliser psi(alpha + N_j) cancels)
+        theta_jk = alpha beta*_k + sum_w c_jw r_jwk,   theta_{j,K} = alpha beta*_K (the rest cell)
+
+    alternated until the mean absolute change of theta_j over the K topics is
+    below ``tol`` or after ``max_iter`` rounds. Each round is an exact block
+    maximisation of the bound, so the bound never decreases.
+
+    Parameters
+    ----------
+    ptr, words, counts : the minibatch (S documents, local word ids < Vb)
+    elogphi : (Vb, K) IN, E[log phi_kw] of the minibatch words
+    alpha_beta : (K + 1,) IN, alpha * beta*
+    tol, max_iter : the per-document stopping rule
+    warm : start from the given ``theta`` (else theta_jk = alpha beta*_k + N_j
+        beta*_k / sum_{l<K} beta*_l)
+    theta : (S, K + 1) IN if ``warm`` / OUT, at eq. 4 for the final r
+    ndk : (S, K) OUT, sum_w c_jw r_jwk
+    stats : (Vb, K) OUT (added to), sum_j c_jw r_jwk
+    entropy : (K,) OUT (added to), the part sum c r (L_jw - psi(theta'_jk)) of
+        -sum c r log r, where L_jw is the log normaliser of (3) and theta' the
+        proportions r was computed from; the caller subtracts
+        sum_w stats_wk elogphi_wk to obtain the entropy per topic
+    resp : (nnz, K) OUT when it has nnz rows (the responsibilities, pairs in
+        CSR order); any other number of rows: not written
+
+    Returns
+    -------
+    int, the rounds summed over documents.
+
+    Equivalent NumPy (one document, ``c`` its counts, ``e`` = elogphi[its words])::
+
+        for _ in range(max_iter):
+            r = softmax(e + digamma(theta[:K]), axis=1)
+            new = alpha_beta[:K] + c @ r
+            done = abs(new - theta[:K]).mean() < tol; theta[:K] = new
+            if done: break
+    """
+    cdef int64_t S = ptr.shape[0] - 1, V = elogphi.shape[0], K = elogphi.shape[1]
+    cdef int64_t nnz = words.shape[0]
+    if alpha_beta.shape[0] != K + 1 or theta.shape[0] != S or theta.shape[1] != K + 1:
+        raise ValueError("alpha_beta must have K + 1 entries and theta shape (S, K + 1)")
+    if ndk.shape[0] != S or ndk.shape[1] != K or stats.shape[0] != V or stats.shape[1] != K or entropy.shape[0] != K:
+        raise ValueError("ndk must have shape (S, K), stats (Vb, K), entropy (K,)")
+    if counts.shape[0] != nnz or ptr[S] != nnz:
+        raise ValueError("words, counts and ptr disagree")
+    cdef bint keep = resp.shape[0] == nnz and resp.shape[1] == K
+    cdef int64_t j, p, i, k, v, w_max = 0, total = 0
+    for j in range(S):
+        w_max = max(w_max, ptr[j + 1] - ptr[j])
+    expphi_arr = np.empty((V, K))
+    shift_arr = np.empty(V)
+    cdef double[:, ::1] expphi = expphi_arr
+    cdef double[::1] shift = shift_arr
+    cdef double *rbuf = <double *> malloc(max(w_max * K, 1) * sizeof(double))
+    cdef double *L = <double *> malloc(max(w_max, 1) * sizeof(double))
+    cdef char *logspace = <char *> malloc(max(w_max, 1))
+    cdef double *ps = <double *> malloc(max(K, 1) * sizeof(double))
+    cdef double *eb = <double *> malloc(max(K, 1) * sizeof(double))
+    cdef double *nnew = <double *> malloc(max(K, 1) * sizeof(double))
+    if rbuf == NULL or L == NULL or logspace == NULL or ps == NULL or eb == NULL or nnew == NULL:
+        free(rbuf); free(L); free(logspace); free(ps); free(eb); free(nnew)
+        raise MemoryError()
+    cdef double m, x, z, c, N, sb, delta, t, *row
+    cdef int it
+    try:
+        with nogil:
+            for v in range(V):
+                m = -INFINITY
+                for k in range(K):
+                    m = max(m, elogphi[v, k])
+                shift[v] = m
+                for k in range(K):
+                    expphi[v, k] = exp(elogphi[v, k] - m)
+            sb = 0.0
+            for k in range(K):
+                sb += alpha_beta[k]
+            for j in range(S):
+                N = 0.0
+                for p in range(ptr[j], ptr[j + 1]):
+                    N += counts[p]
+                if not warm:
+                    for k in range(K):
+                        theta[j, k] = alpha_beta[k] + N * alpha_beta[k] / sb
+                theta[j, K] = alpha_beta[K]
+                for it in range(max(max_iter, 1)):
+                    m = -INFINITY
+                    for k in range(K):
+                        ps[k] = bnp_digamma(theta[j, k])
+                        m = max(m, ps[k])
+                    for k in range(K):
+                        eb[k] = exp(ps[k] - m)
+                        nnew[k] = 0.0
+                    for p in range(ptr[j], ptr[j + 1]):
+                        i = p - ptr[j]
+                        v = words[p]
+                        c = counts[p]
+                        row = rbuf + i * K
+                        z = 0.0
+                        for k in range(K):
+                            x = expphi[v, k] * eb[k]
+                            row[k] = x
+                            z += x
+                        if z < _TINY:            # every product underflowed: redo in log space
+                            z = -INFINITY
+                            for k in range(K):
+                                row[k] = elogphi[v, k] + ps[k]
+                                z = max(z, row[k])
+                            x = 0.0
+                            for k in range(K):
+                                row[k] = exp(row[k] - z)
+                                x += row[k]
+                            L[i] = z + log(x)
+                            logspace[i] = 1
+                            z = x
+                        else:
+                            L[i] = z
+                            logspace[i] = 0
+                        z = 1.0 / z
+                        for k in range(K):
+                            row[k] *= z
+                            nnew[k] += c * row[k]
+                    delta = 0.0
+                    for k in range(K):
+                        t = alpha_beta[k] + nnew[k]
+                        delta += fabs(t - theta[j, k])
+                        theta[j, k] = t
+                    total += 1
+                    if K == 0 or delta / K < tol:
+                        break
+                m = -INFINITY
+                for k in range(K):
+                    m = max(m, ps[k])
+                    ndk[j, k] = nnew[k]
+                    entropy[k] -= nnew[k] * ps[k]
+                for p in range(ptr[j], ptr[j + 1]):
+                    i = p - ptr[j]
+                    v = words[p]
+                    c = counts[p]
+                    if not logspace[i]:
+                        L[i] = shift[v] + m + log(L[i])
+                    row = rbuf + i * K
+                    for k in range(K):
+                        x = c * row[k]
+                        stats[v, k] += x
+                        entropy[k] += x * L[i]
+                        if keep:
+                            resp[p, k] = row[k]
+    finally:
+        free(rbuf); free(L); free(logspace); free(ps); free(eb); free(nnew)
+    return total
+
+
+def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+               const double[::1] mass, const double[::1] memory1, const double[::1] memory2,
+               double base1, double base2, double rho_eta, double rho_scale, double ab1, double ab2,
+               double tol, int max_iter, int n_sweeps,
+               double[::1] theta1, double[::1] theta2, double[::1] r1, double[::1] stats1, double[::1] stats2):
+    """The restricted iteration of a split ([SM] Alg. 1): only the two halves
+    k', k'' of a split topic change; each pair keeps the responsibility
+    ``R_jw`` the topic had (the constrained coordinate step, E45)::
+
+        lambda_lw = memory_lw + rho (eta + (D/|B|) stats_lw)                      (eq. 6 for each half)
+        r'_jw     = R_jw sigmoid(E[log phi'_w] - E[log phi''_w] + psi(theta'_j) - psi(theta''_j)),  r'' = R - r'
+        theta'_j  = ab1 + sum_w c r'_jw,   theta''_j = ab2 + sum_w c r''_jw
+
+    Documents are visited in order and the halves' statistics are updated after
+    each one (Alg. 1's per-document update, as incremental EM: every document
+    step is an exact coordinate step of the restricted bound); the sequential
+    updates are what separates two halves that start alike. Per document,
+    rounds of (r, theta) run until the mean absolute change of (theta',
+    theta'') is below ``tol`` (at most ``max_iter``).
+
+    Parameters
+    ----------
+    mass : (nnz,) IN, R_jw
+    memory1, memory2 : (Vb,) IN, the halves' remembered parameters at the minibatch words
+    base1, base2 : IN, Lambda_l without the minibatch statistics: sum_w memory_lw + rho eta W
+    rho_eta, rho_scale : rho eta and rho D / |B|
+    ab1, ab2 : alpha beta*_k', alpha beta*_k''
+    theta1, theta2 : (S,) IN (initial) / OUT, at eq. 4 for the final r'
+    r1 : (nnz,) IN (initial) / OUT
+    stats1, stats2 : (Vb,) IN / OUT, sum_j c r' and sum_j c r'', consistent with ``r1``
+    n_sweeps : passes over the documents
+
+    Returns
+    -------
+    int, the rounds summed over documents and passes.
+    """
+    cdef int64_t S = ptr.shape[0] - 1, V = memory1.shape[0], nnz = words.shape[0]
+    if mass.shape[0] != nnz or r1.shape[0] != nnz or counts.shape[0] != nnz or ptr[S] != nnz:
+        raise ValueError("mass, r1, words, counts and ptr disagree")
+    if memory2.shape[0] != V or stats1.shape[0] != V or stats2.shape[0] != V:
+        raise ValueError("memory1, memory2, stats1 and stats2 must have one entry per minibatch word")
+    if theta1.shape[0] != S or theta2.shape[0] != S:
+        raise ValueError("theta1 and theta2 must have one entry per document")
+    if max_iter < 1 or n_sweeps < 1:
+        raise ValueError("max_iter and n_sweeps must be at least 1")
+    cdef int64_t j, p, v, w_max = 0, total = 0
+    for j in range(S):
+        w_max = max(w_max, ptr[j + 1] - ptr[j])
+    cdef double *diff = <double *> malloc(max(w_max, 1) * sizeof(double))
+    cdef double *rnew = <double *> malloc(max(w_max, 1) * sizeof(double))
+    if diff == NULL or rnew == NULL:
+        free(diff); free(rnew)
+        raise MemoryError()
+    cdef int it, sweep
+    cdef double d, x, R, n1, n2, t1, t2, sum1 = 0.0, sum2 = 0.0, psi1, psi2
+    try:
+        with nogil:
+            for v in range(V):
+                sum1 += stats1[v]
+                sum2 += stats2[v]
+            for sweep in range(n_sweeps):
+                for j in range(S):
+                    psi1 = bnp_digamma(base1 + rho_scale * sum1)
+                    psi2 = bnp_digamma(base2 + rho_scale * sum2)
+                    for p in range(ptr[j], ptr[j + 1]):
+                        v = words[p]
+                        diff[p - ptr[j]] = (bnp_digamma(memory1[v] + rho_eta + rho_scale * stats1[v]) - psi1
+                                            - bnp_digamma(memory2[v] + rho_eta + rho_scale * stats2[v]) + psi2)
+                    for it in range(max_iter):
+                        d = bnp_digamma(theta1[j]) - bnp_digamma(theta2[j])
+                        n1 = n2 = 0.0
+                        for p in range(ptr[j], ptr[j + 1]):
+                            R = mass[p]
+                            x = R / (1.0 + exp(-diff[p - ptr[j]] - d))
+                            rnew[p - ptr[j]] = x
+                            n1 += counts[p] * x
+                            n2 += counts[p] * (R - x)
+                        t1, t2 = ab1 + n1, ab2 + n2
+                        x = 0.5 * (fabs(t1 - theta1[j]) + fabs(t2 - theta2[j]))
+                        theta1[j], theta2[j] = t1, t2
+                        total += 1
+                        if x < tol:
+                            break
+                    for p in range(ptr[j], ptr[j + 1]):
+                        v = words[p]
+                        x = counts[p] * (rnew[p - ptr[j]] - r1[p])
+                        r1[p] = rnew[p - ptr[j]]
+                        stats1[v] += x
+                        stats2[v] = max(stats2[v] - x, 0.0)
+                        sum1 += x
+                        sum2 -= x
+    finally:
+        free(diff); free(rnew)
+    return total
