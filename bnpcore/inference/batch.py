@@ -195,9 +195,10 @@ class BatchEstimator(BaseEstimator):
         max_iter = loop["max_iter"]
         burn_in, tol = loop.get("burn_in"), loop.get("tol")
         if isinstance(eval_every, numbers.Integral):
-            eval_at = set(range(check_int(eval_every, "eval_every"), max_iter + 1, eval_every)) | {max_iter}
+            every = check_int(eval_every, "eval_every")
+            evaluate = lambda it: it % every == 0 or it == max_iter  # noqa: E731 (no set: max_iter may be huge)
         else:
-            eval_at = {check_int(it, "eval_every") for it in eval_every}
+            evaluate = {check_int(it, "eval_every") for it in eval_every}.__contains__
         if checkpoint_every is not None:
             check_int(checkpoint_every, "checkpoint_every")
         if max_seconds is not None:
@@ -213,6 +214,7 @@ class BatchEstimator(BaseEstimator):
             self._average = PredictiveAverage(heldout) if heldout is not None and burn_in is not None else None
             self.history_ = []
         self.n_features_in_ = X.n_words
+        start_seconds = seconds
         self._batch_state = state           # callbacks may inspect the state during the fit
         stopped, it = False, start
         with progress_bar(self, progress, max_iter, initial=start):
@@ -226,12 +228,12 @@ class BatchEstimator(BaseEstimator):
                 record = {"n_documents": it * X.n_docs, "fit_seconds": seconds,
                           "n_components": int(state.n_components)}
                 record.update(metrics)
-                if heldout is not None and it in eval_at:
+                if heldout is not None and evaluate(it):
                     record.update(self._evaluate(state, heldout, sampling))
                 stopped = self._report(it, **record)
                 if tol is not None and metrics.get("delta", math.inf) < tol:
                     break
-                stopped = stopped or (max_seconds is not None and seconds >= max_seconds)
+                stopped = stopped or (max_seconds is not None and seconds - start_seconds >= max_seconds)
                 if checkpoint is not None and (stopped or (checkpoint_every and it % checkpoint_every == 0)):
                     self._checkpoint(state, X, it, seconds, checkpoint)
                 if stopped:

@@ -106,6 +106,19 @@ def test_stopping_rules(text):
     assert est.n_iter_ == 1
 
 
+def test_max_seconds_is_a_budget_per_call(text, monkeypatch):
+    """A resumed fit gets its own max_seconds (the clock advances 0.5 s per reading:
+    one sweep costs 0.5 s); an integer eval_every does not enumerate max_iter."""
+    import itertools
+    from bnpcore.inference import batch
+    clock = itertools.count(0.0, 0.5)
+    monkeypatch.setattr(batch.time, "perf_counter", lambda: next(clock))
+    est = RandomTopics(max_iter=10 ** 12, random_state=0).fit(text, max_seconds=3)
+    assert est.n_iter_ == 6
+    est.fit(text, max_seconds=3, resume=True)
+    assert est.n_iter_ == 12 and est.history_[-1]["fit_seconds"] == 6.0
+
+
 def test_checkpoint_and_resume_continue_exactly(text, tmp_path):
     observed, heldout = text.split_tokens(0.3, random_state=1)
     full = RandomTopics(max_iter=8, burn_in=2, random_state=5).fit(observed, heldout=heldout)
