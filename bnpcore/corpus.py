@@ -441,8 +441,10 @@ class Corpus:
             raise ValueError("no documents: bow_corpus is empty")
         cols = np.concatenate(cols)
         width = len(vocabulary) if vocabulary is not None else int(cols.max(initial=-1)) + 1
-        m = sp.coo_matrix((np.concatenate(counts), (np.concatenate(rows), cols)), shape=(len(rows), max(width, 1)))
-        return cls(m, vocabulary=vocabulary, n_words=width)
+        if width == 0:
+            raise ValueError("the documents hold no words and no dictionary gives the vocabulary size")
+        m = sp.coo_matrix((np.concatenate(counts), (np.concatenate(rows), cols)), shape=(len(rows), width))
+        return cls(m, vocabulary=vocabulary)
 
     def to_gensim(self):
         """The corpus in gensim's format: ``(bow_corpus, dictionary)``.
@@ -675,9 +677,12 @@ class Corpus:
 
 def as_corpus(data, vocabulary=None, n_words=None):
     """``data`` if it is a :class:`Corpus` (checked against ``n_words``), else ``Corpus(data, ...)``."""
+    shape = getattr(data, "shape", ())      # a Corpus or a matrix; token lists have no width
+    if n_words is not None and len(shape) == 2 and shape[1] != n_words:
+        # scikit-learn's wording, which its estimator checks look for
+        raise ValueError(f"X has {shape[1]} features, but it is expecting {n_words} features as input "
+                         "(the vocabulary size of the model)")
     if isinstance(data, Corpus):
-        if n_words is not None and data.n_words != n_words:
-            raise ValueError(f"the corpus has {data.n_words} words, the model expects {n_words}")
         return data
     return Corpus(data, vocabulary=vocabulary, n_words=n_words)
 
@@ -876,7 +881,9 @@ def _from_dense(data):
     if arr.dtype == object:
         try:
             arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
+        except TypeError as exc:      # e.g. a dict among the numbers
+            raise TypeError(f"non-numeric entries in the count matrix ({exc})") from None
+        except ValueError:
             raise ValueError("ragged or non-numeric input: give documents as lists of word ids, "
                              "or a rectangular count matrix") from None
     if arr.ndim != 2:
