@@ -266,3 +266,17 @@ def test_cli_fits_a_folder_of_text(tmp_path, capsys, monkeypatch):
         assert cli.main(argv + ["--texts", str(folder)] + extra) == 2
         assert message in capsys.readouterr().err
     assert cli.main(argv + ["--lines"]) == 2 and "apply to --texts" in capsys.readouterr().err
+
+
+def test_example_text_to_topics(tmp_path, capsys):
+    """examples/text_to_topics.py on three themes: the three largest topics are the themes."""
+    from .api.conftest import _load_example
+    themes = ["apple banana cherry orchard fruit harvest".split(), "engine wheel motor road speed garage".split(),
+              "election vote senate campaign party ballot".split()]
+    rng = np.random.default_rng(0)
+    for i in range(30):
+        (tmp_path / f"{i:02d}.txt").write_text(" ".join(rng.choice(themes[i % 3], size=40)), encoding="utf-8")
+    model, scores = _load_example("text_to_topics").main([str(tmp_path), "--min-df", "1", "--n-topics", "3"])
+    assert sorted(sorted(model.top_words(k, 6)) for k in range(3)) == sorted(map(sorted, themes))
+    assert scores.shape == (3,) and np.all(np.isfinite(scores))
+    assert "30 documents, 18 words" in capsys.readouterr().out
