@@ -660,7 +660,7 @@ def _cooccurrence(docs, n_relevant, window_size, exact_windows=False):
     for tokens in docs:
         length = len(tokens)
         width = length if window_size is None else min(window_size, length)
-        starts = max(length - width + 1, 1)      # an empty document is one (empty) window
+        starts = length - width + 1      # a document shorter than the window is one window (an empty one too)
         n_windows += starts
         pos = np.flatnonzero(tokens >= 0)
         if pos.size == 0:

@@ -98,6 +98,12 @@ def test_max_features_keeps_the_most_frequent_words_ties_alphabetical():
     # c: 2 and d: 2 tokens, then a, b, e tie with 1: a wins alphabetically
     assert corpus.vocabulary == ["a", "c", "d"]
     assert counts_by_word(corpus) == [{"a": 1, "c": 2, "d": 1}, {"d": 1}]
+    # many ties, words first seen in a shuffled order: rank by (-tokens, word)
+    rng = np.random.default_rng(5)
+    docs = [[f"w{w:02d}" for w in rng.integers(0, 40, size=8)] for _ in range(30)]
+    totals = Counter(t for d in docs for t in d)
+    expected = sorted(sorted(totals, key=lambda w: (-totals[w], w))[:17])
+    assert Corpus.from_token_lists(docs, max_features=17).vocabulary == expected
 
 
 def test_custom_tokenizer_fixed_vocabulary_and_generators():
