@@ -64,6 +64,7 @@ class Corpus:
 
     See Also
     --------
+    Corpus.from_texts, Corpus.from_token_lists, Corpus.from_vectorizer, Corpus.from_gensim,
     Corpus.from_uci, Corpus.load, bnpcore.datasets.load_kos
 
     Examples

@@ -267,6 +267,9 @@ def test_cli_fits_a_folder_of_text(tmp_path, capsys, monkeypatch):
         assert sorted(map(sorted, topics)) == sorted(map(sorted, themes))   # real words, one theme per topic
     assert cli.main(["evaluate", str(tmp_path / "m.npz"), "--texts", str(folder)]) == 0
     assert "held-out per-word" in capsys.readouterr().out
+    assert cli.main(["topics", str(tmp_path / "m.npz"), "--n-words", "6"]) == 0   # the vocabulary is saved
+    printed = [set(line.split(":")[-1].split()) for line in capsys.readouterr().out.splitlines()[1:]]
+    assert sorted(map(sorted, printed)) == sorted(map(sorted, themes))
     for extra, message in ((["--data", "kos"], "not both"), (["--min-df", "99"], "no words are left"),
                            (["--lines", "--min-df", "x"], "expected a number")):
         assert cli.main(argv + ["--texts", str(folder)] + extra) == 2
