@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = ["Corpus", "as_corpus", "load", "NotFittedError", "get_include", "__version__",
            "lda", "hdp", "mixture", "datasets", "evaluation"]
 
-_SUBMODULES = {"lda", "hdp", "mixture", "datasets", "evaluation", "corpus", "base", "cli", "plot"}
+_SUBMODULES = {"lda", "hdp", "mixture", "datasets", "evaluation", "corpus", "base", "cli", "plot", "text"}
 
 
 def __getattr__(name):

@@ -203,6 +203,30 @@ class BaseEstimator:
     def __sklearn_is_fitted__(self):
         return bool(self._fitted_names())
 
+    def __sklearn_tags__(self):
+        """scikit-learn's estimator tags (scikit-learn >= 1.6 asks every
+        estimator in a ``Pipeline`` or search for them; imported here, so
+        scikit-learn stays optional): unsupervised; sparse or dense matrices
+        of non-negative integers (``categorical``, scikit-learn's only tag for
+        integer input: its checks then generate counts); a transformer when
+        ``transform`` exists; deterministic (the same ``random_state`` gives
+        the same fit and the same scores)."""
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags() if hasattr(self, "transform") else None,
+                    input_tags=InputTags(sparse=True, positive_only=True, categorical=True))
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the ``transform`` columns, scikit-learn style: the lower-cased
+        class name and the component index (``collapsedvb0``, ``collapsedvb1``, ...).
+        ``input_features`` is checked for length only."""
+        self._check_fitted()
+        if input_features is not None and len(input_features) != self.n_features_in_:
+            raise ValueError(f"input_features has {len(input_features)} names, but {type(self).__name__} was "
+                             f"fitted on {self.n_features_in_} features")
+        prefix = type(self).__name__.lower()
+        return np.array([f"{prefix}{k}" for k in range(int(self.n_components_))], dtype=object)
+
     def fit_transform(self, X, y=None, **kwargs):
         return self.fit(X, **kwargs).transform(X)
 
@@ -216,8 +240,8 @@ class BaseEstimator:
         shape = getattr(X, "shape", ())         # matrices; token lists have no width
         width = X.n_words if isinstance(X, Corpus) else shape[1] if len(shape) == 2 else None
         if width is not None and width != n_words:
-            raise ValueError(f"X has {width} words (columns), but {type(self).__name__} was fitted on "
-                             f"{n_words}")
+            raise ValueError(f"X has {width} features, but {type(self).__name__} is expecting {n_words} features "
+                             f"as input (words of its vocabulary)")
         return as_corpus(X, n_words=n_words)
 
     def _scoring_rng(self):

@@ -185,6 +185,26 @@ def load_data(spec="kos", vocab=None):
     return Corpus.from_uci(spec, vocab)
 
 
+def _load_args_data(args, vocabulary=None):
+    """(corpus, label) from --data/--vocab or --texts/--lines (the model's
+    ``vocabulary`` fixes the words of texts to evaluate)."""
+    if args.texts is None:
+        if args.lines or args.min_df is not None or args.max_df is not None:
+            raise _Error("--lines, --min-df and --max-df apply to --texts")
+        data = "kos" if args.data is None else args.data
+        return load_data(data, args.vocab), data
+    from bnpcore.corpus import Corpus
+    from bnpcore.text import read_texts
+    if args.data is not None or args.vocab is not None:
+        raise _Error("give either --texts or --data/--vocab, not both")
+    if vocabulary is not None and (args.min_df is not None or args.max_df is not None):
+        raise _Error("--min-df and --max-df do not apply to evaluate: the model's vocabulary is used")
+    if vocabulary is not None:
+        return Corpus.from_texts(read_texts(args.texts, lines=args.lines), vocabulary=vocabulary), args.texts
+    pruning = {k: v for k, v in (("min_df", args.min_df), ("max_df", args.max_df)) if v is not None}
+    return Corpus.from_texts(read_texts(args.texts, lines=args.lines), **pruning), args.texts
+
+
 # -- commands --------------------------------------------------------------------
 class _Error(Exception):
     """A user-facing error: printed as one line, exit status 2."""
@@ -255,12 +275,12 @@ def cmd_fit(args):
     est = spec.make(**overrides)
     if args.output:
         _check_writable(args.output)
-    corpus = load_data(args.data, args.vocab)
+    corpus, label = _load_args_data(args)
     observed, heldout = _split(corpus, args)
     it_name = spec.iteration_param(cls)
     total = getattr(est, it_name, None) if it_name else None
     total = total if isinstance(total, int) else None
-    print(f"fitting {name} ({spec.path}) on {args.data}: {corpus.n_docs} documents, {corpus.n_words} words, "
+    print(f"fitting {name} ({spec.path}) on {label}: {corpus.n_docs} documents, {corpus.n_words} words, "
           f"{observed.n_tokens} training and {heldout.n_tokens} held-out tokens")
     if it_name == "n_epochs":       # online: minibatches are the iterations, documents the progress
         progress = Progress(total and total * observed.n_docs, desc=name, key="n_documents", enabled=not args.quiet)
@@ -325,7 +345,9 @@ def cmd_topics(args):
 
 def cmd_evaluate(args):
     est = _load_topic_model(args.model)
-    corpus = load_data(args.data, args.vocab)
+    if args.texts is not None and getattr(est, "vocabulary_", None) is None:
+        raise _Error(f"{args.model} has no vocabulary, so texts cannot be counted for it")
+    corpus, _ = _load_args_data(args, getattr(est, "vocabulary_", None) if args.texts is not None else None)
     n_words = est.get_topics().shape[1]
     if corpus.n_words != n_words:
         raise _Error(f"the model has {n_words} words, the data {corpus.n_words}")
@@ -366,6 +388,17 @@ def _count(minimum):
     return parse
 
 
+def _doc_frequency(text):
+    """argparse type of --min-df/--max-df: an int (documents) or a float (fraction)."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of documents or a fraction, got {text!r}") from None
+
+
 def _key_value(text):
     key, sep, value = text.partition("=")
     if not sep or not key.isidentifier():
@@ -378,8 +411,16 @@ def build_parser():
     sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,list}", parser_class=_Parser)
 
     def data_options(q):
-        q.add_argument("--data", default="kos", help="'kos' (bundled), 'bars' (synthetic) or a UCI docword file")
+        q.add_argument("--data", help="'kos' (bundled, the default), 'bars' (synthetic) or a UCI docword file")
         q.add_argument("--vocab", help="UCI vocabulary file for --data PATH")
+        q.add_argument("--texts", metavar="DIR_OR_FILE",
+                       help="raw UTF-8 text instead of --data: a folder (one document per file, recursively) or a "
+                            "file (see --lines); tokenized by bnpcore.text.tokenize, English stop words removed")
+        q.add_argument("--lines", action="store_true", help="with --texts: one document per line")
+        q.add_argument("--min-df", type=_doc_frequency,
+                       help="with --texts: drop words in fewer documents (int: documents, float: fraction; default 1)")
+        q.add_argument("--max-df", type=_doc_frequency,
+                       help="with --texts: drop words in more documents (int or fraction; default 1.0)")
         q.add_argument("--heldout", type=float, default=0.1,
                        help="fraction of each document's tokens held out for scoring (default 0.1)")
         q.add_argument("--split-seed", type=int, default=0, help="seed of the token split (default 0)")

@@ -5,12 +5,17 @@ int32 counts; sorted, duplicate-free rows) and an optional vocabulary. It is
 validated once, here, with errors that name the problem; kernels trust what it
 hands them.
 
-Besides the in-memory constructors it reads the UCI bag-of-words format
-(:meth:`Corpus.from_uci`) and saves/loads itself as ``.npz``
-(:meth:`Corpus.save`, :meth:`Corpus.load`).
+Besides the in-memory constructors it counts raw text
+(:meth:`Corpus.from_texts`, :meth:`Corpus.from_token_lists`), takes over
+scikit-learn and gensim data (:meth:`Corpus.from_vectorizer`,
+:meth:`Corpus.from_gensim`, :meth:`Corpus.to_gensim`), reads and writes the UCI
+bag-of-words format (:meth:`Corpus.from_uci`, :meth:`Corpus.to_uci`) and
+saves/loads itself as ``.npz`` (:meth:`Corpus.save`, :meth:`Corpus.load`).
 """
+import array
 import gzip
 import io
+import numbers
 import zlib
 
 import numpy as np
@@ -59,6 +64,7 @@ class Corpus:
 
     See Also
     --------
+    Corpus.from_texts, Corpus.from_token_lists, Corpus.from_vectorizer, Corpus.from_gensim,
     Corpus.from_uci, Corpus.load, bnpcore.datasets.load_kos
 
     Examples
@@ -188,6 +194,286 @@ class Corpus:
                 raise ValueError(f"{vocab_path}: the vocabulary has {len(vocabulary)} words but "
                                  f"{name} says W={n_words}")
         return cls._from_arrays(indptr, word[order] - 1, count[order], n_words, vocabulary)
+
+    def to_uci(self, docword_path, vocab_path=None):
+        """Write the corpus in the UCI bag-of-words format (:meth:`from_uci` reads it back).
+
+        Parameters
+        ----------
+        docword_path : str or path-like
+            Header lines D, W, NNZ, then one ``docID wordID count`` line per
+            non-zero (1-based ids); gzip-compressed when the name ends in ``.gz``.
+        vocab_path : str or path-like, optional
+            The vocabulary, one word per line (same compression rule).
+
+        Raises
+        ------
+        ValueError
+            ``vocab_path`` for a corpus without a vocabulary, or a word that
+            cannot be written on one line (a line break, or leading or trailing
+            white space, which :meth:`from_uci` would strip).
+        """
+        if vocab_path is not None:
+            if self.vocabulary is None:
+                raise ValueError("the corpus has no vocabulary to write")
+            bad = [w for w in self.vocabulary if w != w.strip() or "\n" in w or "\r" in w or not w]
+            if bad:
+                raise ValueError(f"word {bad[0]!r} cannot be written as one line of a vocabulary file")
+        doc = np.repeat(np.arange(1, self.n_docs + 1, dtype=np.int64), np.diff(self.indptr))
+        body = np.column_stack([doc, self.indices.astype(np.int64) + 1, self.counts])
+        out = io.BytesIO()
+        out.write(f"{self.n_docs}\n{self.n_words}\n{self.nnz}\n".encode())
+        np.savetxt(out, body, fmt="%d")
+        _write_maybe_gzip(docword_path, out.getvalue())
+        if vocab_path is not None:
+            _write_maybe_gzip(vocab_path, "".join(w + "\n" for w in self.vocabulary).encode("utf-8"))
+
+    # -- text and other libraries ----------------------------------------------
+    @classmethod
+    def from_texts(cls, texts, tokenizer=None, *, min_df=1, max_df=1.0, stop_words="english", max_features=None,
+                   vocabulary=None):
+        """Count the words of raw text documents.
+
+        Each text is tokenized (by default :func:`bnpcore.text.tokenize`:
+        Unicode NFC, lower case, runs of two or more word characters holding a
+        letter), stop words are removed, and the counts go through
+        :meth:`from_token_lists` (vocabulary in sorted order, rare and common
+        words pruned by ``min_df``/``max_df``/``max_features``).
+
+        Parameters
+        ----------
+        texts : iterable of str
+            One string per document, read once (a generator is fine, e.g.
+            :func:`bnpcore.text.read_texts`). Document j of the corpus is the
+            j-th text, also when it is left empty.
+        tokenizer : callable, optional
+            ``tokenizer(text) -> iterable of str`` replacing the default; it does
+            all the normalising (the default's lower-casing is not applied).
+        min_df, max_df : int or float, default 1 and 1.0
+            Keep the words found in at least ``min_df`` and at most ``max_df``
+            documents; a float is a fraction of the documents, an int a number
+            of documents (scikit-learn's ``CountVectorizer`` meaning).
+        stop_words : "english", collection of str or None, default "english"
+            Tokens removed before counting; "english" is
+            :data:`bnpcore.text.ENGLISH_STOP_WORDS`.
+        max_features : int, optional
+            Keep only the ``max_features`` words with the most tokens (after
+            ``min_df``/``max_df``; ties go to the alphabetically first word).
+        vocabulary : sequence of str, optional
+            A fixed vocabulary, e.g. a fitted model's ``vocabulary_`` for new
+            documents: tokens outside it are dropped and word ids follow its
+            order; ``min_df``, ``max_df`` and ``max_features`` must be left at
+            their defaults.
+
+        Returns
+        -------
+        Corpus
+            With its ``vocabulary``.
+
+        Raises
+        ------
+        TypeError
+            An item of ``texts`` that is not a ``str`` (naming its position).
+        ValueError
+            No texts; no tokens at all; pruning that removes every word; bad
+            ``min_df``/``max_df``/``max_features``.
+
+        See Also
+        --------
+        bnpcore.text.read_texts : texts from a file or a folder.
+
+        Examples
+        --------
+        >>> c = Corpus.from_texts(["The cat sat.", "The cat and the hat."])
+        >>> c.vocabulary, c.matrix.toarray().tolist()
+        (['cat', 'hat', 'sat'], [[1, 0, 1], [1, 1, 0]])
+        """
+        from bnpcore.text import tokenize
+        tokenizer = tokenize if tokenizer is None else tokenizer
+        if not callable(tokenizer):
+            raise TypeError(f"tokenizer must be callable, got {type(tokenizer).__name__}")
+
+        def token_lists():
+            for j, text in enumerate(_iterate(texts, "texts")):
+                if not isinstance(text, str):
+                    hint = " (decode bytes first, e.g. with bnpcore.text.read_texts)" if isinstance(
+                        text, (bytes, bytearray)) else ""
+                    raise TypeError(f"texts[{j}] is of type {type(text).__name__}, not str{hint}")
+                yield tokenizer(text)
+        return cls.from_token_lists(token_lists(), min_df=min_df, max_df=max_df, stop_words=stop_words,
+                                    max_features=max_features, vocabulary=vocabulary)
+
+    @classmethod
+    def from_token_lists(cls, docs, *, min_df=1, max_df=1.0, stop_words=None, max_features=None, vocabulary=None):
+        """Count already tokenized documents (lists of word strings).
+
+        The vocabulary is every token kept, in sorted order, unless
+        ``vocabulary`` fixes it. Parameters as in :meth:`from_texts`, except
+        that ``stop_words`` defaults to None (the tokens are taken as given).
+
+        Parameters
+        ----------
+        docs : iterable of iterable of str
+        min_df, max_df, stop_words, max_features, vocabulary
+            See :meth:`from_texts`.
+
+        Returns
+        -------
+        Corpus
+
+        Examples
+        --------
+        >>> c = Corpus.from_token_lists([["b", "a", "b"], ["c"]])
+        >>> c.vocabulary, c.matrix.toarray().tolist()
+        (['a', 'b', 'c'], [[1, 2, 0], [0, 0, 1]])
+        """
+        stop = _stop_words(stop_words)
+        fixed = vocabulary is not None
+        if fixed:
+            if (min_df, max_df, max_features) != (1, 1.0, None):
+                raise ValueError("min_df, max_df and max_features do not apply to a fixed vocabulary")
+            vocabulary = [str(w) for w in vocabulary]
+            index = {w: i for i, w in enumerate(vocabulary)}
+        else:
+            index = {}
+        cols, lengths = array.array("q"), array.array("q")
+        for j, doc in enumerate(_iterate(docs, "docs")):
+            if isinstance(doc, (str, bytes)):
+                raise TypeError(f"document {j} is a {type(doc).__name__}; give each document as a list of tokens")
+            n = len(cols)
+            for tok in _iterate(doc, f"document {j}"):
+                if not isinstance(tok, str):
+                    raise TypeError(f"document {j}: tokens must be str, got {type(tok).__name__} {tok!r}")
+                if tok in stop:
+                    continue
+                if fixed:
+                    if tok in index:
+                        cols.append(index[tok])
+                else:
+                    cols.append(index.setdefault(tok, len(index)))
+            lengths.append(len(cols) - n)
+        if not lengths:
+            raise ValueError("no documents: the iterable of documents is empty")
+        if not index:
+            raise ValueError(f"the {len(lengths)} documents hold no tokens"
+                             + (" besides stop words" if stop else ""))
+        rows = np.repeat(np.arange(len(lengths), dtype=np.int64), np.frombuffer(lengths, dtype=np.int64))
+        m = sp.csr_matrix((np.ones(len(cols), dtype=np.int32), (rows, np.frombuffer(cols, dtype=np.int64))),
+                          shape=(len(lengths), len(index)))
+        m.sum_duplicates()
+        if not fixed:
+            words = np.array(list(index), dtype=object)
+            keep = _prune(m, words, min_df, max_df, max_features)
+            keep = keep[np.argsort(words[keep].astype(str), kind="stable")]
+            m, vocabulary = m[:, keep], words[keep].tolist()
+        return cls(m, vocabulary=vocabulary)
+
+    @classmethod
+    def from_vectorizer(cls, X, vectorizer):
+        """A corpus from scikit-learn's ``CountVectorizer`` output and its vocabulary.
+
+        Parameters
+        ----------
+        X : sparse matrix of shape (n_docs, n_words)
+            ``vectorizer.fit_transform(texts)`` or ``vectorizer.transform(texts)``.
+        vectorizer : fitted ``CountVectorizer`` (or any object with
+            ``get_feature_names_out()``)
+            A ``TfidfVectorizer`` qualifies only with ``use_idf=False,
+            norm=None`` (raw counts): topic models need counts.
+
+        Raises
+        ------
+        ValueError
+            ``X`` and the vocabulary differ in width; ``X`` holds non-integer
+            values (TF-IDF weights).
+        """
+        words = [str(w) for w in vectorizer.get_feature_names_out()]
+        if X.shape[1] != len(words):
+            raise ValueError(f"X has {X.shape[1]} columns but the vectorizer's vocabulary {len(words)} words")
+        values = X.data if sp.issparse(X) else np.asarray(X)
+        if np.asarray(values).dtype.kind == "f" and np.any(values != np.round(values)):
+            raise ValueError("X holds non-integer values (TF-IDF weights?): topic models need word counts; "
+                             "use CountVectorizer, or TfidfVectorizer(use_idf=False, norm=None)")
+        return cls(X, vocabulary=words)
+
+    @classmethod
+    def from_gensim(cls, bow_corpus, dictionary=None):
+        """A corpus from gensim's bag-of-words format.
+
+        Parameters
+        ----------
+        bow_corpus : iterable of list of (int, int)
+            Documents as ``(word_id, count)`` pairs (``Dictionary.doc2bow``
+            output, or any streamed gensim corpus); a pair repeated within a
+            document is summed.
+        dictionary : gensim ``Dictionary`` or mapping of int to str, optional
+            Ids 0..n-1 (after ``dictionary.filter_extremes`` this holds; call
+            ``compactify()`` after other removals). Without it the width is one
+            more than the largest id and there is no vocabulary.
+
+        Raises
+        ------
+        ValueError
+            Malformed pairs, negative or non-integer counts, ids outside the
+            dictionary, dictionary ids with gaps (naming the document).
+        """
+        vocabulary = None
+        if dictionary is not None:
+            ids = sorted(dictionary.keys())
+            if ids != list(range(len(ids))):
+                raise ValueError("the dictionary's ids must be 0..n-1 without gaps (call dictionary.compactify())")
+            vocabulary = [str(dictionary[i]) for i in ids]
+        rows, cols, counts = [], [], []
+        for j, doc in enumerate(_iterate(bow_corpus, "bow_corpus")):
+            try:
+                pairs = np.asarray(list(doc), dtype=np.float64).reshape(-1, 2)
+            except (TypeError, ValueError):
+                raise ValueError(f"document {j} is not a list of (word_id, count) pairs") from None
+            ids = pairs[:, 0]
+            if np.any(ids != np.round(ids)) or np.any(ids < 0) or (vocabulary is not None and
+                                                                   np.any(ids >= len(vocabulary))):
+                bad = ids[(ids != np.round(ids)) | (ids < 0) | (ids >= (len(vocabulary) if vocabulary else np.inf))]
+                raise ValueError(f"document {j}: word id {bad[0]:g} is not an id of the "
+                                 + (f"{len(vocabulary)}-word dictionary" if vocabulary else "vocabulary"))
+            rows.append(np.full(len(pairs), j, dtype=np.int64))
+            cols.append(ids.astype(np.int64))
+            counts.append(pairs[:, 1])
+        if not rows:
+            raise ValueError("no documents: bow_corpus is empty")
+        cols = np.concatenate(cols)
+        width = len(vocabulary) if vocabulary is not None else int(cols.max(initial=-1)) + 1
+        if width == 0:
+            raise ValueError("the documents hold no words and no dictionary gives the vocabulary size")
+        m = sp.coo_matrix((np.concatenate(counts), (np.concatenate(rows), cols)), shape=(len(rows), width))
+        return cls(m, vocabulary=vocabulary)
+
+    def to_gensim(self):
+        """The corpus in gensim's format: ``(bow_corpus, dictionary)``.
+
+        Returns
+        -------
+        bow_corpus : list of list of (int, int)
+            Document j as ``(word_id, count)`` pairs in word-id order.
+        dictionary : gensim.corpora.Dictionary
+            Word ``i`` of the vocabulary (its id as text without one) under id
+            ``i``, with document frequencies, collection frequencies and
+            counts of documents and tokens.
+
+        Raises
+        ------
+        ImportError
+            gensim is not installed (``pip install gensim``).
+        """
+        try:
+            from gensim.corpora import Dictionary
+        except ImportError as exc:
+            raise ImportError("Corpus.to_gensim needs gensim (pip install gensim)") from exc
+        ids, counts = self.indices.tolist(), self.counts.tolist()
+        bow = [list(zip(ids[a:b], counts[a:b])) for a, b in zip(self.indptr[:-1].tolist(), self.indptr[1:].tolist())]
+        dictionary = Dictionary.from_corpus(bow, id2word={w: self.word(w) for w in range(self.n_words)})
+        dictionary.cfs = dict(enumerate(np.bincount(self.indices, weights=self.counts,
+                                                    minlength=self.n_words).astype(np.int64).tolist()))
+        return bow, dictionary
 
     def save(self, path):
         """Write the corpus (counts and vocabulary) to a compressed ``.npz`` file.
@@ -392,9 +678,12 @@ class Corpus:
 
 def as_corpus(data, vocabulary=None, n_words=None):
     """``data`` if it is a :class:`Corpus` (checked against ``n_words``), else ``Corpus(data, ...)``."""
+    shape = getattr(data, "shape", ())      # a Corpus or a matrix; token lists have no width
+    if n_words is not None and len(shape) == 2 and shape[1] != n_words:
+        # scikit-learn's wording, which its estimator checks look for
+        raise ValueError(f"X has {shape[1]} features, but it is expecting {n_words} features as input "
+                         "(the vocabulary size of the model)")
     if isinstance(data, Corpus):
-        if n_words is not None and data.n_words != n_words:
-            raise ValueError(f"the corpus has {data.n_words} words, the model expects {n_words}")
         return data
     return Corpus(data, vocabulary=vocabulary, n_words=n_words)
 
@@ -415,6 +704,69 @@ def _read_maybe_gzip(path):
         return gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: not a valid gzip file ({exc})") from None
+
+
+def _write_maybe_gzip(path, data):
+    """Write bytes, gzip-compressed when the file name ends in ".gz"."""
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _iterate(items, what):
+    if isinstance(items, (str, bytes)):
+        raise TypeError(f"{what} is a single {type(items).__name__}; give a list (or other iterable) of them")
+    try:
+        return iter(items)
+    except TypeError:
+        raise TypeError(f"{what} must be an iterable, got {type(items).__name__}") from None
+
+
+def _stop_words(stop_words):
+    """The set of stop words: None, "english" or a collection of strings."""
+    if stop_words is None:
+        return frozenset()
+    if isinstance(stop_words, str):
+        if stop_words != "english":
+            raise ValueError(f"stop_words must be 'english', a collection of words or None, got {stop_words!r}")
+        from bnpcore.text import ENGLISH_STOP_WORDS
+        return ENGLISH_STOP_WORDS
+    words = frozenset(_iterate(stop_words, "stop_words"))
+    if not all(isinstance(w, str) for w in words):
+        raise TypeError("stop_words must hold strings")
+    return words
+
+
+def _document_count(value, name, n_docs):
+    """min_df/max_df as a number of documents: an int >= 0 as is, a float in [0, 1] times n_docs."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+        return value * n_docs
+    raise ValueError(f"{name} must be an int >= 0 (documents) or a float in [0, 1] (fraction), got {value!r}")
+
+
+def _prune(m, words, min_df, max_df, max_features):
+    """Column ids of a (docs x words) count matrix kept by the document-frequency
+    bounds and the max_features most frequent words (ties: alphabetical)."""
+    n_docs = m.shape[0]
+    low, high = _document_count(min_df, "min_df", n_docs), _document_count(max_df, "max_df", n_docs)
+    df = np.bincount(m.indices, minlength=m.shape[1])
+    keep = np.flatnonzero((df >= low) & (df <= high))
+    if max_features is not None:
+        check_int(max_features, "max_features")
+        tokens = np.bincount(m.indices, weights=m.data, minlength=m.shape[1])[keep]
+        order = np.lexsort((words[keep].astype(str), -tokens))
+        keep = keep[order[:max_features]]
+    if keep.size == 0:
+        raise ValueError(f"no words are left: min_df={min_df!r} and max_df={max_df!r} keep the words found in "
+                         f"{low:g} to {high:g} of the {n_docs} documents, and each of the {len(words)} distinct "
+                         f"words is in {df.min()} to {df.max()} (every document would be empty); lower min_df or "
+                         "raise max_df")
+    return keep
 
 
 def _check_width(n_words):
@@ -530,7 +882,9 @@ def _from_dense(data):
     if arr.dtype == object:
         try:
             arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
+        except TypeError as exc:      # e.g. a dict among the numbers
+            raise TypeError(f"non-numeric entries in the count matrix ({exc})") from None
+        except ValueError:
             raise ValueError("ragged or non-numeric input: give documents as lists of word ids, "
                              "or a rectangular count matrix") from None
     if arr.ndim != 2:

@@ -93,8 +93,10 @@ def test_bad_vocabulary():
         Corpus([["a", "z"]], vocabulary=["a", "b"])
     with pytest.raises(ValueError, match="disagrees"):
         Corpus([[0]], vocabulary=["a", "b"], n_words=3)
-    with pytest.raises(ValueError, match="the model expects 7"):
+    with pytest.raises(ValueError, match="X has 3 features, but it is expecting 7"):
         as_corpus(Corpus([[0]], n_words=3), n_words=7)
+    with pytest.raises(ValueError, match="X has 2 features, but it is expecting 3"):
+        as_corpus(np.ones((4, 2)), n_words=3)      # a narrower matrix is not widened
 
 
 def test_selection_and_token_view():
