@@ -1,0 +1,408 @@
+"""Message passing on the junction tree of a discrete Bayesian network with
+collapsed Dirichlet CPTs: collapsed standard VB, collapsed Gibbs sampling by
+forward filtering / backward sampling, and their hybrid (Welling, Teh & Kappen
+2008, section 6).
+
+The tree comes from ``bnpcore.bayesnet.junction.Plan`` as flat int64 tables
+(``plan``, a dict):
+
+* cliques ``c = 0..C-1``, root first, each after its ``parent[c]``; clique c's
+  joint states occupy ``clique_off[c] : clique_off[c] + clique_size[c]`` of a
+  belief vector;
+* separator of c and its parent: ``sep_size[c]`` states at ``sep_off[c]`` of the
+  message vector; ``cmap[clique_off[c] + i]`` is the separator state of c's
+  state i, ``pmap[pmap_off[c] + b]`` that of the parent's state b;
+* assigned families ``a``: in clique ``aclique[a]``, whose state i selects the
+  family's count entry ``base[n, a] + offtab[aoff[a] + i]`` and column
+  ``colbase[n, a] + coltab[aoff[a] + i]`` for data case n.
+
+Counts are flat doubles over all families' entries (``vb``: expectations of
+the variational cases, ``cg``: the sampled cases' current sample) and columns
+(``vb_col``, ``cg_col``), with the priors ``prior`` and their column sums
+``prior_col``. The log potential of a family entry e in column l is
+
+* POT_TABLE: ``table[e]`` (parallel SVB, scoring);
+* POT_PSI:   ``psi(vb[e] + cg[e] + prior[e]) - psi(vb_col[l] + cg_col[l] + prior_col[l])``
+  ([HYB] eq 28, counts including the case itself);
+* POT_RATIO: ``log((cg[e] + vb[e] + prior[e]) / (cg_col[l] + vb_col[l] + prior_col[l]))``
+  ([HYB] eq 29, counts without the token being sampled).
+
+Clique potentials are exponentiated after subtracting their maximum (the
+shift goes into the log normaliser), messages are normalised, so nothing
+underflows for the tables of real networks.
+"""
+from contextlib import nullcontext
+
+import numpy as np
+from libc.math cimport exp, fabs, log, INFINITY
+from libc.stdint cimport int32_t, int64_t
+
+from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform
+from bnpcore.kernels.special cimport bnp_digamma
+
+cdef enum:
+    P_TABLE = 0
+    P_PSI = 1
+    P_RATIO = 2
+POT_TABLE, POT_PSI, POT_RATIO = P_TABLE, P_PSI, P_RATIO
+
+
+cdef struct Tree:
+    int64_t C, A
+    const int64_t *clique_size
+    const int64_t *clique_off
+    const int64_t *parent
+    const int64_t *sep_size
+    const int64_t *sep_off
+    const int64_t *cmap
+    const int64_t *pmap
+    const int64_t *pmap_off
+    const int64_t *aclique
+    const int64_t *aoff
+    const int64_t *offtab
+    const int64_t *coltab
+    double *belief       # clique_off[C] doubles
+    double *lp           # aoff[A]: log potentials of each assigned family
+    double *msg          # sep_off[C]: upward messages (normalised)
+    double *work         # max(clique, separator) size
+    int64_t *assign      # C: sampled clique states
+
+
+cdef struct Pots:
+    int mode
+    const double *table
+    double *vb
+    double *cg
+    double *vb_col
+    double *cg_col
+    const double *prior
+    const double *prior_col
+
+
+cdef inline double log_potential(const Pots *p, int64_t e, int64_t l) noexcept nogil:
+    if p.mode == P_TABLE:
+        return p.table[e]
+    if p.mode == P_PSI:
+        return (bnp_digamma(p.vb[e] + p.cg[e] + p.prior[e])
+                - bnp_digamma(p.vb_col[l] + p.cg_col[l] + p.prior_col[l]))
+    return log((p.cg[e] + p.vb[e] + p.prior[e]) / (p.cg_col[l] + p.vb_col[l] + p.prior_col[l]))
+
+
+cdef double potentials(Tree *t, const Pots *p, const int64_t *base, const int64_t *colbase) noexcept nogil:
+    """belief <- exp(sum of the clique's family log potentials - clique max), lp <- the
+    log potentials; returns the sum of the subtracted maxima."""
+    cdef int64_t a, c, i, off, n
+    cdef double m, shift = 0.0, x
+    for i in range(t.clique_off[t.C]):
+        t.belief[i] = 0.0
+    for a in range(t.A):
+        c = t.aclique[a]
+        off = t.clique_off[c]
+        for i in range(t.clique_size[c]):
+            x = log_potential(p, base[a] + t.offtab[t.aoff[a] + i], colbase[a] + t.coltab[t.aoff[a] + i])
+            t.lp[t.aoff[a] + i] = x
+            t.belief[off + i] += x
+    for c in range(t.C):
+        off = t.clique_off[c]
+        n = t.clique_size[c]
+        m = -INFINITY
+        for i in range(n):
+            if t.belief[off + i] > m:
+                m = t.belief[off + i]
+        for i in range(n):
+            t.belief[off + i] = exp(t.belief[off + i] - m)
+        shift += m
+    return shift
+
+
+cdef double upward(Tree *t) noexcept nogil:
+    """Collect towards the root; child beliefs keep potential x messages from their
+    children (what backward sampling needs). Returns log of the normaliser
+    (relative to the potentials' scale); -inf if it is zero."""
+    cdef int64_t c, i, p, off, poff, s
+    cdef double tot, logz = 0.0
+    cdef double *m
+    for c in range(t.C - 1, 0, -1):
+        p = t.parent[c]
+        off = t.clique_off[c]
+        m = t.msg + t.sep_off[c]
+        for s in range(t.sep_size[c]):
+            m[s] = 0.0
+        for i in range(t.clique_size[c]):
+            m[t.cmap[off + i]] += t.belief[off + i]
+        tot = 0.0
+        for s in range(t.sep_size[c]):
+            tot += m[s]
+        if tot <= 0.0:
+            return -INFINITY
+        for s in range(t.sep_size[c]):
+            m[s] /= tot
+        logz += log(tot)
+        poff = t.clique_off[p]
+        for i in range(t.clique_size[p]):
+            t.belief[poff + i] *= m[t.pmap[t.pmap_off[c] + i]]
+    tot = 0.0
+    for i in range(t.clique_size[0]):
+        tot += t.belief[i]
+    if tot <= 0.0:
+        return -INFINITY
+    return logz + log(tot)
+
+
+cdef inline void normalise(double *x, int64_t n) noexcept nogil:
+    cdef double tot = 0.0
+    cdef int64_t i
+    for i in range(n):
+        tot += x[i]
+    for i in range(n):
+        x[i] /= tot
+
+
+cdef void downward(Tree *t) noexcept nogil:
+    """Distribute from the root (Hugin): afterwards every clique's belief is its
+    normalised marginal. Needs ``upward`` first."""
+    cdef int64_t c, i, p, off, poff, s
+    cdef double *m
+    cdef double *new = t.work
+    normalise(t.belief, t.clique_size[0])
+    for c in range(1, t.C):
+        p = t.parent[c]
+        off = t.clique_off[c]
+        poff = t.clique_off[p]
+        m = t.msg + t.sep_off[c]
+        for s in range(t.sep_size[c]):
+            new[s] = 0.0
+        for i in range(t.clique_size[p]):
+            new[t.pmap[t.pmap_off[c] + i]] += t.belief[poff + i]
+        for i in range(t.clique_size[c]):
+            s = t.cmap[off + i]
+            t.belief[off + i] = t.belief[off + i] * new[s] / m[s] if m[s] > 0.0 else 0.0
+        normalise(t.belief + off, t.clique_size[c])
+
+
+cdef void backward_sample(Tree *t, bnp_bitgen_t *g) noexcept nogil:
+    """Sample every clique's state top-down, one uniform per clique: the root from
+    its belief, each child from its upward belief restricted to the separator
+    state of its parent's sample ([HYB] section 6, forward filtering /
+    backward sampling; Scott 2002). Needs ``upward`` first."""
+    cdef int64_t c, i, off, n, s, last
+    cdef double tot, u
+    for c in range(t.C):
+        off = t.clique_off[c]
+        n = t.clique_size[c]
+        s = t.pmap[t.pmap_off[c] + t.assign[t.parent[c]]] if c > 0 else 0
+        tot = 0.0
+        for i in range(n):
+            if c == 0 or t.cmap[off + i] == s:
+                tot += t.belief[off + i]
+            t.work[i] = tot
+        u = bnp_rng_uniform(g) * tot
+        last = -1
+        for i in range(n):
+            if c == 0 or t.cmap[off + i] == s:
+                last = i
+                if t.work[i] > u:
+                    break
+        t.assign[c] = last
+
+
+cdef double vb_case(Tree *t, Pots *p, const int64_t *base, const int64_t *colbase, double weight,
+                    double *q, bint update, double *delta) noexcept nogil:
+    """Variational update of one case (weight = its count): belief propagation with
+    the current potentials, clique marginals into q (its previous marginals), and,
+    with ``update``, the change of weight x marginals added to the vb counts.
+    Returns weight x the entropy of the case's new posterior,
+    log Z - E[sum of log potentials]."""
+    cdef int64_t a, c, i, e, l, off, n = t.clique_off[t.C]
+    cdef double logz, ent, d, change = 0.0
+    logz = potentials(t, p, base, colbase) + upward(t)
+    downward(t)
+    ent = logz
+    for a in range(t.A):
+        off = t.clique_off[t.aclique[a]]
+        for i in range(t.clique_size[t.aclique[a]]):
+            if t.belief[off + i] > 0.0:
+                ent -= t.belief[off + i] * t.lp[t.aoff[a] + i]
+            if update:
+                d = weight * (t.belief[off + i] - q[off + i])
+                e = base[a] + t.offtab[t.aoff[a] + i]
+                l = colbase[a] + t.coltab[t.aoff[a] + i]
+                p.vb[e] += d
+                p.vb_col[l] += d
+    for i in range(n):
+        change += fabs(t.belief[i] - q[i])
+        q[i] = t.belief[i]
+    delta[0] += weight * change
+    return weight * ent
+
+
+cdef inline void move_token(Tree *t, Pots *p, const int64_t *base, const int64_t *colbase,
+                            const int32_t *z, double step) noexcept nogil:
+    """Add (step = 1) or remove (-1) one sampled token with clique states z to the cg counts."""
+    cdef int64_t a, i
+    for a in range(t.A):
+        i = z[t.aclique[a]]
+        p.cg[base[a] + t.offtab[t.aoff[a] + i]] += step
+        p.cg_col[colbase[a] + t.coltab[t.aoff[a] + i]] += step
+
+
+cdef void cg_token(Tree *t, Pots *p, const int64_t *base, const int64_t *colbase, int32_t *z,
+                   bnp_bitgen_t *g) noexcept nogil:
+    """Collapsed Gibbs draw of all hidden nodes of one token jointly ([HYB] eq 29)."""
+    cdef int64_t c
+    move_token(t, p, base, colbase, z, -1.0)
+    potentials(t, p, base, colbase)
+    upward(t)
+    backward_sample(t, g)
+    for c in range(t.C):
+        z[c] = <int32_t>t.assign[c]
+    move_token(t, p, base, colbase, z, 1.0)
+
+
+cdef const int64_t *index_table(dict plan, str name) except NULL:
+    """Pointer to element 0 of a (non-empty, int64) table of the plan, which owns it."""
+    cdef const int64_t[::1] v = plan[name]
+    return &v[0]
+
+
+cdef double *scratch_array(dict scratch, str name) except NULL:
+    cdef double[::1] v = scratch[name]
+    return &v[0]
+
+
+cdef int bind_tree(Tree *t, dict plan, dict scratch) except -1:
+    cdef int64_t[::1] assign = scratch["assign"]
+    t.C = plan["n_cliques"]
+    t.A = plan["n_assigned"]
+    if t.C < 1:
+        raise ValueError("the plan has no hidden nodes")
+    t.clique_size = index_table(plan, "clique_size")
+    t.clique_off = index_table(plan, "clique_off")
+    t.parent = index_table(plan, "parent")
+    t.sep_size = index_table(plan, "sep_size")
+    t.sep_off = index_table(plan, "sep_off")
+    t.cmap = index_table(plan, "cmap")
+    t.pmap = index_table(plan, "pmap")
+    t.pmap_off = index_table(plan, "pmap_off")
+    t.aclique = index_table(plan, "aclique")
+    t.aoff = index_table(plan, "aoff")
+    t.offtab = index_table(plan, "offtab")
+    t.coltab = index_table(plan, "coltab")
+    t.belief = scratch_array(scratch, "belief")
+    t.lp = scratch_array(scratch, "lp")
+    t.msg = scratch_array(scratch, "msg")
+    t.work = scratch_array(scratch, "work")
+    t.assign = &assign[0]
+    return 0
+
+
+def sweep(dict plan, dict scratch,                                                      # IN tree, scratch
+          const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,                    # IN cases
+          const int64_t[::1] weights, int64_t threshold, int mode,                      # IN
+          bint do_vb, bint do_cg, bint update,                                          # IN
+          double[:, ::1] q, int32_t[:, ::1] z,                                          # IN/OUT state
+          double[::1] vb, double[::1] cg, double[::1] vb_col, double[::1] cg_col,       # IN/OUT counts
+          const double[::1] prior, const double[::1] prior_col, const double[::1] table,  # IN
+          generator=None):
+    """One pass over the cases in order: each case with weight > threshold gets a
+    variational update (if ``do_vb``) with potentials of ``mode`` (POT_PSI:
+    sequential, counts changed after each case if ``update``; POT_TABLE: the
+    frozen table of a parallel step, ``update`` False); each of the weight
+    tokens of the other cases a joint Gibbs draw of its hidden nodes (if
+    ``do_cg``; POT_RATIO potentials, counts changed after each token).
+
+    ``q`` holds one row of clique marginals per variational case (rows in case
+    order), ``z`` one row of clique states per sampled token (cases in order,
+    each case's tokens in a run). Equivalent NumPy for a variational case with
+    one clique: ``q[row] = softmax(sum_a lp_a)``, ``vb[entries] += weight *
+    (q_new - q_old)``.
+
+    Returns ``(delta, entropy)``: sum over variational cases of weight x the
+    sum of |q_new - q_old| over clique states, and of weight x the entropy of
+    the new posterior.
+    """
+    cdef Tree t
+    cdef Pots p
+    cdef int64_t n, N = base.shape[0], row = 0, zi = 0, k
+    cdef double delta = 0.0, entropy = 0.0
+    cdef int64_t n_rows = 0, n_tokens = 0
+    w = np.asarray(weights)
+    n_rows = int(np.count_nonzero(w > threshold))
+    n_tokens = int(w[w <= threshold].sum())
+    if q.shape[0] != n_rows or z.shape[0] != n_tokens:
+        raise ValueError(f"need {n_rows} marginal rows and {n_tokens} sample rows, got {q.shape[0]} and "
+                         f"{z.shape[0]}")
+    if colbase.shape[0] != N or weights.shape[0] != N or base.shape[1] != plan["n_assigned"]:
+        raise ValueError("base, colbase and weights must have one row per case")
+    if mode not in (P_TABLE, P_PSI, P_RATIO):
+        raise ValueError(f"unknown potential mode {mode}")
+    bind_tree(&t, plan, scratch)
+    p.mode = mode
+    p.table = &table[0]
+    p.vb = &vb[0]
+    p.cg = &cg[0]
+    p.vb_col = &vb_col[0]
+    p.cg_col = &cg_col[0]
+    p.prior = &prior[0]
+    p.prior_col = &prior_col[0]
+    do_cg = do_cg and n_tokens > 0
+    cdef bnp_bitgen_t *g = bitgen_of(generator) if do_cg else NULL
+    cdef int vb_mode = mode
+    lock = generator.bit_generator.lock if do_cg else nullcontext()
+    with lock, nogil:
+        for n in range(N):
+            if weights[n] > threshold:
+                if do_vb:
+                    p.mode = vb_mode
+                    entropy += vb_case(&t, &p, &base[n, 0], &colbase[n, 0], <double>weights[n], &q[row, 0],
+                                       update, &delta)
+                row += 1
+            else:
+                if do_cg:
+                    p.mode = P_RATIO
+                    for k in range(weights[n]):
+                        cg_token(&t, &p, &base[n, 0], &colbase[n, 0], &z[zi + k, 0], g)
+                zi += weights[n]
+    return delta, entropy
+
+
+def log_partition(dict plan, dict scratch, const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,  # IN
+                  const double[::1] table, double[::1] out):                                          # IN, OUT
+    """``out[n] = log sum_h exp(sum_a table[entry_a(n, h)])`` over the hidden
+    states h of case n: with log CPTs as the table, the log-probability of the
+    case's observed values, less the all-observed families.
+
+    Equivalent NumPy (one clique): ``logsumexp(sum_a table[base[n, a] + offtab_a])``.
+    """
+    cdef Tree t
+    cdef Pots p
+    cdef int64_t n, N = base.shape[0]
+    if out.shape[0] != N or colbase.shape[0] != N or base.shape[1] != plan["n_assigned"]:
+        raise ValueError("base, colbase and out must have one row per case")
+    bind_tree(&t, plan, scratch)
+    p.mode = P_TABLE
+    p.table = &table[0]
+    with nogil:
+        for n in range(N):
+            out[n] = potentials(&t, &p, &base[n, 0], &colbase[n, 0]) + upward(&t)
+
+
+def marginals(dict plan, dict scratch, const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,  # IN
+              const double[::1] table, double[:, ::1] out):                                       # IN, OUT
+    """Clique marginals of every case under the log potentials ``table``: row n of
+    ``out`` is the belief vector (all cliques) after belief propagation."""
+    cdef Tree t
+    cdef Pots p
+    cdef int64_t n, i, N = base.shape[0]
+    if out.shape[0] != N or base.shape[1] != plan["n_assigned"]:
+        raise ValueError("base and out must have one row per case")
+    bind_tree(&t, plan, scratch)
+    p.mode = P_TABLE
+    p.table = &table[0]
+    with nogil:
+        for n in range(N):
+            potentials(&t, &p, &base[n, 0], &colbase[n, 0])
+            upward(&t)
+            downward(&t)
+            for i in range(t.clique_off[t.C]):
+                out[n, i] = t.belief[i]
