@@ -167,10 +167,6 @@ class NetworkState(BatchState):
             record["bound"] = self.bound(entropy)
         return record
 
-    @property
-    def n_components(self):
-        return len(self.plan.hidden)
-
     def counts(self):
         """Current counts (expectations plus sample), flat."""
         return self.vb + self.cg
@@ -322,8 +318,7 @@ class _NetworkEstimator(BaseEstimator):
             if sampling:
                 state.collect()
             seconds += time.perf_counter() - tick
-            record = {"n_cases": it * int(weights.sum()), "fit_seconds": seconds,
-                      "n_components": int(state.n_components)}
+            record = {"n_cases": it * int(weights.sum()), "fit_seconds": seconds}
             record.update(metrics)
             if scorer is not None and (it % eval_every == 0 or it == max_iter):
                 logp = scorer.log_prob(state.log_cpts())
@@ -401,8 +396,7 @@ _ATTRS = """
         Node name -> posterior-mean CPT ``(counts + prior) / column sums``.
     history_ : list of dict
         One record per sweep: ``iteration``, ``n_cases`` (cases processed so
-        far), ``fit_seconds``, ``n_components`` (the number of hidden nodes),
-        ``delta`` (mean absolute change of the clique marginals per variational
+        far), ``fit_seconds``, ``delta`` (mean absolute change of the clique marginals per variational
         case and clique), ``bound`` (without sampled cases: the named terms of
         the collapsed SVB bound), and with held-out data ``heldout_loglik``
         (mean per case) and ``perplexity``.
