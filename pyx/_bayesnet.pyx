@@ -12,9 +12,12 @@ The tree comes from ``bnpcore.bayesnet.junction.Plan`` as flat int64 tables
 * separator of c and its parent: ``sep_size[c]`` states at ``sep_off[c]`` of the
   message vector; ``cmap[clique_off[c] + i]`` is the separator state of c's
   state i, ``pmap[pmap_off[c] + b]`` that of the parent's state b;
-* assigned families ``a``: in clique ``aclique[a]``, whose state i selects the
-  family's count entry ``base[n, a] + offtab[aoff[a] + i]`` and column
-  ``colbase[n, a] + coltab[aoff[a] + i]`` for data case n.
+* assigned families ``a``: in clique ``aclique[a]``; the joint state j of the
+  family's hidden members (its scope, ``soff[a+1] - soff[a]`` states) selects
+  the count entry ``base[n, a] + offtab[soff[a] + j]`` and column
+  ``colbase[n, a] + coltab[soff[a] + j]`` for data case n, and clique state i
+  lies in scope state ``scope[aoff[a] + i]``. Potentials are computed once per
+  scope state and spread over the clique; count updates are gathered back.
 
 Counts are flat doubles over all families' entries (``vb``: expectations of
 the variational cases, ``cg``: the sampled cases' current sample) and columns
@@ -46,6 +49,13 @@ cdef enum:
     P_RATIO = 2
 POT_TABLE, POT_PSI, POT_RATIO = P_TABLE, P_PSI, P_RATIO
 
+# what a variational case does to the vb counts
+cdef enum:
+    U_NONE = 0      # nothing
+    U_CHANGE = 1    # add weight x (new - old) family marginals (sequential schedule)
+    U_ADD = 2       # add weight x new family marginals (parallel: counts rebuilt from zero)
+UPDATE_NONE, UPDATE_CHANGE, UPDATE_ADD = U_NONE, U_CHANGE, U_ADD
+
 
 cdef struct Tree:
     int64_t C, A
@@ -59,10 +69,13 @@ cdef struct Tree:
     const int64_t *pmap_off
     const int64_t *aclique
     const int64_t *aoff
+    const int64_t *soff
+    const int64_t *scope
     const int64_t *offtab
     const int64_t *coltab
     double *belief       # clique_off[C] doubles
-    double *lp           # aoff[A]: log potentials of each assigned family
+    double *lp           # soff[A]: log potentials of each family's scope states
+    double *marg         # 2 x the largest scope: new and old family marginals
     double *msg          # sep_off[C]: upward messages (normalised)
     double *work         # max(clique, separator) size
     int64_t *assign      # C: sampled clique states
@@ -89,19 +102,24 @@ cdef inline double log_potential(const Pots *p, int64_t e, int64_t l) noexcept n
 
 
 cdef double potentials(Tree *t, const Pots *p, const int64_t *base, const int64_t *colbase) noexcept nogil:
-    """belief <- exp(sum of the clique's family log potentials - clique max), lp <- the
-    log potentials; returns the sum of the subtracted maxima."""
-    cdef int64_t a, c, i, off, n
-    cdef double m, shift = 0.0, x
+    """lp <- the log potentials of every family's scope states, belief <- exp(sum of
+    the clique's family log potentials - clique max); returns the sum of the
+    subtracted maxima."""
+    cdef int64_t a, c, i, j, off, n
+    cdef double m, shift = 0.0
+    cdef double *lp
+    cdef const int64_t *sc
     for i in range(t.clique_off[t.C]):
         t.belief[i] = 0.0
     for a in range(t.A):
+        lp = t.lp + t.soff[a]
+        for j in range(t.soff[a + 1] - t.soff[a]):
+            lp[j] = log_potential(p, base[a] + t.offtab[t.soff[a] + j], colbase[a] + t.coltab[t.soff[a] + j])
         c = t.aclique[a]
         off = t.clique_off[c]
+        sc = t.scope + t.aoff[a]
         for i in range(t.clique_size[c]):
-            x = log_potential(p, base[a] + t.offtab[t.aoff[a] + i], colbase[a] + t.coltab[t.aoff[a] + i])
-            t.lp[t.aoff[a] + i] = x
-            t.belief[off + i] += x
+            t.belief[off + i] += lp[sc[i]]
     for c in range(t.C):
         off = t.clique_off[c]
         n = t.clique_size[c]
@@ -207,28 +225,39 @@ cdef void backward_sample(Tree *t, bnp_bitgen_t *g) noexcept nogil:
 
 
 cdef double vb_case(Tree *t, Pots *p, const int64_t *base, const int64_t *colbase, double weight,
-                    double *q, bint update, double *delta) noexcept nogil:
+                    double *q, int update, double *delta) noexcept nogil:
     """Variational update of one case (weight = its count): belief propagation with
-    the current potentials, clique marginals into q (its previous marginals), and,
-    with ``update``, the change of weight x marginals added to the vb counts.
-    Returns weight x the entropy of the case's new posterior,
+    the current potentials, clique marginals into q (its previous marginals), and
+    the vb counts changed as ``update`` says (U_CHANGE: weight x the change of
+    each family's marginal; U_ADD: weight x the new marginal). Returns weight x the entropy of the case's new posterior,
     log Z - E[sum of log potentials]."""
-    cdef int64_t a, c, i, e, l, off, n = t.clique_off[t.C]
+    cdef int64_t a, c, i, j, off, S, n = t.clique_off[t.C]
     cdef double logz, ent, d, change = 0.0
+    cdef double *new = t.marg
+    cdef double *old
+    cdef const int64_t *sc
     logz = potentials(t, p, base, colbase) + upward(t)
     downward(t)
     ent = logz
     for a in range(t.A):
-        off = t.clique_off[t.aclique[a]]
-        for i in range(t.clique_size[t.aclique[a]]):
-            if t.belief[off + i] > 0.0:
-                ent -= t.belief[off + i] * t.lp[t.aoff[a] + i]
-            if update:
-                d = weight * (t.belief[off + i] - q[off + i])
-                e = base[a] + t.offtab[t.aoff[a] + i]
-                l = colbase[a] + t.coltab[t.aoff[a] + i]
-                p.vb[e] += d
-                p.vb_col[l] += d
+        c = t.aclique[a]
+        off = t.clique_off[c]
+        sc = t.scope + t.aoff[a]
+        S = t.soff[a + 1] - t.soff[a]
+        old = t.marg + S
+        for j in range(S):
+            new[j] = 0.0
+            old[j] = 0.0
+        for i in range(t.clique_size[c]):
+            new[sc[i]] += t.belief[off + i]
+            old[sc[i]] += q[off + i]
+        for j in range(S):
+            if new[j] > 0.0:
+                ent -= new[j] * t.lp[t.soff[a] + j]
+            if update != U_NONE:
+                d = weight * (new[j] - old[j]) if update == U_CHANGE else weight * new[j]
+                p.vb[base[a] + t.offtab[t.soff[a] + j]] += d
+                p.vb_col[colbase[a] + t.coltab[t.soff[a] + j]] += d
     for i in range(n):
         change += fabs(t.belief[i] - q[i])
         q[i] = t.belief[i]
@@ -239,11 +268,11 @@ cdef double vb_case(Tree *t, Pots *p, const int64_t *base, const int64_t *colbas
 cdef inline void move_token(Tree *t, Pots *p, const int64_t *base, const int64_t *colbase,
                             const int32_t *z, double step) noexcept nogil:
     """Add (step = 1) or remove (-1) one sampled token with clique states z to the cg counts."""
-    cdef int64_t a, i
+    cdef int64_t a, j
     for a in range(t.A):
-        i = z[t.aclique[a]]
-        p.cg[base[a] + t.offtab[t.aoff[a] + i]] += step
-        p.cg_col[colbase[a] + t.coltab[t.aoff[a] + i]] += step
+        j = t.soff[a] + t.scope[t.aoff[a] + z[t.aclique[a]]]
+        p.cg[base[a] + t.offtab[j]] += step
+        p.cg_col[colbase[a] + t.coltab[j]] += step
 
 
 cdef void cg_token(Tree *t, Pots *p, const int64_t *base, const int64_t *colbase, int32_t *z,
@@ -286,10 +315,13 @@ cdef int bind_tree(Tree *t, dict plan, dict scratch) except -1:
     t.pmap_off = index_table(plan, "pmap_off")
     t.aclique = index_table(plan, "aclique")
     t.aoff = index_table(plan, "aoff")
+    t.soff = index_table(plan, "soff")
+    t.scope = index_table(plan, "scope")
     t.offtab = index_table(plan, "offtab")
     t.coltab = index_table(plan, "coltab")
     t.belief = scratch_array(scratch, "belief")
     t.lp = scratch_array(scratch, "lp")
+    t.marg = scratch_array(scratch, "marg")
     t.msg = scratch_array(scratch, "msg")
     t.work = scratch_array(scratch, "work")
     t.assign = &assign[0]
@@ -299,15 +331,16 @@ cdef int bind_tree(Tree *t, dict plan, dict scratch) except -1:
 def sweep(dict plan, dict scratch,                                                      # IN tree, scratch
           const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,                    # IN cases
           const int64_t[::1] weights, int64_t threshold, int mode,                      # IN
-          bint do_vb, bint do_cg, bint update,                                          # IN
+          bint do_vb, bint do_cg, int update,                                           # IN
           double[:, ::1] q, int32_t[:, ::1] z,                                          # IN/OUT state
           double[::1] vb, double[::1] cg, double[::1] vb_col, double[::1] cg_col,       # IN/OUT counts
           const double[::1] prior, const double[::1] prior_col, const double[::1] table,  # IN
           generator=None):
     """One pass over the cases in order: each case with weight > threshold gets a
     variational update (if ``do_vb``) with potentials of ``mode`` (POT_PSI:
-    sequential, counts changed after each case if ``update``; POT_TABLE: the
-    frozen table of a parallel step, ``update`` False); each of the weight
+    sequential, counts changed after each case with ``update=UPDATE_CHANGE``;
+    POT_TABLE: the frozen table of a parallel step, with ``UPDATE_ADD`` into
+    counts the caller reset, or ``UPDATE_NONE``); each of the weight
     tokens of the other cases a joint Gibbs draw of its hidden nodes (if
     ``do_cg``; POT_RATIO potentials, counts changed after each token).
 

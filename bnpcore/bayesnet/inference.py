@@ -119,18 +119,18 @@ class NetworkState(BatchState):
         return q
 
     def _assigned(self):
-        """(clique, entry offsets, column offsets) of each assigned family."""
+        """(family, clique, entry offset of each clique state) of the assigned families."""
         t, plan = self.plan.tables, self.plan
         for a in range(plan.n_assigned):
-            c = int(t["aclique"][a])
-            yield a, c, t["offtab"][t["aoff"][a]:t["aoff"][a + 1]], t["coltab"][t["aoff"][a]:t["aoff"][a + 1]]
+            scope = t["scope"][t["aoff"][a]:t["aoff"][a + 1]]
+            yield a, int(t["aclique"][a]), t["offtab"][t["soff"][a]:t["soff"][a + 1]][scope]
 
     def _recount_expected(self):
         """vb counts from the clique marginals (plus the all-observed families)."""
         vb = self.weights > self.threshold
         base, w = self.base[vb], self.weights[vb].astype(np.float64)
         self.vb[:] = self.fixed
-        for a, c, offs, _ in self._assigned():
+        for a, c, offs in self._assigned():
             block = self.q[:, self.plan.clique_off[c]:self.plan.clique_off[c + 1]]
             np.add.at(self.vb, base[:, a, None] + offs[None, :], w[:, None] * block)
         self.vb_col = self.counts_layout.column_sums(self.vb)
@@ -140,7 +140,7 @@ class NetworkState(BatchState):
         sampled = np.flatnonzero(self.weights <= self.threshold)
         case = np.repeat(sampled, self.weights[sampled])
         self.cg[:] = 0.0
-        for a, c, offs, _ in self._assigned():
+        for a, c, offs in self._assigned():
             np.add.at(self.cg, self.base[case, a] + offs[self.z[:, c]], 1.0)
         self.cg_col = self.counts_layout.column_sums(self.cg)
 
@@ -155,10 +155,11 @@ class NetworkState(BatchState):
         if self.schedule == "parallel":
             table = (digamma(self.vb + layout.prior)
                      - digamma(self.vb_col + layout.prior_col)[layout.col_of])
-            delta, entropy = self._run(_bayesnet.POT_TABLE, False, table)
-            self._recount_expected()
+            self.vb[:] = self.fixed          # the kernel adds every case's new marginals
+            self.vb_col = layout.column_sums(self.vb)
+            delta, entropy = self._run(_bayesnet.POT_TABLE, _bayesnet.UPDATE_ADD, table)
         else:
-            delta, entropy = self._run(_bayesnet.POT_PSI, True, layout.prior)
+            delta, entropy = self._run(_bayesnet.POT_PSI, _bayesnet.UPDATE_CHANGE, layout.prior)
         self.n_sweeps += 1
         if self.schedule == "sequential" and self.n_sweeps % _RECOUNT_EVERY == 0:
             self._recount_expected()

@@ -90,10 +90,12 @@ class Plan:
     parent states) ``col_off[v] : col_off[v] + size / n_states``.
 
     Families with a hidden member are *assigned* to the first clique (root
-    first) holding their hidden members; for clique assignment ``i`` of that
-    clique the family's entry is ``base[case, a] + offtab[aoff[a] + i]`` and its
-    column ``colbase[case, a] + coltab[aoff[a] + i]``, where ``base`` and
-    ``colbase`` carry the observed members' part. Families of observed nodes
+    first) holding their hidden members. Family ``a`` has ``S_a`` joint states
+    of its hidden members (its *scope*, row-major in member order): scope state
+    ``j`` is the entry ``base[case, a] + offtab[soff[a] + j]`` and the column
+    ``colbase[case, a] + coltab[soff[a] + j]``, where ``base`` and ``colbase``
+    carry the observed members' part, and clique state ``i`` of its clique
+    falls in scope state ``scope[aoff[a] + i]``. Families of observed nodes
     only are constant for every case (``constant``).
 
     Parameters
@@ -176,7 +178,7 @@ class Plan:
         self.sep_off = np.concatenate([[0], np.cumsum(self.sep_size)]).astype(np.int64)
         # assigned families
         self.assigned, self.constant = [], []
-        offtab, coltab, aoff, aclique = [], [], [0], []
+        offtab, coltab, scope, soff, aoff, aclique = [], [], [], [0], [0], []
         self.obs_strides, self.obs_colstrides = [], []
         for v in self.nodes:
             members = net.parents[v] + [v]
@@ -193,8 +195,13 @@ class Plan:
                 continue
             c = next(c for c in range(C) if all(members[i] in self.cliques[c] for i in hid))
             idx = [self.cliques[c].index(members[i]) for i in hid]
-            offtab.append(tables[c][:, idx] @ strides[hid])
-            coltab.append(tables[c][:, idx] @ colstrides[hid])
+            hstates = net.states[[members[i] for i in hid]]
+            hstrides = np.array([int(np.prod(hstates[i + 1:])) for i in range(len(hid))], dtype=np.int64)
+            joint = _assignments(hstates)
+            offtab.append(joint @ strides[hid])
+            coltab.append(joint @ colstrides[hid])
+            scope.append(tables[c][:, idx] @ hstrides)
+            soff.append(soff[-1] + len(joint))
             aoff.append(aoff[-1] + self.clique_size[c])
             aclique.append(c)
             self.assigned.append(v)
@@ -207,7 +214,8 @@ class Plan:
             "clique_size": arr(list(self.clique_size)), "clique_off": arr(list(self.clique_off)),
             "parent": arr(list(self.parent)), "sep_size": arr(list(self.sep_size)), "sep_off": arr(list(self.sep_off)),
             "cmap": arr(cmap), "pmap": arr(pmap), "pmap_off": arr(pm_off),
-            "aclique": arr(aclique), "aoff": arr(aoff), "offtab": arr(offtab), "coltab": arr(coltab),
+            "aclique": arr(aclique), "aoff": arr(aoff), "soff": arr(soff), "scope": arr(scope),
+            "offtab": arr(offtab), "coltab": arr(coltab),
             "n_cliques": C, "n_assigned": len(self.assigned),
         }
         self.n_cliques, self.n_assigned = C, len(self.assigned)
@@ -255,7 +263,8 @@ class Plan:
     def scratch(self):
         """Work arrays of one message-passing call."""
         return {"belief": np.zeros(max(int(self.clique_off[-1]), 1)),
-                "lp": np.zeros(max(int(self.tables["aoff"][-1]), 1)),
+                "lp": np.zeros(max(int(self.tables["soff"][-1]), 1)),
+                "marg": np.zeros(2 * max(int(np.diff(self.tables["soff"]).max(initial=1)), 1)),
                 "msg": np.zeros(max(int(self.sep_off[-1]), 1)),
                 "work": np.zeros(max(int(self.clique_size.max(initial=1)), int(self.sep_size.max(initial=1)))),
                 "assign": np.zeros(max(self.n_cliques, 1), dtype=np.int64)}
