@@ -331,18 +331,18 @@ cdef int bind_tree(Tree *t, dict plan, dict scratch) except -1:
 def sweep(dict plan, dict scratch,                                                      # IN tree, scratch
           const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,                    # IN cases
           const int64_t[::1] weights, int64_t threshold, int mode,                      # IN
-          bint do_vb, bint do_cg, int update,                                           # IN
+          int update,                                                                   # IN
           double[:, ::1] q, int32_t[:, ::1] z,                                          # IN/OUT state
           double[::1] vb, double[::1] cg, double[::1] vb_col, double[::1] cg_col,       # IN/OUT counts
           const double[::1] prior, const double[::1] prior_col, const double[::1] table,  # IN
           generator=None):
     """One pass over the cases in order: each case with weight > threshold gets a
-    variational update (if ``do_vb``) with potentials of ``mode`` (POT_PSI:
+    variational update with potentials of ``mode`` (POT_PSI:
     sequential, counts changed after each case with ``update=UPDATE_CHANGE``;
     POT_TABLE: the frozen table of a parallel step, with ``UPDATE_ADD`` into
     counts the caller reset, or ``UPDATE_NONE``); each of the weight
-    tokens of the other cases a joint Gibbs draw of its hidden nodes (if
-    ``do_cg``; POT_RATIO potentials, counts changed after each token).
+    tokens of the other cases a joint Gibbs draw of its hidden nodes (POT_RATIO
+    potentials, counts changed after each token; ``generator`` draws).
 
     ``q`` holds one row of clique marginals per variational case (rows in case
     order), ``z`` one row of clique states per sampled token (cases in order,
@@ -378,23 +378,21 @@ def sweep(dict plan, dict scratch,                                              
     p.cg_col = &cg_col[0]
     p.prior = &prior[0]
     p.prior_col = &prior_col[0]
-    do_cg = do_cg and n_tokens > 0
+    cdef bint do_cg = n_tokens > 0
     cdef bnp_bitgen_t *g = bitgen_of(generator) if do_cg else NULL
     cdef int vb_mode = mode
     lock = generator.bit_generator.lock if do_cg else nullcontext()
     with lock, nogil:
         for n in range(N):
             if weights[n] > threshold:
-                if do_vb:
-                    p.mode = vb_mode
-                    entropy += vb_case(&t, &p, &base[n, 0], &colbase[n, 0], <double>weights[n], &q[row, 0],
-                                       update, &delta)
+                p.mode = vb_mode
+                entropy += vb_case(&t, &p, &base[n, 0], &colbase[n, 0], <double>weights[n], &q[row, 0],
+                                   update, &delta)
                 row += 1
             else:
-                if do_cg:
-                    p.mode = P_RATIO
-                    for k in range(weights[n]):
-                        cg_token(&t, &p, &base[n, 0], &colbase[n, 0], &z[zi + k, 0], g)
+                p.mode = P_RATIO
+                for k in range(weights[n]):
+                    cg_token(&t, &p, &base[n, 0], &colbase[n, 0], &z[zi + k, 0], g)
                 zi += weights[n]
     return delta, entropy
 

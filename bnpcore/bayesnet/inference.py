@@ -145,8 +145,9 @@ class NetworkState(BatchState):
         self.cg_col = self.counts_layout.column_sums(self.cg)
 
     def _run(self, mode, update, table):
+        """One kernel sweep; returns (delta, entropy)."""
         return _bayesnet.sweep(self.plan.tables, self.scratch, self.base, self.colbase, self.weights,
-                               self.threshold, mode, True, True, update, self.q, self.z, self.vb, self.cg,
+                               self.threshold, mode, update, self.q, self.z, self.vb, self.cg,
                                self.vb_col, self.cg_col, self.counts_layout.prior,
                                self.counts_layout.prior_col, table, self.rng)
 

@@ -30,11 +30,14 @@ def triangulate(adj):
     """Greedy min-fill elimination of the graph ``adj``; returns the maximal
     cliques of the triangulated graph (sorted tuples), in elimination order."""
     adj = {v: set(n) for v, n in adj.items()}
+
+    def fill(v):
+        """Edges that eliminating v adds between its neighbours."""
+        nb = list(adj[v])
+        return sum(1 for i, a in enumerate(nb) for b in nb[i + 1:] if b not in adj[a])
+
     cliques = []
     while adj:
-        def fill(v):
-            nb = list(adj[v])
-            return sum(1 for i, a in enumerate(nb) for b in nb[i + 1:] if b not in adj[a])
         v = min(adj, key=lambda u: (fill(u), len(adj[u]), u))
         clique = tuple(sorted(adj[v] | {v}))
         if not any(set(clique) <= set(c) for c in cliques):
