@@ -133,6 +133,16 @@ cdef double potentials(Tree *t, const Pots *p, const int64_t *base, const int64_
     return shift
 
 
+cdef inline void to_separator(double *out, const double *belief, const int64_t *sepmap, int64_t n,
+                              int64_t n_sep) noexcept nogil:
+    """out[s] = sum of belief[i] over the clique states i with sepmap[i] == s."""
+    cdef int64_t i, s
+    for s in range(n_sep):
+        out[s] = 0.0
+    for i in range(n):
+        out[sepmap[i]] += belief[i]
+
+
 cdef double upward(Tree *t) noexcept nogil:
     """Collect towards the root; child beliefs keep potential x messages from their
     children (what backward sampling needs). Returns log of the normaliser
@@ -144,10 +154,7 @@ cdef double upward(Tree *t) noexcept nogil:
         p = t.parent[c]
         off = t.clique_off[c]
         m = t.msg + t.sep_off[c]
-        for s in range(t.sep_size[c]):
-            m[s] = 0.0
-        for i in range(t.clique_size[c]):
-            m[t.cmap[off + i]] += t.belief[off + i]
+        to_separator(m, t.belief + off, t.cmap + off, t.clique_size[c], t.sep_size[c])
         tot = 0.0
         for s in range(t.sep_size[c]):
             tot += m[s]
@@ -188,10 +195,7 @@ cdef void downward(Tree *t) noexcept nogil:
         off = t.clique_off[c]
         poff = t.clique_off[p]
         m = t.msg + t.sep_off[c]
-        for s in range(t.sep_size[c]):
-            new[s] = 0.0
-        for i in range(t.clique_size[p]):
-            new[t.pmap[t.pmap_off[c] + i]] += t.belief[poff + i]
+        to_separator(new, t.belief + poff, t.pmap + t.pmap_off[c], t.clique_size[p], t.sep_size[c])
         for i in range(t.clique_size[c]):
             s = t.cmap[off + i]
             t.belief[off + i] = t.belief[off + i] * new[s] / m[s] if m[s] > 0.0 else 0.0
@@ -397,43 +401,33 @@ def sweep(dict plan, dict scratch,                                              
     return delta, entropy
 
 
-def log_partition(dict plan, dict scratch, const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,  # IN
-                  const double[::1] table, double[::1] out):                                          # IN, OUT
-    """``out[n] = log sum_h exp(sum_a table[entry_a(n, h)])`` over the hidden
-    states h of case n: with log CPTs as the table, the log-probability of the
-    case's observed values, less the all-observed families.
+def propagate(dict plan, dict scratch, const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,  # IN
+              const double[::1] table, double[::1] logz, double[:, ::1] beliefs=None):            # IN, OUT
+    """Belief propagation for every case under the log potentials ``table``.
 
-    Equivalent NumPy (one clique): ``logsumexp(sum_a table[base[n, a] + offtab_a])``.
+    ``logz[n] = log sum_h exp(sum_a table[entry_a(n, h)])`` over the hidden
+    states h of case n: with log CPTs as the table, the log-probability of the
+    case's observed values, less the all-observed families. If ``beliefs`` is
+    given, its row n receives the case's clique marginals (all cliques).
+
+    Equivalent NumPy (one clique): ``logsumexp(sum_a table[base[n, a] + offtab_a])``
+    and ``softmax`` of the same sum.
     """
     cdef Tree t
     cdef Pots p
-    cdef int64_t n, N = base.shape[0]
-    if out.shape[0] != N or colbase.shape[0] != N or base.shape[1] != plan["n_assigned"]:
-        raise ValueError("base, colbase and out must have one row per case")
-    bind_tree(&t, plan, scratch)
-    p.mode = P_TABLE
-    p.table = &table[0]
-    with nogil:
-        for n in range(N):
-            out[n] = potentials(&t, &p, &base[n, 0], &colbase[n, 0]) + upward(&t)
-
-
-def marginals(dict plan, dict scratch, const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,  # IN
-              const double[::1] table, double[:, ::1] out):                                       # IN, OUT
-    """Clique marginals of every case under the log potentials ``table``: row n of
-    ``out`` is the belief vector (all cliques) after belief propagation."""
-    cdef Tree t
-    cdef Pots p
     cdef int64_t n, i, N = base.shape[0]
-    if out.shape[0] != N or base.shape[1] != plan["n_assigned"]:
-        raise ValueError("base and out must have one row per case")
+    cdef bint with_beliefs = beliefs is not None
+    if logz.shape[0] != N or colbase.shape[0] != N or base.shape[1] != plan["n_assigned"]:
+        raise ValueError("base, colbase and logz must have one row per case")
+    if with_beliefs and (beliefs.shape[0] != N or beliefs.shape[1] != plan["clique_off"][plan["n_cliques"]]):
+        raise ValueError("beliefs must have one row of all clique states per case")
     bind_tree(&t, plan, scratch)
     p.mode = P_TABLE
     p.table = &table[0]
     with nogil:
         for n in range(N):
-            potentials(&t, &p, &base[n, 0], &colbase[n, 0])
-            upward(&t)
-            downward(&t)
-            for i in range(t.clique_off[t.C]):
-                out[n, i] = t.belief[i]
+            logz[n] = potentials(&t, &p, &base[n, 0], &colbase[n, 0]) + upward(&t)
+            if with_beliefs:
+                downward(&t)
+                for i in range(t.clique_off[t.C]):
+                    beliefs[n, i] = t.belief[i]

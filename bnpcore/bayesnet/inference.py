@@ -246,7 +246,7 @@ class Scorer:
             out = log_cpts[const].sum(axis=1)
             if plan.n_cliques:
                 z = np.empty(len(base))
-                _bayesnet.log_partition(plan.tables, scratch, base, colbase, log_cpts, z)
+                _bayesnet.propagate(plan.tables, scratch, base, colbase, log_cpts, z)
                 out = out + z
             total = total + sign * out
         return total
@@ -371,7 +371,8 @@ class _NetworkEstimator(BaseEstimator):
         plan = Plan(net, net.observed)
         base, colbase = plan.bases(data)
         beliefs = np.empty((len(data), int(plan.clique_off[-1])))
-        _bayesnet.marginals(plan.tables, plan.scratch(), base, colbase, self._log_cpts, beliefs)
+        _bayesnet.propagate(plan.tables, plan.scratch(), base, colbase, self._log_cpts, np.empty(len(data)),
+                            beliefs)
         out = {}
         for v in plan.hidden:
             c = next(c for c, clique in enumerate(plan.cliques) if v in clique)
