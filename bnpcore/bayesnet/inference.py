@@ -100,7 +100,8 @@ class NetworkState(BatchState):
         self.n_collected = 0
 
     def restore(self, corpus):
-        self.corpus = corpus
+        """(Re)build the junction tree, its scratch and the per-case offsets (not saved)."""
+        self.corpus = corpus        # unused: the data are the state's own ``data``
         self.plan = Plan(self.network, self.network.observed)
         self.scratch = self.plan.scratch()
         self.base, self.colbase = self.plan.bases(self.data)

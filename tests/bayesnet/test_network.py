@@ -1,7 +1,10 @@
 """Declaring networks and data: every error names the node; the SVB bound never
 decreases on random networks; estimator basics."""
+import itertools
+
 import numpy as np
 import pytest
+from scipy.special import logsumexp
 
 from bnpcore.bayesnet import CollapsedGibbs, Hybrid, Network, Node, StandardVB
 from bnpcore.bayesnet.junction import Plan, clique_tree, triangulate
@@ -128,3 +131,36 @@ def test_heldout_given_is_a_conditional(naive_bayes):
     cond = est.score(joint, counts, given=["x1"])
     marginal = est_x1.score(np.repeat(joint[:, :1], counts, axis=0))
     np.testing.assert_allclose(full - cond, marginal, rtol=1e-12)
+
+
+@pytest.mark.parametrize("fixture", ["naive_bayes", "chain"])
+def test_transform_and_score_by_enumeration(request, fixture):
+    """Posterior marginals and log p(observed) under the fitted CPTs, against
+    summing the product of the CPTs over every hidden state."""
+    net = request.getfixturevalue(fixture)
+    data = observed_sample(net, 30, 1)
+    est = CollapsedGibbs(net, max_iter=20, burn_in=5, random_state=0).fit(data)
+    rows, counts = net.check_data(data)
+    hidden = [net.index[h] for h in net.hidden]
+    grid = np.array(list(itertools.product(*[range(int(net.states[v])) for v in hidden])))
+    logp = np.zeros((len(rows), len(grid)))
+    full = np.zeros((len(rows), len(grid), len(net.nodes)), dtype=np.int64)
+    full[:, :, [net.index[o] for o in net.observed]] = rows[:, None, :]
+    full[:, :, hidden] = grid[None, :, :]
+    for v, name in enumerate(net.names):
+        logp += np.log(est.cpts_[name][tuple(full[:, :, u] for u in net.parents[v] + [v])])
+    evidence = logsumexp(logp, axis=1)
+    np.testing.assert_allclose(est.score(rows, counts), np.dot(counts, evidence) / counts.sum(), rtol=1e-12)
+    post = np.exp(logp - evidence[:, None])
+    marginals = est.transform(rows)
+    for i, h in enumerate(net.hidden):
+        expect = np.stack([post[:, grid[:, i] == k].sum(axis=1) for k in range(int(net.states[hidden[i]]))], 1)
+        np.testing.assert_allclose(marginals[h], expect, atol=1e-12)
+
+
+def test_callback_stops_the_fit(naive_bayes):
+    data = observed_sample(naive_bayes, 30, 2)
+    est = StandardVB(naive_bayes, max_iter=50, tol=None, random_state=0)
+    with est.reporting(lambda est, record: record["iteration"] == 3):
+        est.fit(data)
+    assert est.n_iter_ == 3 and len(est.history_) == 3
