@@ -17,14 +17,23 @@ from .conftest import enumerate_posterior, log_joint
 
 
 def diamond():
-    """h1 -> (h2, h3) -> h4: moralising joins h2 and h3, the cycle needs a chord."""
+    """h1 -> (h2, h3) -> h4: a loop, closed into triangles by moralisation (h2 - h3)."""
     return Network([Node("h1", 2, prior=0.8), Node("h2", 3, ["h1"], prior=0.6), Node("h3", 2, ["h1"], prior=0.9),
                     Node("h4", 2, ["h2", "h3"], prior=0.7), Node("o1", 3, ["h4"], observed=True, prior=0.5),
                     Node("o2", 2, ["h2", "h3"], observed=True, prior=0.4)])
 
 
+def ring():
+    """Hidden a, b, c, d with observed children of (a, b), (b, c), (c, d), (d, a): the
+    moral graph is a chordless 4-cycle, which triangulation must fill in."""
+    return Network([Node("a", 2, prior=0.8), Node("b", 3, prior=0.6), Node("c", 2, prior=0.9),
+                    Node("d", 2, prior=0.7), Node("x", 2, ["a", "b"], observed=True, prior=0.5),
+                    Node("y", 3, ["b", "c"], observed=True, prior=0.4), Node("u", 2, ["c", "d"], observed=True),
+                    Node("v", 2, ["d", "a"], observed=True, prior=0.3)])
+
+
 def networks(naive_bayes, chain):
-    return {"naive_bayes": naive_bayes, "chain": chain, "diamond": diamond()}
+    return {"naive_bayes": naive_bayes, "chain": chain, "diamond": diamond(), "ring": ring()}
 
 
 def small_data(net, seed, n_cases=4):
@@ -61,7 +70,7 @@ def clique_marginals(plan, hidden, p):
     return out
 
 
-@pytest.mark.parametrize("name", ["naive_bayes", "chain", "diamond"])
+@pytest.mark.parametrize("name", ["naive_bayes", "chain", "diamond", "ring"])
 def test_belief_propagation_is_exact(naive_bayes, chain, name):
     net = networks(naive_bayes, chain)[name]
     plan = Plan(net, net.observed)
@@ -80,11 +89,12 @@ def test_belief_propagation_is_exact(naive_bayes, chain, name):
         np.testing.assert_allclose(beliefs[n], clique_marginals(plan, hidden, p), atol=1e-12)
 
 
-def test_junction_tree_structure():
-    net = diamond()
+@pytest.mark.parametrize("make", [diamond, ring])
+def test_junction_tree_structure(make):
+    net = make()
     plan = Plan(net, net.observed)
     cliques = [set(c) for c in plan.cliques]
-    assert all(len(c) <= 3 for c in cliques)               # min-fill adds one chord to the 4-cycle
+    assert len(cliques) == 2 and all(len(c) == 3 for c in cliques)     # two triangles (ring: one chord)
     # every family's hidden members lie in one clique
     for v in range(len(net.nodes)):
         members = {u for u in net.parents[v] + [v] if u in plan.hidden}
@@ -96,7 +106,7 @@ def test_junction_tree_structure():
         assert len(roots) == 1
 
 
-@pytest.mark.parametrize("name", ["naive_bayes", "chain", "diamond"])
+@pytest.mark.parametrize("name", ["naive_bayes", "chain", "diamond", "ring"])
 def test_svb_update_and_bound_by_enumeration(naive_bayes, chain, name):
     """One parallel sweep: every case's new posterior is the normalised product of
     exp(psi(N + a) - psi(N_col + A)) over its hidden states ([HYB] eq 28), and the
