@@ -24,10 +24,10 @@ the variational cases, ``cg``: the sampled cases' current sample) and columns
 (``vb_col``, ``cg_col``), with the priors ``prior`` and their column sums
 ``prior_col``. The log potential of a family entry e in column l is
 
-* POT_TABLE: ``table[e]`` (parallel SVB, scoring);
-* POT_PSI:   ``psi(vb[e] + cg[e] + prior[e]) - psi(vb_col[l] + cg_col[l] + prior_col[l])``
+* P_TABLE: ``table[e]`` (parallel SVB, scoring);
+* P_PSI:   ``psi(vb[e] + cg[e] + prior[e]) - psi(vb_col[l] + cg_col[l] + prior_col[l])``
   ([HYB] eq 28, counts including the case itself);
-* POT_RATIO: ``log((cg[e] + vb[e] + prior[e]) / (cg_col[l] + vb_col[l] + prior_col[l]))``
+* P_RATIO: ``log((cg[e] + vb[e] + prior[e]) / (cg_col[l] + vb_col[l] + prior_col[l]))``
   ([HYB] eq 29, counts without the token being sampled).
 
 Clique potentials are exponentiated after subtracting their maximum (the
@@ -37,8 +37,10 @@ underflows for the tables of real networks.
 from contextlib import nullcontext
 
 import numpy as np
+from cython.parallel cimport prange, threadid
 from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
 
 from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform
 from bnpcore.kernels.special cimport bnp_digamma
@@ -47,14 +49,11 @@ cdef enum:
     P_TABLE = 0
     P_PSI = 1
     P_RATIO = 2
-POT_TABLE, POT_PSI, POT_RATIO = P_TABLE, P_PSI, P_RATIO
 
 # what a variational case does to the vb counts
 cdef enum:
-    U_NONE = 0      # nothing
     U_CHANGE = 1    # add weight x (new - old) family marginals (sequential schedule)
     U_ADD = 2       # add weight x new family marginals (parallel: counts rebuilt from zero)
-UPDATE_NONE, UPDATE_CHANGE, UPDATE_ADD = U_NONE, U_CHANGE, U_ADD
 
 
 cdef struct Tree:
@@ -233,7 +232,9 @@ cdef double vb_case(Tree *t, Pots *p, const int64_t *base, const int64_t *colbas
     """Variational update of one case (weight = its count): belief propagation with
     the current potentials, clique marginals into q (its previous marginals), and
     the vb counts changed as ``update`` says (U_CHANGE: weight x the change of
-    each family's marginal; U_ADD: weight x the new marginal). Returns weight x the entropy of the case's new posterior,
+    each family's marginal; U_ADD: weight x the new marginal). Reads only this
+    tree's scratch, ``q`` and the potentials, writes q and p.vb / p.vb_col: cases
+    can run in parallel with their own trees and count buffers. Returns weight x the entropy of the case's new posterior,
     log Z - E[sum of log potentials]."""
     cdef int64_t a, c, i, j, off, S, n = t.clique_off[t.C]
     cdef double logz, ent, d, change = 0.0
@@ -258,10 +259,9 @@ cdef double vb_case(Tree *t, Pots *p, const int64_t *base, const int64_t *colbas
         for j in range(S):
             if new[j] > 0.0:
                 ent -= new[j] * t.lp[t.soff[a] + j]
-            if update != U_NONE:
-                d = weight * (new[j] - old[j]) if update == U_CHANGE else weight * new[j]
-                p.vb[base[a] + t.offtab[t.soff[a] + j]] += d
-                p.vb_col[colbase[a] + t.coltab[t.soff[a] + j]] += d
+            d = weight * (new[j] - old[j]) if update == U_CHANGE else weight * new[j]
+            p.vb[base[a] + t.offtab[t.soff[a] + j]] += d
+            p.vb_col[colbase[a] + t.coltab[t.soff[a] + j]] += d
     for i in range(n):
         change += fabs(t.belief[i] - q[i])
         q[i] = t.belief[i]
@@ -334,19 +334,17 @@ cdef int bind_tree(Tree *t, dict plan, dict scratch) except -1:
 
 def sweep(dict plan, dict scratch,                                                      # IN tree, scratch
           const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,                    # IN cases
-          const int64_t[::1] weights, int64_t threshold, int mode,                      # IN
-          int update,                                                                   # IN
+          const int64_t[::1] weights, int64_t threshold,                                # IN
           double[:, ::1] q, int32_t[:, ::1] z,                                          # IN/OUT state
           double[::1] vb, double[::1] cg, double[::1] vb_col, double[::1] cg_col,       # IN/OUT counts
-          const double[::1] prior, const double[::1] prior_col, const double[::1] table,  # IN
+          const double[::1] prior, const double[::1] prior_col,                         # IN
           generator=None):
-    """One pass over the cases in order: each case with weight > threshold gets a
-    variational update with potentials of ``mode`` (POT_PSI:
-    sequential, counts changed after each case with ``update=UPDATE_CHANGE``;
-    POT_TABLE: the frozen table of a parallel step, with ``UPDATE_ADD`` into
-    counts the caller reset, or ``UPDATE_NONE``); each of the weight
-    tokens of the other cases a joint Gibbs draw of its hidden nodes (POT_RATIO
-    potentials, counts changed after each token; ``generator`` draws).
+    """One sequential pass over the cases in order: each case with weight >
+    threshold gets a variational update with the P_PSI potentials of the live
+    counts, which then change by weight x (new - old) family marginals; each of
+    the weight tokens of the other cases a joint Gibbs draw of its hidden nodes
+    (P_RATIO potentials without the token, counts changed after each token;
+    ``generator`` draws).
 
     ``q`` holds one row of clique marginals per variational case (rows in case
     order), ``z`` one row of clique states per sampled token (cases in order,
@@ -371,11 +369,8 @@ def sweep(dict plan, dict scratch,                                              
                          f"{z.shape[0]}")
     if colbase.shape[0] != N or weights.shape[0] != N or base.shape[1] != plan["n_assigned"]:
         raise ValueError("base, colbase and weights must have one row per case")
-    if mode not in (P_TABLE, P_PSI, P_RATIO):
-        raise ValueError(f"unknown potential mode {mode}")
     bind_tree(&t, plan, scratch)
-    p.mode = mode
-    p.table = &table[0]
+    p.table = NULL
     p.vb = &vb[0]
     p.cg = &cg[0]
     p.vb_col = &vb_col[0]
@@ -384,14 +379,13 @@ def sweep(dict plan, dict scratch,                                              
     p.prior_col = &prior_col[0]
     cdef bint do_cg = n_tokens > 0
     cdef bnp_bitgen_t *g = bitgen_of(generator) if do_cg else NULL
-    cdef int vb_mode = mode
     lock = generator.bit_generator.lock if do_cg else nullcontext()
     with lock, nogil:
         for n in range(N):
             if weights[n] > threshold:
-                p.mode = vb_mode
+                p.mode = P_PSI
                 entropy += vb_case(&t, &p, &base[n, 0], &colbase[n, 0], <double>weights[n], &q[row, 0],
-                                   update, &delta)
+                                   U_CHANGE, &delta)
                 row += 1
             else:
                 p.mode = P_RATIO
@@ -399,6 +393,55 @@ def sweep(dict plan, dict scratch,                                              
                     cg_token(&t, &p, &base[n, 0], &colbase[n, 0], &z[zi + k, 0], g)
                 zi += weights[n]
     return delta, entropy
+
+
+def parallel_step(dict plan, list scratches,                                           # IN tree, per-thread scratch
+                  const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,            # IN cases
+                  const int64_t[::1] weights, const double[::1] table,                  # IN
+                  double[:, ::1] q,                                                     # IN/OUT marginals
+                  double[:, ::1] vb_threads, double[:, ::1] col_threads):               # OUT counts
+    """One standard VB step with the parallel schedule ([HYB] eq 28 for every case
+    at once): each case's posterior from the frozen log potentials ``table``,
+    cases split statically over ``len(scratches)`` threads. Thread t adds weight
+    x the new family marginals to ``vb_threads[t]`` and ``col_threads[t]``
+    (zeroed here; sum over axis 0 for the new counts).
+
+    Equivalent NumPy for one clique: ``q[n] = softmax(sum_a table[entries_a(n)])``,
+    ``vb[entries_a(n)] += weight[n] q[n]``. Returns ``(delta, entropy)`` as ``sweep``.
+    """
+    cdef int T = len(scratches), tid = 0
+    cdef int64_t n, i, N = base.shape[0]
+    if T < 1 or vb_threads.shape[0] < T or col_threads.shape[0] < T:
+        raise ValueError(f"need one scratch and one count row per thread, got {T} scratches and "
+                         f"{vb_threads.shape[0]} count rows")
+    if q.shape[0] != N or colbase.shape[0] != N or weights.shape[0] != N or base.shape[1] != plan["n_assigned"]:
+        raise ValueError("q, base, colbase and weights must have one row per case")
+    acc_np = np.zeros((T, 2))
+    cdef double[:, ::1] acc = acc_np
+    cdef Tree *trees = <Tree *>malloc(T * sizeof(Tree))
+    cdef Pots *pots = <Pots *>malloc(T * sizeof(Pots))
+    if trees == NULL or pots == NULL:
+        free(trees)
+        free(pots)
+        raise MemoryError()
+    try:
+        for i in range(T):
+            bind_tree(&trees[i], plan, scratches[i])
+            pots[i].mode = P_TABLE
+            pots[i].table = &table[0]
+            pots[i].vb = &vb_threads[i, 0]
+            pots[i].vb_col = &col_threads[i, 0]
+        with nogil:
+            vb_threads[:, :] = 0.0
+            col_threads[:, :] = 0.0
+            for n in prange(N, num_threads=T, schedule="static"):
+                tid = threadid()
+                acc[tid, 1] += vb_case(&trees[tid], &pots[tid], &base[n, 0], &colbase[n, 0], <double>weights[n],
+                                       &q[n, 0], U_ADD, &acc[tid, 0])
+    finally:
+        free(trees)
+        free(pots)
+    return float(acc_np[:, 0].sum()), float(acc_np[:, 1].sum())
 
 
 def propagate(dict plan, dict scratch, const int64_t[:, ::1] base, const int64_t[:, ::1] colbase,  # IN

@@ -14,7 +14,7 @@ import time
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore._validation import check_int, check_positive, check_random_state, effective_n_threads
 from bnpcore.base import BaseEstimator, exclusive
 from bnpcore.bayesnet.junction import Plan
 from bnpcore.bayesnet.network import Network
@@ -66,13 +66,17 @@ class NetworkState(BatchState):
     schedule : {"sequential", "parallel"}
         "parallel" (no sampled cases only): all cases from the counts at the
         start of the sweep, then the counts recomputed.
+    n_threads : int, default 1
+        Threads of the parallel schedule (cases split statically, one count
+        buffer per thread summed after the step).
     """
 
-    _transient = ("corpus", "plan", "scratch", "base", "colbase", "counts_layout")
+    _transient = ("corpus", "plan", "scratch", "thread_scratch", "vb_threads", "col_threads", "base", "colbase",
+                  "counts_layout")
 
-    def __init__(self, network, data, weights, rng, threshold, schedule="sequential"):
+    def __init__(self, network, data, weights, rng, threshold, schedule="sequential", n_threads=1):
         self.network, self.data, self.weights = network, data, weights
-        self.rng, self.threshold, self.schedule = rng, threshold, schedule
+        self.rng, self.threshold, self.schedule, self.n_threads = rng, threshold, schedule, n_threads
         self.restore(None)
         plan = self.plan
         if not plan.hidden:
@@ -104,6 +108,10 @@ class NetworkState(BatchState):
         self.corpus = corpus        # unused: the data are the state's own ``data``
         self.plan = Plan(self.network, self.network.observed)
         self.scratch = self.plan.scratch()
+        if self.schedule == "parallel":
+            self.thread_scratch = [self.plan.scratch() for _ in range(self.n_threads)]
+            self.vb_threads = np.zeros((self.n_threads, self.plan.n_entries))
+            self.col_threads = np.zeros((self.n_threads, self.plan.n_columns))
         self.base, self.colbase = self.plan.bases(self.data)
         self.counts_layout = _Counts(self.plan)
 
@@ -145,23 +153,20 @@ class NetworkState(BatchState):
             np.add.at(self.cg, self.base[case, a] + offs[self.z[:, c]], 1.0)
         self.cg_col = self.counts_layout.column_sums(self.cg)
 
-    def _run(self, mode, update, table):
-        """One kernel sweep; returns (delta, entropy)."""
-        return _bayesnet.sweep(self.plan.tables, self.scratch, self.base, self.colbase, self.weights,
-                               self.threshold, mode, update, self.q, self.z, self.vb, self.cg,
-                               self.vb_col, self.cg_col, self.counts_layout.prior,
-                               self.counts_layout.prior_col, table, self.rng)
-
     def sweep(self):
         layout = self.counts_layout
         if self.schedule == "parallel":
             table = (digamma(self.vb + layout.prior)
                      - digamma(self.vb_col + layout.prior_col)[layout.col_of])
-            self.vb[:] = self.fixed          # the kernel adds every case's new marginals
+            delta, entropy = _bayesnet.parallel_step(self.plan.tables, self.thread_scratch, self.base, self.colbase,
+                                                     self.weights, table, self.q, self.vb_threads,
+                                                     self.col_threads)
+            self.vb = self.fixed + self.vb_threads.sum(axis=0)
             self.vb_col = layout.column_sums(self.vb)
-            delta, entropy = self._run(_bayesnet.POT_TABLE, _bayesnet.UPDATE_ADD, table)
         else:
-            delta, entropy = self._run(_bayesnet.POT_PSI, _bayesnet.UPDATE_CHANGE, layout.prior)
+            delta, entropy = _bayesnet.sweep(self.plan.tables, self.scratch, self.base, self.colbase, self.weights,
+                                             self.threshold, self.q, self.z, self.vb, self.cg, self.vb_col,
+                                             self.cg_col, layout.prior, layout.prior_col, self.rng)
         self.n_sweeps += 1
         if self.schedule == "sequential" and self.n_sweeps % _RECOUNT_EVERY == 0:
             self._recount_expected()
@@ -428,23 +433,28 @@ class StandardVB(_NetworkEstimator):
     tol : float or None, default 1e-6
         Stop when ``delta`` falls below ``tol``; None runs ``max_iter`` sweeps.
     schedule : {"parallel", "sequential"}, default "parallel"
-        "parallel": every case from the counts at the start of the sweep;
-        "sequential": case by case, counts updated after each.
+        "parallel": every case from the counts at the start of the sweep, in
+        ``n_threads`` threads; "sequential": case by case, counts updated after each.
+    n_threads : int or None, default None
+        Threads of the parallel schedule (None: OMP_NUM_THREADS or all cpus,
+        -1: all cpus). Results agree with one thread up to the order of the
+        final sums of the counts.
     random_state : int, Generator or None
         Seeds the random initial marginals.
 """ + _ATTRS
 
-    def __init__(self, network, max_iter=100, tol=1e-6, schedule="parallel", random_state=None):
+    def __init__(self, network, max_iter=100, tol=1e-6, schedule="parallel", n_threads=None, random_state=None):
         self._store_params(locals())
 
     def _loop_settings(self):
         if self.schedule not in ("parallel", "sequential"):
             raise ValueError(f"schedule must be 'parallel' or 'sequential', got {self.schedule!r}")
+        self._n_threads = effective_n_threads(self.n_threads)
         tol = None if self.tol is None else check_positive(self.tol, "tol", allow_zero=True)
         return check_int(self.max_iter, "max_iter"), None, tol
 
     def _make_state(self, data, weights, rng):
-        return NetworkState(self.network, data, weights, rng, _NONE_SAMPLED, self.schedule)
+        return NetworkState(self.network, data, weights, rng, _NONE_SAMPLED, self.schedule, self._n_threads)
 
 
 _SAMPLER = """

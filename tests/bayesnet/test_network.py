@@ -164,3 +164,16 @@ def test_callback_stops_the_fit(naive_bayes):
     with est.reporting(lambda est, record: record["iteration"] == 3):
         est.fit(data)
     assert est.n_iter_ == 3 and len(est.history_) == 3
+
+
+def test_parallel_schedule_threads_agree():
+    """Two threads give the one-thread fit up to the order of the count sums."""
+    net = random_network(3)
+    data = observed_sample(net, 200, 3)
+    fits = [StandardVB(net, max_iter=15, tol=None, n_threads=t, random_state=2).fit(data) for t in (1, 2)]
+    for a, b in zip(*(f.history_ for f in fits)):
+        np.testing.assert_allclose(list(a["bound"].values()), list(b["bound"].values()), rtol=1e-12)
+    for name in net.names:
+        np.testing.assert_allclose(fits[0].counts_[name], fits[1].counts_[name], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="n_threads"):
+        StandardVB(net, n_threads=0).fit(data)
