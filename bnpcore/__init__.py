@@ -3,8 +3,8 @@
 Truncation-free, streaming and collapsed algorithms for HDP, DP and NGGP mixtures
 of multinomials and LDA, with typed Cython kernels over a header-only C core.
 
-Estimators live in ``bnpcore.lda``, ``bnpcore.hdp`` and ``bnpcore.mixture``
-(imported on first use); data in ``bnpcore.Corpus`` and ``bnpcore.datasets``;
+Estimators live in ``bnpcore.lda``, ``bnpcore.hdp``, ``bnpcore.mixture`` and
+``bnpcore.bayesnet`` (discrete Bayesian networks) (imported on first use); data in ``bnpcore.Corpus`` and ``bnpcore.datasets``;
 metrics in ``bnpcore.evaluation``; the command line is ``bnpcore`` /
 ``python -m bnpcore``.
 """
@@ -17,9 +17,9 @@ from bnpcore.corpus import Corpus, as_corpus
 __version__ = "0.1.0"
 
 __all__ = ["Corpus", "as_corpus", "load", "NotFittedError", "get_include", "__version__",
-           "lda", "hdp", "mixture", "datasets", "evaluation"]
+           "lda", "hdp", "mixture", "bayesnet", "datasets", "evaluation"]
 
-_SUBMODULES = {"lda", "hdp", "mixture", "datasets", "evaluation", "corpus", "base", "cli", "plot", "text"}
+_SUBMODULES = {"lda", "hdp", "mixture", "bayesnet", "datasets", "evaluation", "corpus", "base", "cli", "plot", "text"}
 
 
 def __getattr__(name):
