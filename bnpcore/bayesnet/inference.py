@@ -413,8 +413,8 @@ _ATTRS = """
 
     References
     ----------
-    M. Welling, Y. W. Teh and H. J. Kappen (2008). Hybrid variational/MCMC
-    inference in Bayesian networks / topic models. UAI, section 6.
+    M. Welling, Y. W. Teh and H. J. Kappen (2008). Hybrid variational/Gibbs
+    collapsed inference in topic models. UAI, section 6.
 """
 
 

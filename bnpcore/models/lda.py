@@ -496,8 +496,8 @@ _ATTRS = """
 _REFS = """
     References
     ----------
-    M. Welling, Y. W. Teh and H. J. Kappen (2008). Hybrid variational/MCMC
-    inference in Bayesian networks / topic models. UAI.
+    M. Welling, Y. W. Teh and H. J. Kappen (2008). Hybrid variational/Gibbs
+    collapsed inference in topic models. UAI.
 """
 
 
