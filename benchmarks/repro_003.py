@@ -160,8 +160,8 @@ def peer_tomotopy(train, observed, heldout, args):
             rows.append(j)
     doc_topic = np.full((observed.n_docs, model.k), 1.0 / model.k)
     if docs:
-        inferred, _ = model.infer(docs, workers=1)
-        doc_topic[rows] = [doc.get_topic_dist() for doc in inferred]
+        inferred, _ = model.infer(docs, workers=1)          # one topic distribution per document
+        doc_topic[rows] = np.asarray(inferred)
     return int(sum(model.is_live_topic(k) for k in range(model.k))), \
         token_log_likelihood(normalize_rows(doc_topic), topic_word, heldout)
 
@@ -180,7 +180,7 @@ def run_peers(args):
         except ImportError:
             print(f"# {name} not installed: skipped")
     ours = [("G-HDP (DirectAssignmentGibbs)", hdp.DirectAssignmentGibbs(n_components=100, eta_tot=100.0,
-                                                                         max_iter=10 ** 6, burn_in=10 ** 6,
+                                                                         max_iter=10 ** 6, burn_in=10 ** 6 - 1,
                                                                          random_state=args.seed)),
             ("TF-SVI (TruncationFreeSVI)", hdp.TruncationFreeSVI(eta=0.01, batch_size=100, n_epochs=10 ** 4,
                                                                  random_state=args.seed))]
