@@ -14,6 +14,7 @@ import numpy as np
 from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
+from cython.parallel cimport prange, threadid
 
 from bnpcore.kernels.special cimport bnp_digamma
 
@@ -21,10 +22,81 @@ from bnpcore.kernels.special cimport bnp_digamma
 cdef double _TINY = 1e-280
 
 
+# pairs of documents processed between two (serial, document-ordered) reductions
+cdef int64_t _CHUNK_PAIRS = 1 << 15
+
+
+cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+                     const double[:, ::1] elogphi, const double[:, ::1] expphi, const double[::1] alpha_beta,
+                     double tol, int max_iter, bint warm, double[:, ::1] theta, double[:, ::1] ndk,
+                     double *rows, double *L, char *logspace, double *ps, double *eb, int64_t *rounds) noexcept nogil:
+    """Eqs. 3-4 for document j to convergence; leaves its responsibilities in
+    ``rows`` (nnz_j x K), the unnormalised sum (or, flagged in ``logspace``, the
+    log normaliser) of each pair in ``L``, psi of the proportions r was computed
+    from in ``ps``, and its counts in ``ndk[j]``."""
+    cdef int64_t K = elogphi.shape[1], p, i, k, v
+    cdef double m, x, z, c, N = 0.0, sb = 0.0, delta, t
+    cdef double *row
+    cdef int it
+    for p in range(ptr[j], ptr[j + 1]):
+        N += counts[p]
+    if not warm:
+        for k in range(K):
+            sb += alpha_beta[k]
+        for k in range(K):
+            theta[j, k] = alpha_beta[k] + N * alpha_beta[k] / sb
+    theta[j, K] = alpha_beta[K]
+    for it in range(max(max_iter, 1)):
+        m = -INFINITY
+        for k in range(K):
+            ps[k] = bnp_digamma(theta[j, k])
+            m = max(m, ps[k])
+        for k in range(K):
+            eb[k] = exp(ps[k] - m)
+            ndk[j, k] = 0.0
+        for p in range(ptr[j], ptr[j + 1]):
+            i = p - ptr[j]
+            v = words[p]
+            c = counts[p]
+            row = rows + i * K
+            z = 0.0
+            for k in range(K):
+                x = expphi[v, k] * eb[k]
+                row[k] = x
+                z += x
+            if z < _TINY:            # every product underflowed: redo in log space
+                z = -INFINITY
+                for k in range(K):
+                    row[k] = elogphi[v, k] + ps[k]
+                    z = max(z, row[k])
+                x = 0.0
+                for k in range(K):
+                    row[k] = exp(row[k] - z)
+                    x += row[k]
+                L[i] = z + log(x)
+                logspace[i] = 1
+                z = x
+            else:
+                L[i] = z
+                logspace[i] = 0
+            z = 1.0 / z
+            for k in range(K):
+                row[k] *= z
+                ndk[j, k] += c * row[k]
+        delta = 0.0
+        for k in range(K):
+            t = alpha_beta[k] + ndk[j, k]
+            delta += fabs(t - theta[j, k])
+            theta[j, k] = t
+        rounds[0] += 1
+        if K == 0 or delta / K < tol:
+            break
+
+
 def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
           const double[:, ::1] elogphi, const double[::1] alpha_beta, double tol, int max_iter, bint warm,
           double[:, ::1] theta, double[:, ::1] ndk, double[:, ::1] stats, double[::1] entropy,
-          double[:, ::1] resp):
+          double[:, ::1] resp, int n_threads=1):
     """Per-document coordinate ascent on (r_j, theta_j) to convergence ([SM] eqs. 3-4).
 
     ::
@@ -35,6 +107,10 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     alternated until the mean absolute change of theta_j over the K topics is
     below ``tol`` or after ``max_iter`` rounds. Each round is an exact block
     maximisation of the bound, so the bound never decreases.
+
+    Documents run in ``n_threads`` OpenMP threads; the statistics are then
+    added in document order, chunk by chunk, so every output is bit-identical
+    for any number of threads.
 
     Parameters
     ----------
@@ -53,6 +129,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
         sum_w stats_wk elogphi_wk to obtain the entropy per topic
     resp : (nnz, K) OUT when it has nnz rows (the responsibilities, pairs in
         CSR order); any other number of rows: not written
+    n_threads : int
 
     Returns
     -------
@@ -74,111 +151,61 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
         raise ValueError("ndk must have shape (S, K), stats (Vb, K), entropy (K,)")
     if counts.shape[0] != nnz or ptr[S] != nnz:
         raise ValueError("words, counts and ptr disagree")
+    n_threads = max(1, n_threads)
     cdef bint keep = resp.shape[0] == nnz and resp.shape[1] == K
-    cdef int64_t j, p, i, k, v, w_max = 0, total = 0
+    cdef int64_t j, p, k, v, w_max = 0, start, stop, base, tid
     for j in range(S):
         w_max = max(w_max, ptr[j + 1] - ptr[j])
+    cdef int64_t chunk = max(_CHUNK_PAIRS, w_max)
     expphi_arr = np.empty((V, K))
     shift_arr = np.empty(V)
-    cdef double[:, ::1] expphi = expphi_arr
-    cdef double[::1] shift = shift_arr
-    cdef double *rbuf = <double *> malloc(max(w_max * K, 1) * sizeof(double))
-    cdef double *L = <double *> malloc(max(w_max, 1) * sizeof(double))
-    cdef char *logspace = <char *> malloc(max(w_max, 1))
-    cdef double *ps = <double *> malloc(max(K, 1) * sizeof(double))
-    cdef double *eb = <double *> malloc(max(K, 1) * sizeof(double))
-    cdef double *nnew = <double *> malloc(max(K, 1) * sizeof(double))
-    if rbuf == NULL or L == NULL or logspace == NULL or ps == NULL or eb == NULL or nnew == NULL:
-        free(rbuf); free(L); free(logspace); free(ps); free(eb); free(nnew)
-        raise MemoryError()
-    cdef double m, x, z, c, N, sb, delta, t, *row
-    cdef int it
-    try:
-        with nogil:
-            for v in range(V):
-                m = -INFINITY
-                for k in range(K):
-                    m = max(m, elogphi[v, k])
-                shift[v] = m
-                for k in range(K):
-                    expphi[v, k] = exp(elogphi[v, k] - m)
-            sb = 0.0
+    rows_arr = np.empty((min(chunk, max(nnz, 1)), max(K, 1)))
+    L_arr = np.empty(rows_arr.shape[0])
+    flags_arr = np.empty(rows_arr.shape[0], dtype=np.int8)
+    ps_arr = np.empty((S, max(K, 1)))
+    eb_arr = np.empty((n_threads, max(K, 1)))
+    rounds_arr = np.zeros(n_threads, dtype=np.int64)
+    cdef double[:, ::1] expphi = expphi_arr, rows = rows_arr, ps = ps_arr, eb = eb_arr
+    cdef double[::1] shift = shift_arr, L = L_arr
+    cdef signed char[::1] flags = flags_arr
+    cdef int64_t[::1] rounds = rounds_arr
+    cdef double m, x, c
+    with nogil:
+        for v in prange(V, num_threads=n_threads, schedule="static"):
+            shift[v] = -INFINITY
             for k in range(K):
-                sb += alpha_beta[k]
-            for j in range(S):
-                N = 0.0
-                for p in range(ptr[j], ptr[j + 1]):
-                    N += counts[p]
-                if not warm:
-                    for k in range(K):
-                        theta[j, k] = alpha_beta[k] + N * alpha_beta[k] / sb
-                theta[j, K] = alpha_beta[K]
-                for it in range(max(max_iter, 1)):
-                    m = -INFINITY
-                    for k in range(K):
-                        ps[k] = bnp_digamma(theta[j, k])
-                        m = max(m, ps[k])
-                    for k in range(K):
-                        eb[k] = exp(ps[k] - m)
-                        nnew[k] = 0.0
-                    for p in range(ptr[j], ptr[j + 1]):
-                        i = p - ptr[j]
-                        v = words[p]
-                        c = counts[p]
-                        row = rbuf + i * K
-                        z = 0.0
-                        for k in range(K):
-                            x = expphi[v, k] * eb[k]
-                            row[k] = x
-                            z += x
-                        if z < _TINY:            # every product underflowed: redo in log space
-                            z = -INFINITY
-                            for k in range(K):
-                                row[k] = elogphi[v, k] + ps[k]
-                                z = max(z, row[k])
-                            x = 0.0
-                            for k in range(K):
-                                row[k] = exp(row[k] - z)
-                                x += row[k]
-                            L[i] = z + log(x)
-                            logspace[i] = 1
-                            z = x
-                        else:
-                            L[i] = z
-                            logspace[i] = 0
-                        z = 1.0 / z
-                        for k in range(K):
-                            row[k] *= z
-                            nnew[k] += c * row[k]
-                    delta = 0.0
-                    for k in range(K):
-                        t = alpha_beta[k] + nnew[k]
-                        delta += fabs(t - theta[j, k])
-                        theta[j, k] = t
-                    total += 1
-                    if K == 0 or delta / K < tol:
-                        break
+                shift[v] = max(shift[v], elogphi[v, k])
+            for k in range(K):
+                expphi[v, k] = exp(elogphi[v, k] - shift[v])
+        start = 0
+        while start < S:
+            stop = start + 1        # documents [start, stop) whose pairs fit in the buffers
+            while stop < S and ptr[stop + 1] - ptr[start] <= chunk:
+                stop += 1
+            base = ptr[start]
+            for j in prange(start, stop, num_threads=n_threads, schedule="dynamic"):
+                tid = threadid()
+                doc_rounds(j, ptr, words, counts, elogphi, expphi, alpha_beta, tol, max_iter, warm, theta, ndk,
+                           &rows[ptr[j] - base, 0], &L[ptr[j] - base], <char *> &flags[ptr[j] - base], &ps[j, 0],
+                           &eb[tid, 0], &rounds[tid])
+            for j in range(start, stop):          # the reduction, in document order
                 m = -INFINITY
                 for k in range(K):
-                    m = max(m, ps[k])
-                    ndk[j, k] = nnew[k]
-                    entropy[k] -= nnew[k] * ps[k]
+                    m = max(m, ps[j, k])
+                    entropy[k] -= ndk[j, k] * ps[j, k]
                 for p in range(ptr[j], ptr[j + 1]):
-                    i = p - ptr[j]
                     v = words[p]
                     c = counts[p]
-                    if not logspace[i]:
-                        L[i] = shift[v] + m + log(L[i])
-                    row = rbuf + i * K
+                    if not flags[p - base]:
+                        L[p - base] = shift[v] + m + log(L[p - base])
                     for k in range(K):
-                        x = c * row[k]
+                        x = c * rows[p - base, k]
                         stats[v, k] += x
-                        entropy[k] += x * L[i]
+                        entropy[k] += x * L[p - base]
                         if keep:
-                            resp[p, k] = row[k]
-    finally:
-        free(rbuf); free(L); free(logspace); free(ps); free(eb); free(nnew)
-    return total
+                            resp[p, k] = rows[p - base, k]
+            start = stop
+    return int(rounds_arr.sum())
 
 
 def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,

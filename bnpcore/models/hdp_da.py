@@ -49,7 +49,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import digamma, gammaln, polygamma, xlogy
 
-from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore._validation import check_int, check_positive, check_random_state, effective_n_threads
 from bnpcore.base import TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.inference.batch import BatchEstimator, BatchState
@@ -339,7 +339,7 @@ class DAState(BatchState):
         keep = cfg["split_merge"] if keep is None else keep
         resp = np.empty((len(batch.words) if keep else 0, K))
         _dahdp.estep(batch.ptr, batch.words, batch.counts, elogphi, self.alpha * beta, cfg["estep_tol"],
-                     cfg["estep_max_iter"], warm, theta, ndk, stats, entropy, resp)
+                     cfg["estep_max_iter"], warm, theta, ndk, stats, entropy, resp, cfg["n_threads"])
         entropy -= np.einsum("wk,wk->k", stats, elogphi)
         return _Minibatch(batch, theta, ndk, stats, entropy, resp if keep else None)
 
@@ -735,6 +735,9 @@ class DirectAssignmentVB(TopicMixin, BatchEstimator):
         False online (it costs a pass over all K x W topic parameters).
     tol : float, default 1e-6
         Batch mode: stop when the relative change of the bound is below it.
+    n_threads : int or None, default None
+        Threads of the E-step (documents in parallel; None: OMP_NUM_THREADS or
+        all cpus). Results are bit-identical for any number of threads.
     random_state : int, Generator or None
 
     Attributes
@@ -759,7 +762,7 @@ class DirectAssignmentVB(TopicMixin, BatchEstimator):
                  learning_offset=1.0, learning_decay=0.5, max_splits=1, split_candidates=10,
                  merge_candidates=20, merge_threshold=0.0, merge_prior="double", restricted_iter=5, restricted_sweeps=5,
                  prune_threshold=1.0, gem_density="beta", estep_tol=1e-3, estep_max_iter=100,
-                 compute_bound=None, tol=1e-6, random_state=None):
+                 compute_bound=None, tol=1e-6, n_threads=None, random_state=None):
         self._store_params(locals())
 
     # -- the batch protocol ------------------------------------------------------
@@ -809,7 +812,8 @@ class DirectAssignmentVB(TopicMixin, BatchEstimator):
                 "restricted_iter": int(self.restricted_iter),
                 "restricted_sweeps": int(self.restricted_sweeps), "prune_threshold": float(self.prune_threshold),
                 "gem_density": self.gem_density, "estep_tol": float(self.estep_tol),
-                "estep_max_iter": int(self.estep_max_iter), "bound": bool(bound)}
+                "estep_max_iter": int(self.estep_max_iter), "bound": bool(bound),
+                "n_threads": effective_n_threads(self.n_threads)}
 
     def _check_params(self):
         self._settings()

@@ -115,6 +115,35 @@ def test_estep_matches_numpy_transcription():
     np.testing.assert_allclose(ent, -(c[:, None] * xlogy(resp, resp)).sum(0), rtol=1e-10)
 
 
+def test_estep_threads_and_chunks_give_identical_statistics():
+    """More pairs than one chunk of the kernel (2**15): statistics, entropy and
+    proportions are bit-identical for 1 and 2 threads and equal to sums of the
+    returned responsibilities."""
+    corpus = make_bars("sm", n_docs=420, n_test=1, random_state=2).train
+    state = fresh_state(corpus, K=5)
+    batch = minibatch(state, corpus)
+    assert len(batch.words) > 2 ** 15
+    elogphi = np.ascontiguousarray(hdp_da.expected_log_phi(state.lam[:, batch.vocab]).T)
+    ab = state.alpha * state.beta
+    outs = []
+    for threads in (1, 2):
+        S, K, V = batch.n_docs, 5, len(batch.vocab)
+        out = (np.empty((S, K + 1)), np.empty((S, K)), np.zeros((V, K)), np.zeros(K), np.empty((len(batch.words), K)))
+        _dahdp.estep(batch.ptr, batch.words, batch.counts, elogphi, ab, 1e-3, 100, False, *out, threads)
+        outs.append(out)
+    for a, b in zip(*outs):
+        assert np.array_equal(a, b)
+    theta, ndk, stats, ent, resp = outs[0]
+    c = batch.counts.astype(float)
+    expected = np.zeros_like(stats)
+    np.add.at(expected, batch.words, c[:, None] * resp)
+    np.testing.assert_allclose(stats, expected, rtol=1e-12)
+    np.testing.assert_allclose(resp.sum(1), 1.0, rtol=1e-13)
+    np.testing.assert_allclose(np.add.reduceat(c[:, None] * resp, batch.ptr[:-1]), ndk, rtol=1e-12)
+    ent -= np.einsum("wk,wk->k", stats, elogphi)
+    np.testing.assert_allclose(ent, -(c[:, None] * xlogy(resp, resp)).sum(0), rtol=1e-9)
+
+
 def test_estep_survives_underflow_in_log_space():
     """Products that underflow (E[log phi] ~ -1000 for every topic of a word) are
     recomputed in log space: finite, normalised responsibilities."""
@@ -423,6 +452,14 @@ def test_partial_fit_streams_and_continues_after_load(tmp_path):
 def test_bad_parameters_are_refused(params, match):
     with pytest.raises((ValueError, TypeError), match=match):
         DirectAssignmentVB(**params).fit(tiny_corpus())
+
+
+def test_fit_is_identical_on_any_thread_count():
+    data = make_bars("sm", n_docs=150, n_test=10, random_state=0)
+    fits = [DirectAssignmentVB(n_components=6, eta=0.5, max_iter=2, batch_size=50, n_threads=t,
+                               random_state=0).fit(data.train) for t in (1, 2)]
+    assert np.array_equal(fits[0].components_, fits[1].components_)
+    assert [r["splits"] for r in fits[0].history_] == [r["splits"] for r in fits[1].history_]
 
 
 def test_bad_data_is_refused():
