@@ -150,7 +150,7 @@ def test_feature_names_and_vocabulary_from_the_vectorizer():
                                   ["collapsedvb0", "collapsedvb1", "collapsedvb2"])
 
 
-def test_bnpcore_works_without_scikit_learn():
+def test_bnpcore_works_without_scikit_learn(tmp_path):
     """scikit-learn is optional: with it made unimportable, bnpcore imports,
     reads text, fits, transforms and scores; only the tags need it."""
     code = textwrap.dedent("""
@@ -166,5 +166,6 @@ def test_bnpcore_works_without_scikit_learn():
         except ImportError:
             print("ok")
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # run outside the source tree: "python -c" puts the working directory first on sys.path
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
