@@ -137,7 +137,7 @@ def judge(kind, case, answer, invalid):
         STATS[outcome] += 1
         pytest.fail(f"{outcome}: {answer} for {case}")
     if outcome == "error":
-        STATS["clear errors"] += 1
+        STATS[f"{kind} clear errors"] += 1
         named = case.get("params") or case.get("args") or {}
         has_tokens = any(any(row) for row in case["docs"])
         if invalid and has_tokens and not any(name in answer["message"] for name in named):
@@ -150,7 +150,7 @@ def judge(kind, case, answer, invalid):
     if invalid:
         STATS["silent acceptances"] += 1
         pytest.fail(f"accepted invalid {invalid} for {case}")
-    STATS["clean runs"] += 1
+    STATS[f"{kind} clean runs"] += 1
 
 
 # -- strategies --------------------------------------------------------------------
