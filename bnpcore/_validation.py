@@ -48,6 +48,26 @@ def check_positive(value, name, allow_zero=False):
     return value
 
 
+# Range of every prior and concentration hyperparameter (docs/numerics.md): below
+# 1e-300 reciprocals (psi(x) ~ -1/x) and logs of gamma draws (log U / a) overflow,
+# and subnormal priors vanish beside any count; above 1e300 sums over the vocabulary
+# and products of two priors overflow. Algorithms that square or multiply priors
+# accept a narrower range (PRODUCT_RANGE), each giving its reason.
+PRIOR_RANGE = (1e-300, 1e300)
+PRODUCT_RANGE = (1e-100, 1e100)
+
+
+def check_prior(value, name, allow_zero=False, bounds=PRIOR_RANGE, reason=None):
+    """A positive finite prior inside ``bounds`` (0 too if ``allow_zero``), else
+    ValueError naming ``name``, the range and why (``reason``)."""
+    value = check_positive(value, name, allow_zero)
+    low, high = bounds
+    if value != 0 and not low <= value <= high:
+        why = reason or "beyond it the kernels' reciprocals, logs and sums leave double precision"
+        raise ValueError(f"{name}={value:g} is outside [{low:g}, {high:g}]: {why} (see docs/numerics.md)")
+    return value
+
+
 def check_int(value, name, minimum=1):
     """An integer >= minimum, else ValueError/TypeError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -647,12 +647,8 @@ class Corpus:
             tok_pair = np.repeat(np.arange(self.nnz)[np.repeat(lengths > 0, np.diff(self.indptr))], expanded)
             held = np.bincount(tok_pair[rank < n_held[tok_doc]], minlength=self.nnz).astype(np.int32)
             for j in long_docs:
-                if self.doc_lengths[j] >= 10 ** 9:      # NumPy's exact sampler stops there
-                    raise ValueError(f"document {j} has {self.doc_lengths[j]} tokens: split_tokens supports "
-                                     "documents of fewer than 10**9 tokens")
                 lo, hi = self.indptr[j], self.indptr[j + 1]
-                held[lo:hi] = rng.multivariate_hypergeometric(self.counts[lo:hi].astype(np.int64), n_held[j],
-                                                              method="marginals")
+                held[lo:hi] = _hypergeometric(self.counts[lo:hi].astype(np.int64), int(n_held[j]), rng)
         return self._with_counts(self.counts - held), self._with_counts(held)
 
     def _with_counts(self, counts):
@@ -692,6 +688,32 @@ _FORMAT_VERSION = 1  # of Corpus.save files
 _EXPAND_MAX = 1 << 20   # split_tokens: longest document expanded token by token
 _MAX_WORDS = np.iinfo(np.int32).max
 _UCI_BODY_LINE = 4   # file line number of the first entry (after D, W, NNZ)
+
+
+def _hypergeometric(counts, k, rng, limit=10 ** 9):
+    """A multivariate hypergeometric draw: how many of each ``counts`` a uniformly
+    random ``k``-subset of the ``counts.sum()`` items takes.
+
+    NumPy's exact sampler (``method="marginals"``) needs fewer than ``limit`` =
+    10**9 items; larger populations are reduced exactly, by symmetry: a uniform
+    subset of a uniform random subset is uniform, and so is the complement of one.
+    For k <= N/2, every item is kept with probability k/N (independent binomial
+    counts), giving a uniform subset of s items; the draw is then a k-subset of
+    those (s >= k) or those plus a (k - s)-subset of the rest. For k > N/2 the
+    complement is drawn. Each step about halves the population or the sample.
+    """
+    total = int(counts.sum())
+    if k == 0 or k == total:
+        return counts * (k > 0)
+    if total < limit:
+        return rng.multivariate_hypergeometric(counts, k, method="marginals")
+    if 2 * k > total:
+        return counts - _hypergeometric(counts, total - k, rng, limit)
+    kept = rng.binomial(counts, k / total)
+    s = int(kept.sum())
+    if s >= k:
+        return _hypergeometric(kept, k, rng, limit)
+    return kept + _hypergeometric(counts - kept, k - s, rng, limit)
 
 
 def _read_maybe_gzip(path):

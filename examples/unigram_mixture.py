@@ -12,7 +12,7 @@ Run it: ``python examples/unigram_mixture.py`` fits KOS and prints topics.
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpcore._validation import check_int, check_positive
+from bnpcore._validation import check_int, check_positive, check_prior
 from bnpcore.base import TopicMixin
 from bnpcore.inference import moves
 from bnpcore.inference.batch import BatchEstimator, BatchState
@@ -93,8 +93,8 @@ class UnigramMixture(TopicMixin, BatchEstimator):
 
     def _check_params(self):
         check_int(self.n_components, "n_components")
-        check_positive(self.alpha, "alpha")
-        check_positive(self.eta, "eta")
+        check_prior(self.alpha, "alpha")
+        check_prior(self.eta, "eta")
         return {"max_iter": check_int(self.max_iter, "max_iter"), "tol": check_positive(self.tol, "tol")}
 
     def _init_state(self, X, rng):

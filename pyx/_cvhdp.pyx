@@ -197,8 +197,11 @@ def cv_fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int3
                     for k in range(K):
                         q = rv[p - lo, k]
                         a = prior[k] + _clamp0(sv[0, k] - q)
+                        dv = _clamp0(sv[1, k] - q * (1.0 - q))
+                        # no variance, no correction: a * a underflows to 0 for priors alpha beta_k
+                        # below 1e-154, and 0 / 0 would make the row NaN
                         sv[2, k] = (log(a * phi_wk[indices[p], k]) if phi_wk[indices[p], k] > 0.0 else -1e300) \
-                            - _clamp0(sv[1, k] - q * (1.0 - q)) / (2.0 * a * a)
+                            - (dv / (2.0 * a * a) if dv > 0.0 else 0.0)
                         if sv[2, k] > m:
                             m = sv[2, k]
                     s = 0.0

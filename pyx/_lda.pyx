@@ -639,9 +639,12 @@ cdef inline void _vb_pair(Sequential *a, int64_t j, int32_t w, double c, double 
             x = 0.0
             for s in range(S if S > 0 else 1):
                 if a.mode == M_SVB:
-                    x += (bnp_digamma(nwk[k] + _sampled(a, a.st_wk, a.st_wk_stride, s, w * K + k) + eta_w)
-                          - bnp_digamma(a.vb_k[k] + _sampled_k(a, s, k) + a.eta_tot)
-                          + bnp_digamma(ndk[k] + _sampled(a, a.st_dk, a.st_dk_stride, s, j * K + k) + a.alpha[k]))
+                    # counts clamped at 0 as in _cvb_factor: rounding leaves ~-1e-16 where 0 is
+                    # meant, and psi(prior - 1e-16) is on the pole for priors below that
+                    x += (bnp_digamma(pos(nwk[k] + _sampled(a, a.st_wk, a.st_wk_stride, s, w * K + k)) + eta_w)
+                          - bnp_digamma(pos(a.vb_k[k] + _sampled_k(a, s, k)) + a.eta_tot)
+                          + bnp_digamma(pos(ndk[k] + _sampled(a, a.st_dk, a.st_dk_stride, s, j * K + k))
+                                        + a.alpha[k]))
                 else:
                     x += log(_cvb_factor(a, j, w, k, s, ro, &corr)) + corr
             lw[k] = x / S if S > 1 else x
@@ -1025,7 +1028,7 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
                             ro = rb[row, k]
                             vo = ro * (1.0 - ro)
                             if mode == M_SVB:
-                                x = bnp_digamma(E[k] + alpha[k])
+                                x = bnp_digamma(pos(E[k]) + alpha[k])
                             else:
                                 ejk = pos(E[k] - ro) + alpha[k]
                                 x = log(ejk)
@@ -1064,4 +1067,4 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
                     s += 1
             for k in range(K):
                 x = avg[k] / s if s > 0 else E[k]
-                theta[j, k] = (x + alpha[k]) / (n_j + A)
+                theta[j, k] = (pos(x) + alpha[k]) / (n_j + A)   # E: rounding leaves ~-1e-16 for 0

@@ -26,9 +26,14 @@ cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int64_t
 
-from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore._validation import check_int, check_prior, check_random_state
 
 cnp.import_array()
+
+
+# why shapes are limited to PRIOR_RANGE (docs/numerics.md)
+_LOG_DRAW = ("a draw below shape 1 is Gamma(shape + 1) U^(1/shape), whose log log(U) / shape is beyond "
+             "double precision for shapes below it")
 
 
 cdef bnp_bitgen_t *bitgen_of(object generator) except NULL:
@@ -52,7 +57,8 @@ def gamma(shape, size, random_state=None, log=False):
     Parameters
     ----------
     shape : float
-        Positive, finite.
+        In [1e-300, 1e300]: below, the log of a draw (about log(U) / shape)
+        is beyond double precision (docs/numerics.md).
     size : int or tuple of int
         Shape of the output.
     random_state : None, int, SeedSequence or numpy.random.Generator
@@ -66,7 +72,7 @@ def gamma(shape, size, random_state=None, log=False):
     ndarray of float64, shape ``size``
         Distributed as ``Generator.standard_gamma(shape, size)`` (or its log).
     """
-    cdef double a = check_positive(shape, "shape")
+    cdef double a = check_prior(shape, "shape", reason=_LOG_DRAW)
     out = np.empty(_check_size(size), dtype=np.float64)
     gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
@@ -82,10 +88,10 @@ def gamma(shape, size, random_state=None, log=False):
 def beta(a, b, size, random_state=None, log=False):
     """Draws of Beta(a, b), ``G_a / (G_a + G_b)`` from two log-gamma draws.
 
-    Parameters as :func:`gamma` (``a``, ``b`` positive and finite); distributed as
+    Parameters as :func:`gamma` (``a``, ``b`` in [1e-300, 1e300]); distributed as
     ``Generator.beta(a, b, size)``, or its log when ``log``.
     """
-    cdef double av = check_positive(a, "a"), bv = check_positive(b, "b")
+    cdef double av = check_prior(a, "a", reason=_LOG_DRAW), bv = check_prior(b, "b", reason=_LOG_DRAW)
     out = np.empty(_check_size(size), dtype=np.float64)
     gen = check_random_state(random_state)
     cdef double[::1] ov = out.reshape(-1)
@@ -104,7 +110,7 @@ def dirichlet(alpha, size, random_state=None, log=False):
     Parameters
     ----------
     alpha : array_like of float, shape (k,)
-        Positive, finite concentrations (k >= 1).
+        Concentrations in [1e-300, 1e300] (k >= 1), as :func:`gamma`'s shape.
     size : int
         Number of draws.
     random_state, log
@@ -124,6 +130,8 @@ def dirichlet(alpha, size, random_state=None, log=False):
         raise ValueError(f"alpha must be a non-empty one-dimensional array, got shape {al.shape}")
     if not np.all(np.isfinite(al) & (al > 0)):
         raise ValueError("alpha must be positive and finite")
+    for v in (al.min(), al.max()):
+        check_prior(v, "alpha (an entry)", reason=_LOG_DRAW)
     out = np.empty((check_int(size, "size", minimum=0), al.shape[0]), dtype=np.float64)
     gen = check_random_state(random_state)
     cdef const double[::1] av = al

@@ -372,5 +372,34 @@ def test_split_tokens_of_very_long_documents_in_bounded_memory():
     np.testing.assert_array_equal(observed.matrix.toarray() + held, X.toarray())
     assert abs(held[0, 0] / held[0].sum() - 3e8 / X[0].sum()) < 1e-3          # proportional, as expected
     np.testing.assert_array_equal(Corpus(X).split_tokens(0.2, random_state=0)[1].matrix.toarray(), held)
-    with pytest.raises(ValueError, match="fewer than 10\\*\\*9 tokens"):
-        Corpus(sp.csr_matrix(np.array([[2 ** 31 - 1, 5]]))).split_tokens(0.2, random_state=0)
+
+
+def test_split_tokens_of_documents_beyond_numpys_hypergeometric_limit():
+    """Documents of 10**9 tokens or more (NumPy's exact sampler stops there) were
+    refused; they are split exactly, by reducing the population (_hypergeometric)."""
+    X = sp.csr_matrix(np.array([[2 ** 31 - 1, 5, 10 ** 9, 3], [2 ** 31 - 1, 2 ** 31 - 1, 0, 1]]))
+    observed, heldout = Corpus(X).split_tokens(0.2, random_state=0)
+    held = heldout.matrix.toarray()
+    np.testing.assert_array_equal(held.sum(axis=1), np.rint(0.2 * X.sum(axis=1).A1))
+    np.testing.assert_array_equal(observed.matrix.toarray() + held, X.toarray())
+    assert abs(held[0, 0] / held[0].sum() - (2 ** 31 - 1) / X[0].sum()) < 1e-3
+    np.testing.assert_array_equal(Corpus(X).split_tokens(0.2, random_state=0)[1].matrix.toarray(), held)
+
+
+@pytest.mark.parametrize("counts, k", [([3, 2, 4], 4), ([5, 1, 3, 6], 11), ([4, 4], 1)])
+def test_hypergeometric_reduction_is_exact(counts, k):
+    """With the sampler's limit lowered to 3 items every draw goes through the
+    reductions; the draws follow prod C(c_i, x_i) / C(N, k) (chi-square, p > 1e-6)."""
+    from scipy.special import comb
+
+    from bnpcore.corpus import _hypergeometric
+    counts = np.array(counts, dtype=np.int64)
+    rng = np.random.default_rng(1)
+    n = 8000
+    draws = np.array([_hypergeometric(counts, k, rng, limit=3) for _ in range(n)])
+    assert np.all(draws.sum(axis=1) == k) and np.all((draws >= 0) & (draws <= counts))
+    outcomes = [x for x in itertools.product(*(range(c + 1) for c in counts)) if sum(x) == k]
+    pmf = np.array([np.prod([comb(c, xi) for c, xi in zip(counts, x)]) for x in outcomes]) / comb(counts.sum(), k)
+    index = {x: i for i, x in enumerate(outcomes)}
+    observed = np.bincount([index[tuple(d)] for d in draws], minlength=len(outcomes))
+    assert chisquare(observed, n * pmf).pvalue > 1e-6

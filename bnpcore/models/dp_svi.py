@@ -13,7 +13,7 @@ completion of the topic models.
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpcore._validation import check_int, check_positive
+from bnpcore._validation import check_int, check_positive, check_prior
 from bnpcore.base import TopicMixin
 from bnpcore.evaluation import dp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
@@ -27,8 +27,8 @@ class _OnlineDPMixture(OnlineEstimator, TopicMixin):
 
     def _check_common(self):
         self._check_driver_params()
-        check_positive(self.eta, "eta")
-        check_positive(self.a, "a")
+        check_prior(self.eta, "eta")
+        check_prior(self.a, "a")
 
     def _size_key(self):
         # u_k - 1: expected number of documents (E10, E11)
@@ -66,6 +66,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
     a : float, default 1.0
         DP concentration, sticks V_k ~ Beta(1, a); at most 1000 with
         ``new_component="exact"`` (the walk over new sticks visits about 1 + a).
+        Like every prior, at least 1e-300 (docs/numerics.md).
     batch_size : int, default 100
         S, documents per minibatch ([TF] compares S in {1, 2, 5, 10, 50, 100, 500}).
     n_epochs : int, default 1

@@ -9,7 +9,7 @@ and takes the stick term in expectation under q(gamma).
 import numpy as np
 from scipy.special import digamma, gammaln
 
-from bnpcore._validation import check_int, check_positive
+from bnpcore._validation import PRODUCT_RANGE, check_int, check_prior
 from bnpcore.base import DEPRECATED, TopicMixin, exclusive
 from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _cvhdp
@@ -20,6 +20,9 @@ __all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tab
            "gamma_posterior", "stick_posteriors", "kl_gamma", "kl_dirichlet", "expected_stick_kl"]
 
 _P_MIN = 1e-300
+# why alpha, gamma and eta_tot are limited to PRODUCT_RANGE (docs/numerics.md)
+_SQUARED = ("the updates divide by (alpha E[beta_k] + E[n_jk])^2, whose square underflows to 0 for "
+            "smaller priors (NaN responsibilities) and overflows for larger ones")
 
 
 # -- count statistics ([CVHDP] (13)-(14)) -------------------------------------------
@@ -371,13 +374,18 @@ class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
         Iterations (one sweep over all pairs plus all hyperparameter updates;
         ``n_iter`` before bnpcore 0.2, still accepted with a ``FutureWarning``).
     alpha : float or None, default None
-        Fixed document concentration; None learns q(alpha) under ``alpha_prior``.
+        Fixed document concentration in [1e-100, 1e100]; None learns q(alpha)
+        under ``alpha_prior``. The second-order updates square
+        ``alpha E[beta_k] + E[n_jk]``, which leaves double precision outside
+        this range (docs/numerics.md).
     gamma : float or None, default None
-        Fixed top-level concentration; None learns q(gamma) under ``gamma_prior``.
+        Fixed top-level concentration in [1e-100, 1e100]; None learns q(gamma)
+        under ``gamma_prior``.
     alpha_prior, gamma_prior : (shape, rate), default (4.0, 4.0) and (7.5, 7.5)
         Gamma priors ([CVHDP]: in [2, 6] and [5, 10]).
     eta_tot : float, default 100.0
-        Topic-word prior strength ([CVHDP] beta); fixed unless ``learn_topic_prior``.
+        Topic-word prior strength ([CVHDP] beta), in [1e-100, 1e100] (squared
+        as alpha is); fixed unless ``learn_topic_prior``.
     learn_topic_prior : bool, default False
         Learn q(eta_tot) (prior ``eta_prior``) and q(tau) (prior Dir(``tau_prior``));
         off in all of [CVHDP]'s experiments (tau_w = 1/W fixed).
@@ -446,12 +454,12 @@ class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
         max_iter = check_int(self._renamed("n_iter", "max_iter"), "max_iter", 1)
         for name in ("alpha", "gamma"):
             if getattr(self, name) is not None:
-                check_positive(getattr(self, name), name)
+                check_prior(getattr(self, name), name, bounds=PRODUCT_RANGE, reason=_SQUARED)
         for name in ("alpha_prior", "gamma_prior", "eta_prior"):
-            check_gamma_prior(getattr(self, name), name)
-        check_positive(self.eta_tot, "eta_tot")
+            check_gamma_prior(getattr(self, name), name, bounds=PRODUCT_RANGE, reason=_SQUARED)
+        check_prior(self.eta_tot, "eta_tot", bounds=PRODUCT_RANGE, reason=_SQUARED)
         if self.tau_prior is not None:
-            check_positive(self.tau_prior, "tau_prior")
+            check_prior(self.tau_prior, "tau_prior")
         if self.init not in ("random", "gibbs"):
             raise ValueError(f"init must be 'random' or 'gibbs', got {self.init!r}")
         check_int(self.init_gibbs_iter, "init_gibbs_iter", 1)

@@ -49,7 +49,8 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import digamma, gammaln, polygamma, xlogy
 
-from bnpcore._validation import check_int, check_positive, check_random_state, effective_n_threads
+from bnpcore._validation import (PRODUCT_RANGE, check_int, check_positive, check_prior, check_random_state,
+                                 effective_n_threads)
 from bnpcore.base import TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.inference.batch import BatchEstimator, BatchState
@@ -60,8 +61,10 @@ __all__ = ["DirectAssignmentVB", "gem_log_density", "beta_objective"]
 
 GEM_DENSITIES = ("beta", "stick")
 HYPERPARAMETERS = ("alpha", "gamma", "eta")
-# logits of beta* stay in this box: beta*_k >= ~1e-290, so lgamma and psi of alpha beta*_k stay finite
-_LOGIT_BOUNDS = (-600.0, 60.0)
+# logits of beta* stay in this box: beta*_k >= ~1e-180 / (K + 1), so with alpha >= 1e-100 the
+# Dirichlet parameters alpha beta*_k stay normal numbers (lgamma and psi of them finite)
+_LOGIT_BOUNDS = (-400.0, 10.0)
+_PRODUCT_REASON = "alpha multiplies beta* (down to ~1e-180) and eta enters psi(eta) ~ -1/eta times counts"
 
 
 # ---------------------------------------------------------------------------
@@ -685,6 +688,8 @@ class DirectAssignmentVB(TopicMixin, BatchEstimator):
     alpha, gamma, eta : float, default 1.0, 1.0, 0.01
         Initial document concentration, top-level concentration and topic
         Dirichlet parameter ([SM] section 4: 0.5 for bars, 0.01 for text).
+        alpha and eta in [1e-100, 1e100], gamma in [1e-300, 1e300]
+        (docs/numerics.md).
     learn_hyperparameters : bool or collection of {"alpha", "gamma", "eta"}, default ("alpha", "gamma")
         Which hyperparameters to learn: alpha and eta by Newton's method in log
         space, gamma in closed form (-K / log beta*_rest); True learns all three.
@@ -774,8 +779,10 @@ class DirectAssignmentVB(TopicMixin, BatchEstimator):
         for name in ("split_merge",):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be True or False")
-        for name in ("alpha", "gamma", "eta", "learning_decay"):
-            check_positive(getattr(self, name), name)
+        for name in ("alpha", "eta"):
+            check_prior(getattr(self, name), name, bounds=PRODUCT_RANGE, reason=_PRODUCT_REASON)
+        check_prior(self.gamma, "gamma")
+        check_positive(self.learning_decay, "learning_decay")
         check_positive(self.learning_offset, "learning_offset", allow_zero=True)
         if self.learning_decay > 1:
             raise ValueError(f"learning_decay must be in (0, 1], got {self.learning_decay}")

@@ -6,7 +6,7 @@ G-HDP100 by Teh, Kurihara & Welling (2007).
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import check_int, check_positive
+from bnpcore._validation import PRIOR_RANGE, check_int, check_prior
 from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import token_log_likelihood
@@ -19,13 +19,16 @@ from bnpcore.kernels.stirling import StirlingTable, MAX_N as _STIRLING_MAX_N
 __all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha"]
 
 
-def check_gamma_prior(value, name):
-    """A (shape, rate) pair of positive numbers."""
+def check_gamma_prior(value, name, bounds=PRIOR_RANGE, reason=None):
+    """A (shape, rate) pair of priors whose mean, the concentration the
+    sampler starts from, lies in ``bounds`` (docs/numerics.md)."""
     try:
         a, b = value
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a (shape, rate) pair, got {value!r}") from None
-    return check_positive(a, f"{name}[0] (shape)"), check_positive(b, f"{name}[1] (rate)")
+    a, b = check_prior(a, f"{name}[0] (shape)"), check_prior(b, f"{name}[1] (rate)")
+    check_prior(a / b, f"the mean of {name} (shape / rate)", bounds=bounds, reason=reason)
+    return a, b
 
 
 def resample_gamma(gamma, n_topics, n_tables, prior, rng, n_rounds=1):
@@ -227,6 +230,9 @@ class DirectAssignmentGibbs(TrainingPredictive, TopicMixin, BatchEstimator):
         Top-level concentration; None resamples it under ``gamma_prior``.
     alpha_prior, gamma_prior : (shape, rate), default (4.0, 4.0) and (7.5, 7.5)
         Gamma priors; a resampled concentration starts at the prior mean.
+        ``eta_tot``, ``alpha``, ``gamma``, the shapes and rates and their means
+        (shape / rate) lie in [1e-300, 1e300], the range of every prior
+        (docs/numerics.md).
     n_concentration_rounds : int, default 5
         Auxiliary-variable rounds per sweep for each resampled concentration.
     random_state : int, numpy.random.Generator or None
@@ -279,10 +285,10 @@ class DirectAssignmentGibbs(TrainingPredictive, TopicMixin, BatchEstimator):
         burn_in = check_int(self.burn_in, "burn_in", 0)
         if burn_in >= max_iter:
             raise ValueError(f"burn_in={burn_in} must be smaller than max_iter={max_iter}")
-        check_positive(self.eta_tot, "eta_tot")
+        check_prior(self.eta_tot, "eta_tot")
         for name in ("alpha", "gamma"):
             if getattr(self, name) is not None:
-                check_positive(getattr(self, name), name)
+                check_prior(getattr(self, name), name)
         check_gamma_prior(self.alpha_prior, "alpha_prior")
         check_gamma_prior(self.gamma_prior, "gamma_prior")
         check_int(self.n_concentration_rounds, "n_concentration_rounds", 1)

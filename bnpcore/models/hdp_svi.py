@@ -16,7 +16,7 @@ importance-sampling estimate of whole documents ([TF] supplement S.3).
 """
 import numpy as np
 
-from bnpcore._validation import check_int, check_positive, effective_n_threads
+from bnpcore._validation import check_int, check_positive, check_prior, effective_n_threads
 from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.evaluation import _hdp_importance_sampling, hdp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
@@ -31,9 +31,8 @@ class _OnlineHDP(OnlineEstimator, TopicMixin):
 
     def _check_common(self):
         self._check_driver_params()
-        check_positive(self.eta, "eta")
-        check_positive(self.gamma, "gamma")
-        check_positive(self.alpha, "alpha")
+        for name in ("eta", "gamma", "alpha"):
+            check_prior(getattr(self, name), name)
         check_int(self.heldout_burnin, "heldout_burnin", minimum=0)
         check_int(self.heldout_samples, "heldout_samples")
         effective_n_threads(self.n_threads)
@@ -98,7 +97,8 @@ class TruncationFreeSVI(_OnlineHDP):
         most 1000 with ``new_component="exact"`` (the walk over new sticks
         visits about 1 + gamma).
     alpha : float, default 1.0
-        Document-level concentration ([TF]'s b): pi_j ~ DP(alpha, beta).
+        Document-level concentration ([TF]'s b): pi_j ~ DP(alpha, beta). Like
+        every prior, in [1e-300, 1e300] (docs/numerics.md).
     batch_size : int, default 100
     n_epochs : int, default 1
     local_sweeps : int, default 5

@@ -15,7 +15,7 @@ the bottom are the public classes of ``bnpcore.lda``.
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import check_int, check_positive, effective_n_threads
+from bnpcore._validation import PRODUCT_RANGE, check_int, check_positive, check_prior, effective_n_threads
 from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _lda
@@ -40,10 +40,15 @@ _RECOUNT_EVERY = 10
 # priors
 # ---------------------------------------------------------------------------
 
+# why priors are limited to PRODUCT_RANGE (docs/numerics.md)
+_PRODUCTS = ("the updates multiply and square priors plus counts ((N + eta)(N + alpha), and (N + prior)^2 in "
+             "second-order CVB), which under- or overflow beyond it (NaN topics)")
+
+
 def _check_prior(value, size, name):
-    """A positive finite prior: a number (symmetric) or an array of ``size`` entries."""
+    """A prior in [1e-100, 1e100]: a number (symmetric) or an array of ``size`` entries."""
     if np.ndim(value) == 0:
-        return np.full(size, check_positive(value, name))
+        return np.full(size, check_prior(value, name, bounds=PRODUCT_RANGE, reason=_PRODUCTS))
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be a number or an array of numbers, got dtype {arr.dtype}")
@@ -52,6 +57,8 @@ def _check_prior(value, size, name):
         raise ValueError(f"{name} must be a number or an array of shape ({size},), got shape {arr.shape}")
     if not np.all(np.isfinite(arr) & (arr > 0)):
         raise ValueError(f"{name} must be positive and finite")
+    for v in (arr.min(), arr.max()):
+        check_prior(v, f"{name} (an entry)", bounds=PRODUCT_RANGE, reason=_PRODUCTS)
     return np.ascontiguousarray(arr)
 
 
@@ -93,7 +100,8 @@ def minka_update(prior, counts, totals, symmetric, n_iter=20, rtol=1e-8):
             new = prior * num.sum() / (len(prior) * den)
         else:
             new = prior * num / den
-        new = np.maximum(new, 1e-10)   # a topic or word without counts drives its prior to 0
+        # a topic or word without counts drives its prior to 0; the cap keeps it in the accepted range
+        new = np.clip(new, 1e-10, PRODUCT_RANGE[1])
         done = np.all(np.abs(new - prior) <= rtol * prior)
         prior = new
         if done:
@@ -308,9 +316,11 @@ class SequentialState(_State):
         return record
 
     def counts(self):
+        # incremental updates leave counts that should be 0 at about -1e-12 (see
+        # _RECOUNT_EVERY): clamped, else small priors give negative proportions
         if len(self.z) == 0:
-            return self.vb_dk, self.vb_wk
-        return self.vb_dk + self.cg_dk, self.vb_wk + self.cg_wk
+            return np.maximum(self.vb_dk, 0.0), np.maximum(self.vb_wk, 0.0)
+        return np.maximum(self.vb_dk + self.cg_dk, 0.0), np.maximum(self.vb_wk + self.cg_wk, 0.0)
 
 
 class ParallelSVBState(_State):
@@ -372,10 +382,9 @@ class _LDA(TopicMixin, BatchEstimator):
     # -- the batch protocol ------------------------------------------------------
     def _check_common(self):
         check_int(self.n_components, "n_components", minimum=1)
-        if np.ndim(self.alpha) == 0:
-            check_positive(self.alpha, "alpha")
-        if np.ndim(self.eta) == 0:
-            check_positive(self.eta, "eta")
+        for name in ("alpha", "eta"):
+            if np.ndim(getattr(self, name)) == 0:
+                check_prior(getattr(self, name), name, bounds=PRODUCT_RANGE, reason=_PRODUCTS)
         if not isinstance(self.optimize_hyperparameters, (bool, np.bool_)):
             raise TypeError("optimize_hyperparameters must be True or False")
 
@@ -463,6 +472,9 @@ _DOC = """
         Dirichlet prior of the document proportions (symmetric if a number).
     eta : float or array-like of shape (n_words,), default 0.1
         Dirichlet prior of the topics (symmetric if a number); [HYB] beta.
+        Entries of both lie in [1e-100, 1e100]: the updates multiply and
+        square priors plus counts, which leaves double precision beyond
+        (docs/numerics.md).
     optimize_hyperparameters : bool, default False
         Update alpha and eta after every iteration by Minka's fixed point on
         the current counts (expected counts for variational algorithms),

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
-from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore._validation import check_int, check_positive, check_prior, check_random_state
 from bnpcore.base import DEPRECATED, BaseEstimator, TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
@@ -40,12 +40,12 @@ _Q_ONE = 1.0 - 1e-15     # clamp of q in log(1 - q), as in the kernels
 
 def _check_prior(est):
     """Validated NGGP / Dirichlet hyperparameters of an estimator, as a dict."""
-    a = check_positive(est.a, "a")
+    a = check_prior(est.a, "a")
     sigma = check_positive(est.sigma, "sigma", allow_zero=True)
     if sigma >= 1.0:
         raise ValueError(f"sigma must be in [0, 1), got {sigma}")
-    tau = check_positive(est.tau, "tau", allow_zero=True)
-    eta = check_positive(est.eta, "eta")
+    tau = check_prior(est.tau, "tau", allow_zero=True)
+    eta = check_prior(est.eta, "eta")
     return {"a": a, "sigma": sigma, "tau": tau, "eta": eta}
 
 
@@ -365,6 +365,8 @@ _STREAM_DOC = """
         Tilting parameter (irrelevant when sigma = 0).
     eta : float, default 0.1
         Symmetric Dirichlet prior of the cluster word distributions ([NRM]'s alpha).
+        ``a``, ``eta`` and a positive ``tau`` lie in [1e-300, 1e300], the range
+        of every prior (docs/numerics.md).
     epsilon : float or None, default None
         New-cluster threshold: a cluster is instantiated when the new-cluster
         responsibility exceeds epsilon ([NRM] section 3.3). Must satisfy

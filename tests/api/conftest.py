@@ -12,7 +12,7 @@ import pytest
 from scipy.special import logsumexp
 
 from bnpcore import cli
-from bnpcore._validation import check_int, check_positive, check_random_state
+from bnpcore._validation import check_int, check_prior, check_random_state
 from bnpcore.base import BaseEstimator, TopicMixin
 from bnpcore.corpus import Corpus, as_corpus
 
@@ -31,8 +31,8 @@ class DocumentKMeans(BaseEstimator, TopicMixin):
 
     def _validate(self):
         check_int(self.n_components, "n_components")
-        check_positive(self.alpha, "alpha")
-        check_positive(self.eta, "eta")
+        check_prior(self.alpha, "alpha")
+        check_prior(self.eta, "eta")
         return check_random_state(self.random_state)
 
     def _set_model(self, nkw, nk, X):
