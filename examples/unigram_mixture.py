@@ -57,9 +57,11 @@ class UnigramMixtureState(BatchState):
         joint = self.log_joint(self.corpus)
         loglik = logsumexp(joint, axis=1)
         stats = self.summarize(np.exp(joint - loglik[:, None]))
-        keep = stats["docs"] >= 0.5                 # never all False: some component has >= 1 document
+        keep = stats["docs"] >= 0.5
+        if not keep.any():          # one document shared evenly by all components: keep the largest
+            keep[np.argmax(stats["docs"])] = True
         if not keep.all():
-            moves.prune(self.params, stats["docs"], 0.5)
+            moves.prune(self.params, stats["docs"], 0.5, keep_largest=True)
             stats = stats.select(keep)
         self.m_step(stats)
         log_prior = self.alpha * self.params["log_pi"].sum() + self.eta * self.params["log_phi"].sum()

@@ -61,6 +61,7 @@ HYPERPRIOR_OF = {"alpha_prior": "alpha", "gamma_prior": "gamma", "eta_prior": "e
 INTS = {"n_components", "n_atoms", "batch_size", "max_iter", "n_epochs", "burn_in", "n_samples", "threshold",
         "local_sweeps", "merge_every", "heldout_samples", "heldout_burnin", "n_concentration_rounds",
         "init_gibbs_iter", "max_doc_iter", "prune_every"}
+NONE_ALLOWED = {"prune_every"}       # None: no pruning
 SKIP = {"random_state", "n_threads", "total_samples", "n_iter", "n_sweeps", "max_passes", "n_topics",
         "init_topics"}
 
@@ -216,7 +217,10 @@ def hyperparameters(draw, model):
             value, bad = draw(prior_value(model, name, default))
         elif name in INTS:
             value = draw(st.one_of(st.integers(-1, 20), st.sampled_from([2.5, "3", None])))
-            bad = (not isinstance(value, int)) or value < 0 or (value is None and default is not None)
+            if value is None:       # None is an option of these, and of any parameter whose default it is
+                bad = default is not None and name not in NONE_ALLOWED
+            else:
+                bad = not isinstance(value, int) or value < 0
             if isinstance(value, int) and value >= 0:
                 bad = False     # 0 is valid for some (burn_in, threshold): judged by the estimator
         elif is_number(default):
