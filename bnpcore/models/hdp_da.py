@@ -621,8 +621,8 @@ class DAState(BatchState):
             return 0
         words = self.lam.sum(axis=1) - self.eta * self.lam.shape[1]
         drop = np.flatnonzero(words < threshold)
-        if len(drop) == self.n_components:
-            drop = drop[np.argsort(-words[drop], kind="stable")[1:]]
+        if len(drop) == self.n_components:          # the largest topic stays
+            drop = np.delete(drop, np.argmax(words[drop]))
         for k in drop[::-1]:
             self.beta[-1] += self.beta[k]
             self.beta = np.delete(self.beta, k)

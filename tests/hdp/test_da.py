@@ -462,6 +462,16 @@ def test_fit_is_identical_on_any_thread_count():
     assert [r["splits"] for r in fits[0].history_] == [r["splits"] for r in fits[1].history_]
 
 
+def test_pruning_everything_keeps_the_largest_topic():
+    """Found by the hypothesis suite: a one-word corpus of one token leaves every topic
+    under the threshold; deleting them out of order indexed past the end."""
+    X = np.zeros((16, 11), dtype=int)
+    X[-1, -1] = 1
+    est = DirectAssignmentVB(n_components=3, mode="batch", max_iter=3, eta=1.0, random_state=0).fit(X)
+    assert est.n_components_ == 1
+    np.testing.assert_allclose(est.transform(X[-1:]).sum(1), 1.0)
+
+
 def test_bad_data_is_refused():
     with pytest.raises(ValueError, match="no tokens"):
         DirectAssignmentVB().fit(Corpus(np.zeros((3, 4), dtype=int)))
