@@ -607,7 +607,8 @@ class DAState(BatchState):
 
             self.eta = self._blend(self.eta, _newton_log(objective, self.eta), rho)
         if "gamma" in learn and self.n_components > 0:
-            self.gamma = self._blend(self.gamma, -self.n_components / math.log(self.beta[-1]), rho)
+            # log beta*_rest from the topics' weights: beta*_rest may round to 1 (gamma ~ 1e50)
+            self.gamma = self._blend(self.gamma, -self.n_components / math.log1p(-self.beta[:-1].sum()), rho)
 
     @staticmethod
     def _blend(old, new, rho):
