@@ -139,24 +139,26 @@ class ResultsMixin:
 
     def _coherence(self, used, corpus, n_words, measure):
         """Per-topic coherence of the components ``used``, NaN for those with a top
-        word that never occurs in ``corpus`` (coherence is undefined there)."""
+        word that never occurs in ``corpus`` (coherence is undefined there).
+        Topics go to :func:`~bnpcore.evaluation.coherence` as words when the
+        model and a ``Corpus`` have vocabularies (or ``corpus`` is token lists),
+        else as word ids."""
         from bnpcore.evaluation import coherence
-        topics = np.asarray(self.topics_)[used]
-        top = np.argsort(-topics, axis=1, kind="stable")[:, :max(n_words, 2)]
+        top = np.argsort(-np.asarray(self.topics_)[used], axis=1, kind="stable")[:, :max(n_words, 2)]
+        vocab = getattr(self, "vocabulary_", None)
         if isinstance(corpus, Corpus):
-            present = np.asarray(corpus.matrix.sum(axis=0)).ravel() > 0
-            words = [[int(w) for w in row] for row in top]
-            ok = np.array([present[row].all() if row.max() < present.size else False for row in top])
+            if corpus.vocabulary is None:     # the same word ids
+                vocab = None
+            present = np.flatnonzero(np.asarray(corpus.matrix.sum(axis=0)).ravel())
+            seen = {corpus.vocabulary[w] if vocab is not None else int(w) for w in present}
         else:
-            corpus = [list(doc) for doc in corpus]
-            if getattr(self, "vocabulary_", None) is None:
-                raise ValueError("coherence on token lists needs a model with a vocabulary; pass a Corpus")
+            corpus = [list(doc) for doc in corpus]     # read twice: here and by coherence
             seen = {w for doc in corpus for w in doc}
-            words = [[self.vocabulary_[w] for w in row] for row in top]
-            ok = np.array([all(w in seen for w in row) for row in words])
+        topics = [[vocab[w] if vocab is not None else int(w) for w in row] for row in top]
+        ok = np.array([all(w in seen for w in topic) for topic in topics])
         out = np.full(len(used), np.nan)
         if ok.any():
-            out[ok] = coherence([t for t, good in zip(words, ok) if good], corpus, measure=measure, per_topic=True)
+            out[ok] = coherence([t for t, good in zip(topics, ok) if good], corpus, measure=measure, per_topic=True)
         return out
 
     # -- handing the topics on --------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 import bnpcore
 from bnpcore import cli, hdp, mixture
 from bnpcore.base import NotFittedError
+from bnpcore.corpus import Corpus
 from bnpcore.evaluation import coherence
 from bnpcore.lda import StandardVB
 from bnpcore.results import ResultsMixin
@@ -110,6 +111,13 @@ def test_summary_coherence_is_nan_for_a_topic_with_an_absent_word(tiny_corpus):
     rows = est.summary(n=None, corpus=reference, measure="u_mass")
     assert np.isnan(rows[0]["coherence"])
     assert any(np.isfinite(r["coherence"]) for r in rows[1:])
+    # the same with a Corpus whose column of that word is empty
+    matrix = tiny_corpus.matrix.tolil()
+    matrix[:, tiny_corpus.vocabulary.index(first[0])] = 0
+    reference = Corpus(matrix.tocsr(), vocabulary=tiny_corpus.vocabulary)
+    rows = est.summary(n=None, corpus=reference)
+    assert np.isnan(rows[0]["coherence"])
+    assert all(np.isfinite(r["coherence"]) for r in rows if first[0] not in r["top_words"])
 
 
 def test_summary_and_used_components_reject_bad_input(tiny_corpus):
@@ -135,6 +143,19 @@ def test_document_topics_restricts_transform_to_the_used_components(model, tiny_
     full = model.transform(tiny_corpus)[:, used]
     keep = full.sum(axis=1) > 0
     np.testing.assert_allclose(theta[keep], full[keep] / full[keep].sum(axis=1, keepdims=True))
+
+
+def test_document_topics_without_mass_on_the_used_components_get_their_weights(tiny_corpus, monkeypatch):
+    est = fitted("gibbs-nrm", tiny_corpus)
+    used = est.used_components(min_size=3)
+    unused = np.setdiff1d(np.arange(est.n_components_), used)
+    theta = est.transform(tiny_corpus)
+    theta[:5] = 0.0
+    theta[:5, unused[0]] = 1.0        # all the mass of these documents on a component below min_size
+    monkeypatch.setattr(est, "transform", lambda X: theta.copy())
+    out = est.document_topics(tiny_corpus, min_size=3)
+    np.testing.assert_allclose(out[:5], np.tile(est.weights_[used] / est.weights_[used].sum(), (5, 1)))
+    np.testing.assert_allclose(out[5:], theta[5:, used] / theta[5:, used].sum(axis=1, keepdims=True))
 
 
 def test_export_pyldavis_gives_normalised_distributions(model, tiny_corpus):
