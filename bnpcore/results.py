@@ -94,7 +94,7 @@ class ResultsMixin:
                              f"(largest: {self.topic_sizes_.max(initial=0.0):.3g}); lower min_size")
         return used
 
-    def summary(self, n=10, corpus=None, *, n_words=10, min_size=1.0, measure="c_npmi"):
+    def summary(self, n=10, corpus=None, *, n_words=10, min_size=1.0, measure="u_mass"):
         """The used components by decreasing size: a table to read or print.
 
         Parameters
@@ -109,8 +109,11 @@ class ResultsMixin:
             Top words per component.
         min_size : float, default 1.0
             Components smaller than this (in ``_size_unit``) are not used.
-        measure : {"c_npmi", "c_v", "u_mass"}, default "c_npmi"
-            Coherence measure, when ``corpus`` is given.
+        measure : {"u_mass", "c_npmi", "c_v"}, default "u_mass"
+            Coherence measure, when ``corpus`` is given. ``u_mass`` counts
+            co-occurrence in whole documents, so it needs no word order; the
+            sliding windows of ``c_npmi`` and ``c_v`` read a ``Corpus`` (bags
+            of words) in word-id order: give those token lists in reading order.
 
         Returns
         -------
