@@ -237,3 +237,30 @@ def test_to_lda_scores_new_kos_documents_like_the_hdp(make):
 def test_version_option(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"bnpcore {bnpcore.__version__}"
+
+
+def test_example_hdp_to_pyldavis(tmp_path, capsys):
+    """examples/hdp_to_pyldavis.py on three themes: the three largest topics are the themes."""
+    from .conftest import _load_example
+    themes = ["apple banana cherry orchard fruit harvest".split(), "engine wheel motor road speed garage".split(),
+              "election vote senate campaign party ballot".split()]
+    rng = np.random.default_rng(0)
+    for i in range(30):
+        (tmp_path / f"{i:02d}.txt").write_text(" ".join(rng.choice(themes[i % 3], size=40)), encoding="utf-8")
+    html = tmp_path / "topics.html"
+    argv = [str(tmp_path), "--min-df", "1"] + (["--html", str(html)] if _has_pyldavis() else [])
+    model, summary = _load_example("hdp_to_pyldavis").main(argv)
+    assert sorted(sorted(row["top_words"][:6]) for row in summary[:3]) == sorted(map(sorted, themes))
+    assert sum(row["share"] for row in summary[:3]) > 0.9
+    assert all(np.isfinite(row["coherence"]) for row in summary)
+    out = capsys.readouterr().out
+    assert f"{len(summary)} topics used" in out and f"as LDA: {len(summary)} topics" in out
+    assert not _has_pyldavis() or "LDAvis" in html.read_text()
+
+
+def _has_pyldavis():
+    try:
+        import pyLDAvis  # noqa: F401
+    except ImportError:
+        return False
+    return True
