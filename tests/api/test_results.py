@@ -2,6 +2,8 @@
 component sizes against independent recomputations, summaries, to_lda (also
 its held-out score on KOS against the HDP's), document_topics, the pyLDAvis
 export, and ``bnpcore --version``."""
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -241,12 +243,8 @@ def test_version_option(capsys):
 
 def test_example_hdp_to_pyldavis(tmp_path, capsys):
     """examples/hdp_to_pyldavis.py on three themes: the three largest topics are the themes."""
-    from .conftest import _load_example
-    themes = ["apple banana cherry orchard fruit harvest".split(), "engine wheel motor road speed garage".split(),
-              "election vote senate campaign party ballot".split()]
-    rng = np.random.default_rng(0)
-    for i in range(30):
-        (tmp_path / f"{i:02d}.txt").write_text(" ".join(rng.choice(themes[i % 3], size=40)), encoding="utf-8")
+    from .conftest import _load_example, write_theme_texts
+    themes = write_theme_texts(tmp_path)
     html = tmp_path / "topics.html"
     argv = [str(tmp_path), "--min-df", "1"] + (["--html", str(html)] if _has_pyldavis() else [])
     model, summary = _load_example("hdp_to_pyldavis").main(argv)
@@ -259,8 +257,4 @@ def test_example_hdp_to_pyldavis(tmp_path, capsys):
 
 
 def _has_pyldavis():
-    try:
-        import pyLDAvis  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("pyLDAvis") is not None
