@@ -202,7 +202,7 @@ class ResultsMixin:
 
         Topic i is component ``used_components(min_size)[i]``: its Dirichlet
         posterior lambda_i (``components_``, or ``topics_ * (n_k + eta_tot)``
-        for the collapsed HDPs, whose topic-word prior is symmetric), so that
+        for the collapsed HDPs), so that
         ``topics_`` are the same distributions. The document prior is
         ``alpha_i = a * weights_[k_i]``: for an HDP ``a`` is its document
         concentration alpha (``pi_j ~ DP(alpha, beta)`` restricted to the used

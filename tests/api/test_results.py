@@ -216,6 +216,13 @@ def test_to_lda_of_the_sampler_holds_its_counts_plus_the_prior(tiny_corpus):
     np.testing.assert_allclose(lda.eta_, est.eta_tot / tiny_corpus.n_words)
 
 
+def test_to_lda_saves_and_loads(tiny_corpus, tmp_path):
+    lda = fitted("hdp-tf-svi", tiny_corpus).to_lda()
+    again = bnpcore.load(lda.save(tmp_path / "lda.npz"))
+    np.testing.assert_array_equal(again.transform(tiny_corpus), lda.transform(tiny_corpus))
+    assert again.score(tiny_corpus) == lda.score(tiny_corpus)
+
+
 KOS_CHECKS = [
     pytest.param(lambda: hdp.DirectAssignmentGibbs(n_components=20, max_iter=20, burn_in=10, random_state=0),
                  id="hdp-gibbs"),
