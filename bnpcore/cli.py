@@ -43,6 +43,7 @@ import time
 
 import numpy as np
 
+from bnpcore import __version__
 from bnpcore.base import TopicMixin
 from bnpcore.inference.callbacks import Progress
 
@@ -408,6 +409,7 @@ def _key_value(text):
 
 def build_parser():
     p = _Parser(prog="bnpcore", description="Bayesian nonparametric topic models on bag-of-words data.")
+    p.add_argument("--version", action="version", version=f"bnpcore {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,list}", parser_class=_Parser)
 
     def data_options(q):

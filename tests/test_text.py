@@ -279,12 +279,8 @@ def test_cli_fits_a_folder_of_text(tmp_path, capsys, monkeypatch):
 
 def test_example_text_to_topics(tmp_path, capsys):
     """examples/text_to_topics.py on three themes: the three largest topics are the themes."""
-    from .api.conftest import _load_example
-    themes = ["apple banana cherry orchard fruit harvest".split(), "engine wheel motor road speed garage".split(),
-              "election vote senate campaign party ballot".split()]
-    rng = np.random.default_rng(0)
-    for i in range(30):
-        (tmp_path / f"{i:02d}.txt").write_text(" ".join(rng.choice(themes[i % 3], size=40)), encoding="utf-8")
+    from .api.conftest import _load_example, write_theme_texts
+    themes = write_theme_texts(tmp_path)
     model, scores = _load_example("text_to_topics").main([str(tmp_path), "--min-df", "1", "--n-topics", "3"])
     assert sorted(sorted(model.top_words(k, 6)) for k in range(3)) == sorted(map(sorted, themes))
     assert scores.shape == (3,) and np.all(np.isfinite(scores))

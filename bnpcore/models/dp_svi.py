@@ -18,11 +18,12 @@ from bnpcore.base import TopicMixin
 from bnpcore.evaluation import dp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
 from bnpcore.kernels._svi import dp_local_step, dp_log_weights, dp_meanfield_step
+from bnpcore.results import ResultsMixin
 
 __all__ = ["TruncationFreeSVI", "StochasticVB"]
 
 
-class _OnlineDPMixture(OnlineEstimator, TopicMixin):
+class _OnlineDPMixture(ResultsMixin, OnlineEstimator, TopicMixin):
     """What both DP-mixture estimators share: sizes, scoring, parameters."""
 
     def _check_common(self):
@@ -33,6 +34,9 @@ class _OnlineDPMixture(OnlineEstimator, TopicMixin):
     def _size_key(self):
         # u_k - 1: expected number of documents (E10, E11)
         return self._state.sizes
+
+    _component_sizes = _size_key
+    _size_unit = "documents"
 
     def score(self, X, y=None):
         """The mixtures' score: the held-out per-word log-likelihood of the whole

@@ -15,6 +15,7 @@ from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _cvhdp
 from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, TrainingPredictive, check_gamma_prior
+from bnpcore.results import ResultsMixin
 
 __all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tables", "expected_log_g",
            "gamma_posterior", "stick_posteriors", "kl_gamma", "kl_dirichlet", "expected_stick_kl"]
@@ -345,7 +346,7 @@ class _CVState(BatchState):
 
 
 
-class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
+class CollapsedVB(ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
     """HDP topic model by collapsed variational Bayes (CV-HDP).
 
     The topic and document parameters are integrated out and the model is
@@ -516,6 +517,9 @@ class CollapsedVB(TrainingPredictive, TopicMixin, BatchEstimator):
         self._train_fingerprint = X.fingerprint()
 
     # -- using a fitted model ----------------------------------------------------
+    def _component_sizes(self):
+        return self.expected_counts_
+
     def transform(self, X, n_iter=20):
         """Topic proportions of new documents, topics held fixed: the document side of
         (15) iterated ``n_iter`` times per document; rows are

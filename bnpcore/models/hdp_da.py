@@ -56,6 +56,7 @@ from bnpcore.corpus import as_corpus
 from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.inference.online import Minibatch
 from bnpcore.kernels import _dahdp
+from bnpcore.results import ResultsMixin
 
 __all__ = ["DirectAssignmentVB", "gem_log_density", "beta_objective"]
 
@@ -650,7 +651,7 @@ class DAState(BatchState):
 # the estimator
 # ---------------------------------------------------------------------------
 
-class DirectAssignmentVB(TopicMixin, BatchEstimator):
+class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     """HDP topic model by direct-assignment mean-field variational inference,
     batch (bHDP) or online (oHDP), with split and merge moves (oHDP-SM,
     bHDP-SM) that let the number of topics grow and shrink.
@@ -914,6 +915,9 @@ class DirectAssignmentVB(TopicMixin, BatchEstimator):
         return self
 
     # -- inference on new documents ---------------------------------------------------
+    def _component_sizes(self):
+        return self.components_.sum(axis=1) - self.n_features_in_ * self.eta_     # lambda = eta + counts
+
     def transform(self, X, *, batch_size=1000):
         """Topic proportions of (new) documents by the E-step (eqs. 3-4) with the
         fitted topics and beta* fixed: theta_jk normalised over the K topics

@@ -15,6 +15,7 @@ from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.kernels import _hdp_gibbs
 from bnpcore.kernels.rng import dirichlet as _log_dirichlet_draw
 from bnpcore.kernels.stirling import StirlingTable, MAX_N as _STIRLING_MAX_N
+from bnpcore.results import ResultsMixin
 
 __all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha"]
 
@@ -198,7 +199,7 @@ class _GibbsState(BatchState):
                      + (gammaln(self.eta_tot) - gammaln(self.topics["n_k"] + self.eta_tot)).sum())
 
 
-class DirectAssignmentGibbs(TrainingPredictive, TopicMixin, BatchEstimator):
+class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
     """HDP topic model by the direct-assignment Gibbs sampler (G-HDP).
 
     Collapses the topic-word distributions and the document proportions and
@@ -328,6 +329,9 @@ class DirectAssignmentGibbs(TrainingPredictive, TopicMixin, BatchEstimator):
         self._beta_new = self.beta_new_
 
     # -- using a fitted model ----------------------------------------------------
+    def _component_sizes(self):
+        return np.bincount(self._z, minlength=self.n_components_)     # tokens per topic, final sample
+
     def transform(self, X, n_sweeps=50, burn_in=20):
         """Topic proportions of new documents with the topics held fixed.
 

@@ -22,11 +22,12 @@ from bnpcore.evaluation import _hdp_importance_sampling, hdp_heldout_log_likelih
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
 from bnpcore.kernels._svi import hdp_local_step, hdp_online_vb_step
 from bnpcore.kernels.stirling import StirlingTable
+from bnpcore.results import ResultsMixin
 
 __all__ = ["TruncationFreeSVI", "OnlineVB"]
 
 
-class _OnlineHDP(OnlineEstimator, TopicMixin):
+class _OnlineHDP(ResultsMixin, OnlineEstimator, TopicMixin):
     """What both online HDP estimators share: sizes, scoring, parameters."""
 
     def _check_common(self):
@@ -43,6 +44,8 @@ class _OnlineHDP(OnlineEstimator, TopicMixin):
     def _size_key(self):
         # expected number of words, sum_w (lambda_kw - eta) (E10, E11)
         return self._state.word_mass()
+
+    _component_sizes = _size_key
 
     def heldout_document_log_likelihood(self, X):
         """Held-out per-word log-likelihood of whole documents, the papers' metric

@@ -28,6 +28,7 @@ from bnpcore.inference import moves
 from bnpcore.inference.batch import BatchEstimator, BatchState
 from bnpcore.inference.moves import Components
 from bnpcore.kernels import _nrm
+from bnpcore.results import ResultsMixin
 
 __all__ = ["ADF", "EP", "CollapsedGibbs", "grid_search"]
 
@@ -309,11 +310,12 @@ def _recompute_from_sites(state, sites, corpus, p):
 # Estimators
 # ---------------------------------------------------------------------------
 
-class _NRMMixin(TopicMixin):
+class _NRMMixin(ResultsMixin, TopicMixin):
     """Prediction shared by the three estimators: responsibilities, predictive
     log-likelihood ([NRM] section 4; ALGORITHMS.md 8.5)."""
 
     _requires_tokens = False     # a corpus of empty documents is a valid (degenerate) dataset
+    _size_unit = "documents"
 
     def transform(self, X):
         """Cluster responsibilities of documents under the fitted model (nothing is updated).
@@ -434,6 +436,9 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
 
     def _n_observations(self):
         return self._state.m
+
+    def _component_sizes(self):
+        return self.cluster_mass_
 
     def _refresh(self, p):
         st = self._state
@@ -848,6 +853,9 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
         self.u_ = u
         self.n_components_ = len(order)
         self.vocabulary_ = X.vocabulary
+
+    def _component_sizes(self):
+        return self.cluster_sizes_
 
     @staticmethod
     def _log_weights(sizes, u, p):

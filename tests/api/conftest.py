@@ -156,6 +156,18 @@ def make_tiny_corpus(seed=0, n_docs=40, n_topics=3, words_per_topic=8):
     return Corpus(docs, vocabulary=[f"w{w:02d}" for w in range(n_words)])
 
 
+THEMES = ["apple banana cherry orchard fruit harvest".split(), "engine wheel motor road speed garage".split(),
+          "election vote senate campaign party ballot".split()]
+
+
+def write_theme_texts(folder, n_docs=30):
+    """Text files of 40 words each, document i drawn from theme i % 3 of ``THEMES``."""
+    rng = np.random.default_rng(0)
+    for i in range(n_docs):
+        (folder / f"{i:02d}.txt").write_text(" ".join(rng.choice(THEMES[i % 3], size=40)), encoding="utf-8")
+    return THEMES
+
+
 @pytest.fixture
 def tiny_corpus():
     return make_tiny_corpus()
