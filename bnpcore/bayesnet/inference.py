@@ -9,7 +9,6 @@ sample of the sampled cases) and, per case, the clique marginals
 call of ``bnpcore.kernels._bayesnet.sweep`` over the cases in data order.
 """
 import math
-import time
 
 import numpy as np
 from scipy.special import gammaln
@@ -18,7 +17,7 @@ from bnpcore._validation import check_int, check_positive, check_random_state, e
 from bnpcore.base import BaseEstimator, exclusive
 from bnpcore.bayesnet.junction import Plan
 from bnpcore.bayesnet.network import Network
-from bnpcore.inference.batch import BatchState
+from bnpcore.inference.batch import BatchState, timed_sweep
 from bnpcore.kernels import _bayesnet
 from bnpcore.kernels.special import digamma
 from bnpcore.models.lda import _RECOUNT_EVERY, _random_rows
@@ -320,12 +319,9 @@ class _NetworkEstimator(BaseEstimator):
         self.history_ = []
         seconds, log_avg, n_avg = 0.0, None, 0
         for it in range(1, max_iter + 1):
-            tick = time.perf_counter()
-            metrics = state.sweep()
             sampling = burn_in is not None and it > burn_in
-            if sampling:
-                state.collect()
-            seconds += time.perf_counter() - tick
+            metrics, spent = timed_sweep(state, sampling)
+            seconds += spent
             record = {"n_cases": it * int(weights.sum()), "fit_seconds": seconds}
             record.update(metrics)
             if scorer is not None and (it % eval_every == 0 or it == max_iter):

@@ -34,7 +34,7 @@ from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import PredictiveAverage, token_log_likelihood
 from bnpcore.inference.callbacks import progress_bar
 
-__all__ = ["BatchState", "BatchEstimator"]
+__all__ = ["BatchState", "BatchEstimator", "timed_sweep"]
 
 # "module:qualname" -> BatchState subclass: checkpoints name their state class,
 # and only classes from here are rebuilt.
@@ -92,6 +92,16 @@ class BatchState:
         state.__dict__.update(saved)
         state.restore(corpus)
         return state
+
+
+def timed_sweep(state, sampling):
+    """One iteration: ``state.sweep()``, then ``state.collect()`` for a sampler past
+    its burn-in; returns (the sweep's diagnostics, seconds spent)."""
+    tick = time.perf_counter()
+    metrics = state.sweep()
+    if sampling:
+        state.collect()
+    return metrics, time.perf_counter() - tick
 
 
 class BatchEstimator(BaseEstimator):
@@ -219,12 +229,9 @@ class BatchEstimator(BaseEstimator):
         stopped, it = False, start
         with progress_bar(self, progress, max_iter, initial=start):
             for it in range(start + 1, max_iter + 1):
-                tick = time.perf_counter()
-                metrics = state.sweep()
                 sampling = burn_in is not None and it > burn_in
-                if sampling:
-                    state.collect()
-                seconds += time.perf_counter() - tick
+                metrics, spent = timed_sweep(state, sampling)
+                seconds += spent
                 record = {"n_documents": it * X.n_docs, "fit_seconds": seconds,
                           "n_components": int(state.n_components)}
                 record.update(metrics)
