@@ -17,14 +17,31 @@ def _pyplot():
     return plt
 
 
+def _number(value):
+    """A record's value as a number: numbers as they are, a bound of named terms
+    as its total, anything else None."""
+    if isinstance(value, dict):
+        terms = [_number(v) for v in value.values()]
+        return float(sum(terms)) if terms and None not in terms else None
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    return None
+
+
 def plot_history(estimator, metrics=None, ax=None):
     """Plot numeric ``history_`` entries against the iteration.
+
+    Records may differ in their keys (held-out scores only at evaluated
+    iterations, a bound only where computed): each metric is drawn at the
+    iterations whose records have it. A bound recorded as named terms is drawn
+    as its total.
 
     Parameters
     ----------
     estimator : fitted bnpcore estimator
     metrics : sequence of str, optional
-        Keys of the history records to draw (default: every numeric key).
+        Keys of the history records to draw (default: every key that is numeric
+        in some record, in order of first appearance).
     ax : matplotlib Axes, optional
         Where to draw; a new figure otherwise. With several metrics each gets its
         own subplot (``ax`` is then ignored).
@@ -36,7 +53,9 @@ def plot_history(estimator, metrics=None, ax=None):
     history = getattr(estimator, "history_", None)
     if not history:
         raise ValueError("the estimator has no history_ (fit it first)")
-    numeric = [k for k in history[-1] if k != "iteration" and isinstance(history[-1][k], (int, float))]
+    numeric = []
+    for rec in history:
+        numeric += [k for k, v in rec.items() if k != "iteration" and k not in numeric and _number(v) is not None]
     metrics = numeric if metrics is None else list(metrics)
     missing = [m for m in metrics if m not in numeric]
     if missing or not metrics:
@@ -48,9 +67,10 @@ def plot_history(estimator, metrics=None, ax=None):
         fig, axes = plt.subplots(len(metrics), 1, sharex=True, squeeze=False,
                                  figsize=(6, 2.2 * len(metrics)))
         axes = list(axes[:, 0])
-    iterations = [rec["iteration"] for rec in history]
     for a, key in zip(axes, metrics):
-        a.plot(iterations, [rec.get(key, np.nan) for rec in history], marker=".")
+        points = [(rec["iteration"], _number(rec.get(key))) for rec in history]
+        points = [(it, y) for it, y in points if y is not None]
+        a.plot([it for it, _ in points], [y for _, y in points], marker=".")
         a.set_ylabel(key)
     axes[-1].set_xlabel("iteration")
     return axes
