@@ -80,6 +80,7 @@ still read. Estimators also pickle.
 """
 import contextlib
 import functools
+import hashlib
 import importlib
 import inspect
 import json
@@ -258,6 +259,18 @@ class BaseEstimator:
         elif seed is None:
             seed = self.__dict__.setdefault("_scoring_entropy", np.random.SeedSequence().entropy)
         return np.random.default_rng(seed)
+
+    def _document_generators(self, X):
+        """One generator per document of the Corpus ``X`` for randomised inference
+        in ``transform``: seeded by the scoring stream and by the document's own
+        words and counts, so a document's draws, and its result, do not depend
+        on the other documents of ``X`` or on its position among them."""
+        base = [int(v) for v in self._scoring_rng().integers(2 ** 63, size=2)]
+        generators = []
+        for lo, hi in zip(X.indptr[:-1], X.indptr[1:]):
+            digest = hashlib.blake2b(X.indices[lo:hi].tobytes() + X.counts[lo:hi].tobytes(), digest_size=8)
+            generators.append(np.random.default_rng(base + [int.from_bytes(digest.digest(), "little")]))
+        return generators
 
     def _renamed(self, old, new):
         """The value of parameter ``new``, or of its deprecated alias ``old``

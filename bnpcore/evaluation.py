@@ -380,17 +380,20 @@ _IS_CHUNK = 4   # documents per random stream: results do not depend on the numb
 
 
 def _hdp_importance_sampling(topics, prior, docs, burnin, n_samples, random_state, n_threads, doc_counts=False,
-                             defensive=0.0):
+                             defensive=0.0, generators=None):
     """Run the [TF] S.3 kernel: per-document log-likelihoods (and the topic counts
-    of the final Gibbs sweep when ``doc_counts``)."""
+    of the final Gibbs sweep when ``doc_counts``). ``generators``: one per
+    document instead of a stream per chunk of documents spawned from
+    ``random_state``."""
     topics = np.ascontiguousarray(topics, dtype=np.float64)
     prior = np.ascontiguousarray(prior, dtype=np.float64)
-    rng = check_random_state(random_state)
-    generators = spawn_generators(rng, (docs.n_docs + _IS_CHUNK - 1) // _IS_CHUNK)
+    chunk = _IS_CHUNK if generators is None else 1
+    if generators is None:
+        generators = spawn_generators(check_random_state(random_state), (docs.n_docs + chunk - 1) // chunk)
     loglik = np.empty(docs.n_docs)
     counts = np.empty((docs.n_docs if doc_counts else 0, topics.shape[0]))
     hdp_heldout(docs.indptr, docs.indices, docs.counts, topics, prior, int(burnin), int(n_samples), float(defensive),
-                generators, _IS_CHUNK, loglik, counts, effective_n_threads(n_threads))
+                generators, chunk, loglik, counts, effective_n_threads(n_threads))
     return loglik, counts
 
 

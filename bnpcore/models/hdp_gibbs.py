@@ -339,8 +339,10 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         ``p(z_i = k) ∝ (n_jk + alpha beta_k) topics_[k, w_i]``; the posterior means
         ``(n_jk + alpha beta_k) / (N_j + alpha sum_l beta_l)`` of the sweeps after
         ``burn_in`` are averaged (proportions over the instantiated topics: rows sum
-        to 1; an empty document gets the normalised ``weights_``). The draws come
-        from the model's scoring stream (repeatable).
+        to 1; an empty document gets the normalised ``weights_``). Each document's
+        draws come from its own stream, seeded by the model's scoring stream and
+        the document's words: repeatable, and the same for a document whatever
+        the batch it comes in.
 
         Returns
         -------
@@ -355,6 +357,8 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)
         theta = np.zeros((X.n_docs, self.n_components_))
         if self.n_components_:
-            _hdp_gibbs.fold_in(words, tok_ptr, np.ascontiguousarray(np.asarray(self.topics_).T), prior,
-                               n_sweeps, burn_in, self._scoring_rng(), theta)
+            phi_wk = np.ascontiguousarray(np.asarray(self.topics_).T)
+            for j, generator in enumerate(self._document_generators(X)):   # a stream per document
+                _hdp_gibbs.fold_in(words[tok_ptr[j]:tok_ptr[j + 1]], np.array([0, tok_ptr[j + 1] - tok_ptr[j]]),
+                                   phi_wk, prior, n_sweeps, burn_in, generator, theta[j:j + 1])
         return theta

@@ -178,13 +178,15 @@ class TruncationFreeSVI(_OnlineHDP):
     def transform(self, X):
         """Document-topic proportions ``(n_jk + alpha pihat_k) / (N_j + alpha sum_k pihat_k)``
         after ``heldout_burnin`` Gibbs sweeps with the topics fixed (rows sum to 1;
-        an empty document gets the normalised pihat)."""
+        an empty document gets the normalised pihat). Each document samples from
+        its own stream (scoring seed and the document's words), so its result does
+        not depend on the batch it comes in."""
         X = self._check_input(X)
         if self.n_components_ == 0:
             return np.empty((X.n_docs, 0))
         prior = self.alpha * self.weights_
-        _, counts = _hdp_importance_sampling(self.topics_, prior, X, self.heldout_burnin, 0, self._scoring_rng(),
-                                             self.n_threads, doc_counts=True)
+        _, counts = _hdp_importance_sampling(self.topics_, prior, X, self.heldout_burnin, 0, None, self.n_threads,
+                                             doc_counts=True, generators=self._document_generators(X))
         counts += prior
         return counts / counts.sum(axis=1, keepdims=True)
 

@@ -48,22 +48,8 @@ def make(name, **overrides):
     return spec.make(test=True, **overrides)
 
 
-# transform by Monte Carlo: both HDPs infer a document's proportions by
-# sampling (Gibbs fold-in) from one scoring stream that runs over the documents
-# of X in order, so the same document gets a slightly different answer in
-# another batch or position (the same X always gives the same answer).
-SAMPLED_TRANSFORM = {"hdp-gibbs", "hdp-tf-svi"}
-SAMPLED_TRANSFORM_CHECKS = {
-    "check_methods_subset_invariance": "transform samples along the documents of X: a document's result depends "
-                                       "on its position in the batch (Monte Carlo noise)",
-    "check_methods_sample_order_invariance": "transform samples along the documents of X: reordering them "
-                                             "changes the draws each document gets",
-}
-
-
 def expected_failures(estimator):
-    sampled = {cli.get_model(n).load_class() for n in SAMPLED_TRANSFORM & set(cli.MODELS)}
-    return {**EXPECTED_FAILED_CHECKS, **(SAMPLED_TRANSFORM_CHECKS if type(estimator) in sampled else {})}
+    return EXPECTED_FAILED_CHECKS
 
 
 def parametrize_with_checks(names):

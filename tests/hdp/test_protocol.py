@@ -126,6 +126,20 @@ def test_score_is_document_completion_of_the_documents_passed(data, cls, params)
     assert np.isfinite(model.heldout_log_likelihood(train, test))
 
 
+def test_sampled_transform_does_not_depend_on_the_batch(data):
+    """G-HDP and TF-SVI sample each document's proportions from a stream of its own
+    (scoring seed and words): reordered, subset or repeated, a document gets the
+    same row."""
+    from bnpcore import hdp
+    train, _, new = data
+    for model in (hdp.DirectAssignmentGibbs(n_components=5, max_iter=5, burn_in=2, random_state=3).fit(train),
+                  hdp.TruncationFreeSVI(batch_size=10, n_epochs=1, random_state=3).fit(train)):
+        full = model.transform(new)
+        order = np.arange(new.n_docs)[::-1]
+        np.testing.assert_array_equal(model.transform(new[order]), full[order])
+        np.testing.assert_array_equal(model.transform(new[1:3]), full[1:3])
+
+
 @ESTIMATORS
 def test_input_width_is_checked(data, cls, params):
     train, _, new = data
