@@ -15,6 +15,10 @@ Three experiments, each a sub-command that prints its table:
           documents held out, oHDP-SM against oHDP from K in {1, 10, 100} for the
           same wall time; held-out vs number of topics over each run, as a table
           and (with matplotlib) a plot.
+``bound``  Why the moves shrink the model on KOS: the batch bound (no moves, 40
+          iterations) and the held-out value of ``hdp.DirectAssignmentVB`` and
+          ``lda.StandardVB`` for K in {5, 10, 20, 40, 80}: the bound is largest at
+          the smallest K.
 ``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
           Wang et al. 2011), tomotopy ``HDPModel`` (collapsed Gibbs), bnpcore's
           G-HDP (``hdp.DirectAssignmentGibbs``) and truncation-free SVI
@@ -28,6 +32,7 @@ scored per word with ``bnpcore.evaluation.token_log_likelihood``.
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py bars --epochs 20
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py kos --seconds 30 --plot kos_sm.png
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py peers --seconds 30
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py bound
 """
 import argparse
 import math
@@ -41,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_peers import _bow, _tomotopy_extract, _words  # noqa: E402
 from harness import normalize_rows  # noqa: E402
 
-from bnpcore import hdp  # noqa: E402
+from bnpcore import hdp, lda  # noqa: E402
 from bnpcore.datasets import load_kos, make_bars  # noqa: E402
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
 
@@ -129,6 +134,22 @@ def run_kos(args):
         print(f"# plot: {args.plot}")
 
 
+def run_bound(args):
+    train, test, observed, heldout = kos_split(args.seed)
+    print("# KOS: batch fits without moves, 40 iterations, eta 0.01; bound = the method's own (sum of its terms)")
+    print(f"{'method':22} {'K':>4} {'bound':>12} {'heldout':>9}")
+    for K in (5, 10, 20, 40, 80):
+        for name, est in (("DirectAssignmentVB", hdp.DirectAssignmentVB(
+                n_components=K, mode="batch", split_merge=False, prune_threshold=0.0, max_iter=40, tol=0.0,
+                learn_hyperparameters=False, random_state=args.seed)),
+                          ("lda.StandardVB", lda.StandardVB(n_components=K, alpha=1.0 / K, eta=0.01, max_iter=40,
+                                                            tol=0.0, random_state=args.seed))):
+            est.fit(train)
+            bound = est.history_[-1]["bound"]
+            total = sum(bound.values()) if isinstance(bound, dict) else bound
+            print(f"{name:22} {K:4d} {total:12.0f} {est.heldout_log_likelihood(observed, heldout):9.4f}", flush=True)
+
+
 def peer_gensim(train, observed, heldout, args):
     from gensim.models import HdpModel
     bow = _bow(train)
@@ -198,7 +219,7 @@ def run_peers(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=("bars", "kos", "peers"))
+    parser.add_argument("experiment", choices=("bars", "kos", "peers", "bound"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=20, help="bars: passes over the training documents")
     parser.add_argument("--repeats", type=int, default=8, help="bars: seeds of each oHDP baseline")
@@ -208,7 +229,7 @@ def main(argv=None):
     parser.add_argument("--inits", type=lambda s: [int(v) for v in s.split(",")], default=[1, 10, 100])
     parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
     args = parser.parse_args(argv)
-    {"bars": run_bars, "kos": run_kos, "peers": run_peers}[args.experiment](args)
+    {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound}[args.experiment](args)
 
 
 if __name__ == "__main__":

@@ -221,8 +221,7 @@ class _Documents:
 
 class _Minibatch:
     """The local state of one minibatch after the E-step: theta (S, K+1), n (S, K),
-    statistics (Vb, K), entropy H (K,), responsibilities (nnz, K) or None, and
-    E[log phi] (Vb, K) the E-step used."""
+    statistics (Vb, K), entropy H (K,) and responsibilities (nnz, K) or None."""
 
     def __init__(self, batch, theta, ndk, stats, entropy, resp):
         self.batch, self.theta, self.ndk, self.stats, self.entropy, self.resp = \
@@ -328,30 +327,27 @@ class DAState(BatchState):
         return record
 
     # -- E-step -----------------------------------------------------------------------
-    def estep(self, batch, warm=False, lam=None, beta=None, keep=None):
-        """Eqs. 3-4 on a minibatch with the current (or given) globals."""
+    def estep(self, batch, warm=False):
+        """Eqs. 3-4 on a minibatch with the current globals; the responsibilities
+        are kept when moves need them."""
         cfg = self.settings
-        lam = self.lam if lam is None else lam
-        beta = self.beta if beta is None else beta
-        K = lam.shape[0]
-        S = batch.n_docs
-        elogphi = np.ascontiguousarray(expected_log_phi(lam[:, batch.vocab]).T)
+        K, S = self.n_components, batch.n_docs
+        elogphi = np.ascontiguousarray(expected_log_phi(self.lam[:, batch.vocab]).T)
         theta = self.theta[batch.doc_ids] if warm else np.empty((S, K + 1))
         ndk = np.empty((S, K))
         stats = np.zeros((len(batch.vocab), K))
         entropy = np.zeros(K)
-        keep = cfg["split_merge"] if keep is None else keep
+        keep = cfg["split_merge"]
         resp = np.empty((len(batch.words) if keep else 0, K))
-        _dahdp.estep(batch.ptr, batch.words, batch.counts, elogphi, self.alpha * beta, cfg["estep_tol"],
+        _dahdp.estep(batch.ptr, batch.words, batch.counts, elogphi, self.alpha * self.beta, cfg["estep_tol"],
                      cfg["estep_max_iter"], warm, theta, ndk, stats, entropy, resp, cfg["n_threads"])
         entropy -= np.einsum("wk,wk->k", stats, elogphi)
         return _Minibatch(batch, theta, ndk, stats, entropy, resp if keep else None)
 
     # -- bound ---------------------------------------------------------------------------
-    def bound(self, local, scale, lam=None, beta=None):
+    def bound(self, local, scale):
         """The minibatch bound L_B (the bound itself in batch mode) as named terms."""
-        lam = self.lam if lam is None else lam
-        beta = self.beta if beta is None else beta
+        lam, beta = self.lam, self.beta
         tokens = local.tokens(expected_log_phi(lam[:, local.batch.vocab]))
         docs = _Documents(local.theta, local.ndk, self.alpha * beta, self.alpha)
         return {"tokens": scale * float(tokens.sum()), "documents": scale * float(docs.value()),
