@@ -108,12 +108,18 @@ def test_stopping_rules(text):
 
 def test_max_seconds_is_a_budget_per_call(text, monkeypatch):
     """A resumed fit gets its own max_seconds (the clock advances 0.5 s per reading:
-    one sweep costs 0.5 s); an integer eval_every does not enumerate max_iter."""
+    one sweep costs 0.5 s); an integer eval_every does not enumerate max_iter
+    (a set of 10**7 iterations took ~0.5 GB)."""
     import itertools
+    import tracemalloc
     from bnpcore.inference import batch
     clock = itertools.count(0.0, 0.5)
     monkeypatch.setattr(batch.time, "perf_counter", lambda: next(clock))
-    est = RandomTopics(max_iter=10 ** 12, random_state=0).fit(text, max_seconds=3)
+    tracemalloc.start()
+    est = RandomTopics(max_iter=10 ** 7, random_state=0).fit(text, max_seconds=3)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50 * 2 ** 20
     assert est.n_iter_ == 6
     est.fit(text, max_seconds=3, resume=True)
     assert est.n_iter_ == 12 and est.history_[-1]["fit_seconds"] == 6.0
