@@ -14,17 +14,24 @@ Public names (stable; downstream code may rely on them):
 ``gamma(shape, size, random_state=None, log=False)``, ``beta(a, b, size, ...)``,
 ``dirichlet(alpha, size, ...)``, ``normal(size, random_state=None)``
     Vectorised draws, mostly for testing and for Python users.
+``stream_uniform(key, a, b, size)``
+    Uniforms of the keyed stream (key, a, b) (below).
 
 At C level (``cimport bnpcore.kernels.rng``): ``bnp_bitgen_t`` and the header's
 ``bnp_rng_*`` functions (nogil), and the exported ``bitgen_of(generator)``, which
 gives the ``bnp_bitgen_t *`` of a Generator; draw inside
 ``with generator.bit_generator.lock, nogil:``. One Generator per thread or chunk
 (``SeedSequence.spawn``), never a shared one without its lock.
+
+Keyed streams (``bnp_stream_t``, ``bnp_stream_init(&s, key, a, b)``): a
+``bnp_bitgen_t`` over xoshiro256** whose state is a hash of three integers. The
+data-parallel samplers draw document ``j`` of sweep ``t`` from stream
+``(seed, t, j)``, so their result is the same on any number of threads or workers.
 """
 import numpy as np
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from bnpcore._validation import check_int, check_prior, check_random_state
 
@@ -162,3 +169,25 @@ def normal(size, random_state=None):
         for i in range(ov.shape[0]):
             ov[i] = bnp_rng_normal(g)
     return out
+
+
+def stream_uniform(key, a, b, size):
+    """Uniforms on [0, 1) of the keyed stream ``(key, a, b)`` (unsigned 64-bit
+    integers): the C samplers' per-document streams, for tests and inspection."""
+    cdef uint64_t k = _uint64(key, "key"), av = _uint64(a, "a"), bv = _uint64(b, "b")
+    out = np.empty(check_int(size, "size", minimum=0), dtype=np.float64)
+    cdef double[::1] ov = out
+    cdef bnp_stream_t stream
+    cdef Py_ssize_t i
+    with nogil:
+        bnp_stream_init(&stream, k, av, bv)
+        for i in range(ov.shape[0]):
+            ov[i] = bnp_rng_uniform(&stream.bitgen)
+    return out
+
+
+def _uint64(value, name):
+    value = check_int(value, name, minimum=0)
+    if value >= 2 ** 64:
+        raise ValueError(f"{name} must be below 2**64, got {value}")
+    return value

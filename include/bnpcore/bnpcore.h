@@ -408,6 +408,53 @@ static inline void bnp_rng_dirichlet(bnp_bitgen_t *g, const double *alpha, int64
     for (i = 0; i < k; ++i) out[i] = exp(out[i]);
 }
 
+/* Keyed streams: a bnp_bitgen_t over xoshiro256** (Blackman & Vigna, "Scrambled
+ * linear pseudorandom number generators", 2021) whose state is a function of three
+ * integers, e.g. (seed, sweep, document).  A sampler that draws document j of sweep t
+ * from stream (seed, t, j) gets the same draws on any thread and any machine, so its
+ * result does not depend on the thread count or the partition of the corpus.
+ * The state is filled by splitmix64 from a hash of the key (never all zero). */
+typedef struct bnp_stream {
+    bnp_bitgen_t bitgen;                  /* first member: &stream.bitgen is a bnp_bitgen_t */
+    uint64_t s[4];
+} bnp_stream_t;
+
+static inline uint64_t bnp_mix64(uint64_t z) {  /* splitmix64's finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t bnp_rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t bnp_stream_next64(void *st) {
+    uint64_t *s = (uint64_t *)st;
+    uint64_t result = bnp_rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = bnp_rotl64(s[3], 45);
+    return result;
+}
+
+static inline uint32_t bnp_stream_next32(void *st) { return (uint32_t)(bnp_stream_next64(st) >> 32); }
+
+static inline double bnp_stream_next_double(void *st) {       /* 53 bits, as numpy */
+    return (double)(bnp_stream_next64(st) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static inline void bnp_stream_init(bnp_stream_t *r, uint64_t key, uint64_t a, uint64_t b) {
+    const uint64_t golden = 0x9e3779b97f4a7c15ULL;
+    uint64_t x = bnp_mix64(bnp_mix64(bnp_mix64(key) ^ (a + golden)) ^ (b + 2 * golden));
+    int i;
+    for (i = 0; i < 4; ++i) { x += golden; r->s[i] = bnp_mix64(x); }
+    if (!(r->s[0] | r->s[1] | r->s[2] | r->s[3])) r->s[0] = golden;
+    r->bitgen.state = r->s;
+    r->bitgen.next_uint64 = bnp_stream_next64;
+    r->bitgen.next_uint32 = bnp_stream_next32;
+    r->bitgen.next_double = bnp_stream_next_double;
+    r->bitgen.next_raw = bnp_stream_next64;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Count matrices.                                                            */
 /* ------------------------------------------------------------------------- */

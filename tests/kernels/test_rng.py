@@ -149,6 +149,59 @@ def test_reproducible_streams():
     np.testing.assert_array_equal(rng.beta(1.0, 2.0, 10, random_state=first), draws[0])
 
 
+M64 = 2 ** 64 - 1
+
+
+def _mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def _rotl(x, k):
+    return ((x << k) | (x >> (64 - k))) & M64
+
+
+def reference_stream(key, a, b, n):
+    """xoshiro256** (Blackman & Vigna's reference algorithm) seeded by splitmix64
+    from the hash of (key, a, b), in pure Python: the keyed streams' specification."""
+    golden = 0x9E3779B97F4A7C15
+    x = _mix64(_mix64(_mix64(key) ^ ((a + golden) & M64)) ^ ((b + 2 * golden) & M64))
+    s = []
+    for _ in range(4):
+        x = (x + golden) & M64
+        s.append(_mix64(x))
+    out = []
+    for _ in range(n):
+        result = (_rotl((s[1] * 5) & M64, 7) * 9) & M64
+        t = (s[1] << 17) & M64
+        s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = _rotl(s[3], 45)
+        out.append((result >> 11) / 2.0 ** 53)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("key, a, b", [(0, 0, 0), (12345, 7, 3), (2 ** 64 - 1, 2 ** 63, 1)])
+def test_keyed_stream_matches_reference(key, a, b):
+    np.testing.assert_array_equal(rng.stream_uniform(key, a, b, 64), reference_stream(key, a, b, 64))
+
+
+def test_keyed_streams_uniform_and_distinct():
+    u = rng.stream_uniform(42, 1, 2, N)
+    assert stats.kstest(u, stats.uniform.cdf).pvalue > P_MIN
+    np.testing.assert_array_equal(u, rng.stream_uniform(42, 1, 2, N))
+    # neighbouring keys (the next document, the next sweep, the next seed) give unrelated streams
+    firsts = np.array([rng.stream_uniform(42, t, j, 1)[0] for t in range(40) for j in range(50)])
+    assert stats.kstest(firsts, stats.uniform.cdf).pvalue > P_MIN
+    for other in [(42, 1, 3), (42, 2, 2), (43, 1, 2), (42, 2, 1)]:
+        assert abs(np.corrcoef(u[:5000], rng.stream_uniform(*other, 5000))[0, 1]) < 0.05
+    with pytest.raises(ValueError, match="key"):
+        rng.stream_uniform(2 ** 64, 0, 0, 1)
+    with pytest.raises(ValueError, match="b"):
+        rng.stream_uniform(0, 0, -1, 1)
+
+
 @pytest.mark.parametrize("bitgen", [np.random.PCG64, np.random.Philox, np.random.MT19937, np.random.SFC64])
 def test_any_numpy_bit_generator(bitgen):
     x = rng.gamma(2.0, 5000, random_state=np.random.Generator(bitgen(8)))
