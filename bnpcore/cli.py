@@ -45,6 +45,7 @@ import numpy as np
 
 from bnpcore import __version__
 from bnpcore.base import TopicMixin
+from bnpcore.inference.batch import BatchEstimator
 from bnpcore.inference.callbacks import Progress
 
 __all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "main"]
@@ -248,6 +249,7 @@ def _print_score(est, observed, heldout, doc_topic=None):
     ll = heldout_score(est, observed, heldout, doc_topic)
     print(f"held-out per-word log-likelihood: {ll:.4f} (perplexity {np.exp(-ll):.1f}) "
           f"on {heldout.n_tokens} tokens")
+    return ll
 
 
 def cmd_fit(args):
@@ -273,9 +275,16 @@ def cmd_fit(args):
         if "n_threads" not in params:
             raise _Error(f"model {name} does not take --threads (no n_threads parameter)")
         overrides["n_threads"] = args.threads
+    if args.n_topics is not None:
+        if "n_components" not in params:
+            raise _Error(f"model {name} has no fixed number of topics (it finds them); --n-topics does not apply")
+        overrides["n_components"] = args.n_topics
     est = spec.make(**overrides)
-    if args.output:
-        _check_writable(args.output)
+    for path in (args.output, args.report):
+        if path:
+            _check_writable(path)
+    if args.report:
+        _check_report(args.report)
     corpus, label = _load_args_data(args)
     observed, heldout = _split(corpus, args)
     it_name = spec.iteration_param(cls)
@@ -283,6 +292,11 @@ def cmd_fit(args):
     total = total if isinstance(total, int) else None
     print(f"fitting {name} ({spec.path}) on {label}: {corpus.n_docs} documents, {corpus.n_words} words, "
           f"{observed.n_tokens} training and {heldout.n_tokens} held-out tokens")
+    _print_differences(est, cls)
+    fit_kwargs = {}
+    if args.report and isinstance(est, BatchEstimator):
+        # a held-out trace for the report: about 20 evaluations (batch fits score the held-out tokens)
+        fit_kwargs = {"heldout": heldout, "eval_every": max(1, (total or 1) // 20)}
     if it_name == "n_epochs":       # online: minibatches are the iterations, documents the progress
         progress = Progress(total and total * observed.n_docs, desc=name, key="n_documents", enabled=not args.quiet)
     else:
@@ -290,7 +304,7 @@ def cmd_fit(args):
     start = time.perf_counter()
     try:
         with est.reporting(progress):
-            est.fit(observed)
+            est.fit(observed, **fit_kwargs)
     finally:
         progress.close()
     seconds = time.perf_counter() - start
@@ -303,14 +317,51 @@ def cmd_fit(args):
         except OSError as exc:
             raise _Error(f"cannot save the model to {args.output}: {exc.strerror or exc}") from None
         print(f"saved to {args.output}")
+    score = None
     if isinstance(est, TopicMixin):
         doc_topic = est.transform(observed)
         mass = _topic_mass(doc_topic, observed)
-        order = np.argsort(-mass, kind="stable")[:args.n_topics]
+        order = np.argsort(-mass, kind="stable")[:args.show]
         print(f"{est.get_topics().shape[0]} topics; the {len(order)} largest (share of training tokens):")
         _print_topics(est, order, args.n_words, mass)
-        _print_score(est, observed, heldout, doc_topic)
+        score = _print_score(est, observed, heldout, doc_topic)
+    if args.report:
+        from bnpcore.report import write_report
+        facts = {"data": f"{label}: {corpus.n_docs} documents, {corpus.n_words} words",
+                 "fit": f"{seconds:.1f} s{rate}"}
+        if score is not None:
+            facts["held-out per-word log-likelihood"] = f"{score:.4f} on {heldout.n_tokens} tokens"
+        write_report(est, args.report, observed, title=f"bnpcore fit --model {name}", facts=facts,
+                     n=max(args.show, 1), n_words=args.n_words)
+        print(f"report written to {args.report}")
     return 0
+
+
+def _print_differences(est, cls):
+    """Print the settings in which the command line differs from ``cls()``
+    (the registry's defaults for KOS, --seed's 0, the options given)."""
+    python = cls().get_params()
+    changed = [f"{k}={v!r} (Python: {python[k]!r})" for k, v in est.get_params().items()
+               if not _same(v, python.get(k))]
+    if changed:
+        print(f"settings differing from {cls.__name__}()'s defaults: {', '.join(changed)}")
+
+
+def _same(a, b):
+    try:
+        return bool(np.all(a == b)) and type(a) is type(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_report(path):
+    """Fail before a long fit when --report cannot be written."""
+    if os.path.splitext(path)[1].lower() not in (".html", ".htm", ".png"):
+        raise _Error(f"--report must name a .html or .png file, got {path!r}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise _Error("--report needs matplotlib: pip install bnpcore[plot]") from None
 
 
 def _check_writable(path):
@@ -338,7 +389,7 @@ def _load_topic_model(path):
 def cmd_topics(args):
     est = _load_topic_model(args.model)
     n = est.get_topics().shape[0]
-    count = n if args.n_topics < 0 else min(args.n_topics, n)
+    count = n if args.show < 0 else min(args.show, n)
     print(f"{type(est).__name__}: {n} topics")
     _print_topics(est, range(count), args.n_words)
     return 0
@@ -435,15 +486,21 @@ def build_parser():
     f.add_argument("--threads", type=int, help="n_threads of the model")
     f.add_argument("--param", "-p", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                    help="any other constructor parameter (repeatable)")
+    f.add_argument("--n-topics", type=_count(1),
+                   help="number of topics to fit: the model's n_components (LDA: the topics; truncated "
+                        "nonparametric models: the truncation; G-HDP and DirectAssignmentVB: the initial number)")
     f.add_argument("--output", "-o", help="save the fitted model to this .npz file")
-    f.add_argument("--n-topics", type=_count(0), default=10, help="topics to print (default 10)")
+    f.add_argument("--report", metavar="PATH.html|PATH.png",
+                   help="write a report: topic table, held-out and topic-count traces, component sizes "
+                        "(needs matplotlib; batch fits then score the held-out tokens about 20 times)")
+    f.add_argument("--show", type=_count(0), default=10, help="topics to print (default 10)")
     f.add_argument("--n-words", type=_count(0), default=10, help="words per topic (default 10)")
     f.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     f.set_defaults(run=cmd_fit)
 
     t = sub.add_parser("topics", help="print the topics of a saved model")
     t.add_argument("model", help="model file written by 'bnpcore fit --output'")
-    t.add_argument("--n-topics", type=_count(-1), default=20, help="topics to print, -1 for all (default 20)")
+    t.add_argument("--show", type=_count(-1), default=20, help="topics to print, -1 for all (default 20)")
     t.add_argument("--n-words", type=_count(0), default=10, help="words per topic (default 10)")
     t.set_defaults(run=cmd_topics)
 

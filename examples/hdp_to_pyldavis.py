@@ -20,7 +20,7 @@ def main(argv=None):
     p.add_argument("--lines", action="store_true", help="one document per line")
     p.add_argument("--min-df", type=int, default=2, help="drop words in fewer documents (default 2)")
     p.add_argument("--epochs", type=int, default=5, help="passes over the documents (default 5)")
-    p.add_argument("--n-topics", type=int, default=10, help="topics to print (default 10)")
+    p.add_argument("--show", type=int, default=10, help="topics to print (default 10)")
     p.add_argument("--html", help="write the pyLDAvis page here")
     args = p.parse_args(argv)
 
@@ -31,7 +31,7 @@ def main(argv=None):
 
     vocabulary = set(corpus.vocabulary)       # c_v reads the tokens in reading order
     tokens = [[t for t in tokenize(text) if t in vocabulary] for text in texts]
-    summary = model.summary(args.n_topics, corpus=tokens, measure="c_v", n_words=8)
+    summary = model.summary(args.show, corpus=tokens, measure="c_v", n_words=8)
     print(f"{len(model.used_components())} topics used of {model.n_components_}; the largest:")
     print(summary)
 

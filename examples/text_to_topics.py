@@ -22,7 +22,7 @@ def main(argv=None):
     p.add_argument("--min-df", type=float, default=2, help="drop words in fewer documents (default 2)")
     p.add_argument("--max-df", type=float, default=0.5, help="drop words in more than this fraction (default 0.5)")
     p.add_argument("--max-topics", type=int, default=40, help="truncation of the HDP (default 40)")
-    p.add_argument("--n-topics", type=int, default=10, help="topics to print (default 10)")
+    p.add_argument("--show", type=int, default=10, help="topics to print (default 10)")
     args = p.parse_args(argv)
 
     texts = list(read_texts(args.path, lines=args.lines))
@@ -36,7 +36,7 @@ def main(argv=None):
     # (those of the vocabulary), not the bags of words
     vocabulary = set(corpus.vocabulary)
     tokens = [[t for t in tokenize(text) if t in vocabulary] for text in texts]
-    n = min(args.n_topics, model.n_components_)
+    n = min(args.show, model.n_components_)
     scores = coherence([model.top_words(k, 10) for k in range(n)], tokens, measure="c_v", per_topic=True)
     print(f"{model.n_components_} topics; the {n} largest (weight, c_v coherence, top words):")
     for k in range(n):

@@ -258,7 +258,7 @@ def test_cli_fits_a_folder_of_text(tmp_path, capsys, monkeypatch):
     (tmp_path / "all.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     monkeypatch.setattr(cli, "FLAGSHIP", "lda-cvb")
     argv = ["fit", "--model", "lda-cvb", "-p", "n_components=2", "--iterations", "20", "-q", "--n-words", "6",
-            "--n-topics", "2"]
+            "--show", "2"]
     for source in (["--texts", str(folder)], ["--texts", str(tmp_path / "all.txt"), "--lines"]):
         code = cli.main(argv + source + ["-o", str(tmp_path / "m.npz")])
         out = capsys.readouterr().out
@@ -281,7 +281,7 @@ def test_example_text_to_topics(tmp_path, capsys):
     """examples/text_to_topics.py on three themes: the three largest topics are the themes."""
     from .api.conftest import _load_example, write_theme_texts
     themes = write_theme_texts(tmp_path)
-    model, scores = _load_example("text_to_topics").main([str(tmp_path), "--min-df", "1", "--n-topics", "3"])
+    model, scores = _load_example("text_to_topics").main([str(tmp_path), "--min-df", "1", "--show", "3"])
     assert sorted(sorted(model.top_words(k, 6)) for k in range(3)) == sorted(map(sorted, themes))
     assert scores.shape == (3,) and np.all(np.isfinite(scores))
     assert "30 documents, 18 words" in capsys.readouterr().out

@@ -67,7 +67,7 @@ def test_fit_options_save_topics_and_evaluate(capsys, toy_registry, uci_files, t
     docword, vocab = uci_files
     path = str(tmp_path / "model.npz")
     code, out, err = run(capsys, "fit", "--model", "toy-online-kmeans", "--data", docword, "--vocab", vocab,
-                         "--iterations", "3", "--seed", "4", "-p", "alpha=0.5", "--n-topics", "2",
+                         "--iterations", "3", "--seed", "4", "-p", "alpha=0.5", "--show", "2",
                          "--n-words", "3", "--output", path, "--quiet")
     assert code == 0, err
     assert err == ""                                   # --quiet: no progress bar
@@ -139,7 +139,7 @@ def test_vocabulary_mismatch_in_evaluate(capsys, toy_registry, kos_is_tiny, uci_
 
 
 def test_bundled_and_synthetic_data(capsys, toy_registry):
-    code, out, err = run(capsys, "fit", "--data", "kos", "--iterations", "2", "-q", "--n-topics", "1")
+    code, out, err = run(capsys, "fit", "--data", "kos", "--iterations", "2", "-q", "--show", "1")
     assert code == 0, err
     assert "3430 documents, 6906 words" in out and re.search(r"topic +\d+ .*: \w+ \w+", out)
     code, out, err = run(capsys, "fit", "--data", "bars", "--iterations", "2", "-q")
@@ -235,8 +235,8 @@ def test_models_without_topics_are_refused(capsys, tmp_path, kos_is_tiny):
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["fit", "--n-words", "-3"], "--n-words"), (["fit", "--n-topics", "-1"], "--n-topics"),
-    (["topics", "m.npz", "--n-topics", "-2"], "--n-topics"), (["topics", "m.npz", "--n-words", "x"], "--n-words"),
+    (["fit", "--n-words", "-3"], "--n-words"), (["fit", "--show", "-1"], "--show"), (["fit", "--n-topics", "0"], "--n-topics"),
+    (["topics", "m.npz", "--show", "-2"], "--show"), (["topics", "m.npz", "--n-words", "x"], "--n-words"),
 ])
 def test_negative_counts_are_refused(capsys, toy_registry, argv, fragment):
     code, _, err = run(capsys, *argv)
@@ -262,3 +262,57 @@ def test_list_into_a_closed_pipe_exits_quietly():
     proc = subprocess.run(f"{sys.executable} -m bnpcore list | head -1", shell=True, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1 and "Error" not in proc.stderr, proc.stderr
+
+
+def test_n_topics_sets_the_number_of_topics_fitted(capsys, tmp_path):
+    """--n-topics is the model's n_components (it used to only limit the printing);
+    --show limits the printing; settings that differ from Python's are printed."""
+    path = str(tmp_path / "m.npz")
+    code, out, err = run(capsys, "fit", "--model", "lda-cvb0", "--data", "bars", "--iterations", "2", "-q",
+                         "--n-topics", "7", "--show", "3", "-o", path)
+    assert code == 0, err
+    assert load(path).n_components == 7 and load(path).topics_.shape[0] == 7
+    assert "7 topics; the 3 largest" in out and len(re.findall(r"^  topic", out, re.M)) == 3
+    differing = re.search(r"settings differing from CollapsedVB\(\)'s defaults: (.*)", out).group(1)
+    assert "n_components=7 (Python: 10)" in differing and "random_state=0 (Python: None)" in differing
+    assert "max_iter=2" in differing and "eta=" not in differing.replace("beta", "")   # equal values are not listed
+    code, _, err = run(capsys, "fit", "--model", "hdp-tf-svi", "--data", "bars", "--n-topics", "5")
+    assert_one_line_error(code, err, "no fixed number of topics")
+
+
+@pytest.mark.parametrize("suffix", [".html", ".png"])
+def test_report(capsys, tmp_path, suffix):
+    """--report writes a page with the topic table and the traces (a PNG whose
+    panels are not blank), or the PNG alone."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    import base64
+    import html.parser
+    path = tmp_path / f"report{suffix}"
+    code, out, err = run(capsys, "fit", "--model", "hdp-cvb", "--data", "bars", "--iterations", "10", "-q",
+                         "-p", "n_components=12", "--report", str(path))
+    assert code == 0, err
+    assert f"report written to {path}" in out
+    if suffix == ".png":
+        png = path.read_bytes()
+    else:
+        class Page(html.parser.HTMLParser):
+            cells, images = [], []
+
+            def handle_starttag(self, tag, attrs):
+                if tag == "img":
+                    self.images.append(dict(attrs)["src"])
+
+            def handle_data(self, data):
+                self.cells.append(data)
+        page = Page()
+        page.feed(path.read_text(encoding="utf-8"))
+        text = " ".join(page.cells)
+        assert "held-out per-word log-likelihood: -" in text and "coherence" in text
+        assert re.search(r"r\d+c\d+ r\d+c\d+", text)                          # topic words in the table
+        assert len(page.images) == 1 and page.images[0].startswith("data:image/png;base64,")
+        png = base64.b64decode(page.images[0].split(",", 1)[1])
+    image = plt.imread(__import__("io").BytesIO(png), format="png")
+    assert image.shape[1] > 3.2 * image.shape[0]       # three panels side by side: held-out, topics, sizes
+    thirds = np.array_split(image[..., :3].mean(axis=2), 3, axis=1)
+    assert all(part.std() > 0.05 for part in thirds)                       # each panel has drawing on it
+    assert_one_line_error(*run(capsys, "fit", "--report", str(tmp_path / "r.pdf"))[::2], ".html or .png")
