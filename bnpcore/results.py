@@ -10,6 +10,7 @@ estimators' own ``n_used``/``n_active_`` counts use) in decreasing order of
 size, and give them the same index everywhere: row ``i`` of :meth:`summary`,
 column ``i`` of :meth:`document_topics`, topic ``i`` of :meth:`to_lda` and of
 :meth:`export_pyldavis` are the component ``used_components()[i]``.
+:meth:`prune` removes the others from the fitted model itself.
 
 An estimator declares what its sizes count (``_size_unit``: "tokens" for topic
 models, "documents" for mixtures) and computes them from its fitted state in
@@ -53,6 +54,11 @@ class ResultsMixin:
     """
 
     _size_unit = "tokens"
+    # Fitted attributes indexed by component (name -> component axis), and the
+    # attribute, if the model has one, holding the weight of the components it
+    # has not instantiated: what :meth:`prune` slices and where removed weight goes.
+    _component_axes = {"topics_": 0, "weights_": 0}
+    _remainder = None
 
     def _component_sizes(self):
         raise NotImplementedError(f"{type(self).__name__} does not provide component sizes")
@@ -163,6 +169,74 @@ class ResultsMixin:
         if ok.any():
             out[ok] = coherence([t for t, good in zip(topics, ok) if good], corpus, measure=measure, per_topic=True)
         return out
+
+    # -- pruning -------------------------------------------------------------------
+    def prune(self, min_size=1.0):
+        """Remove the components of expected size below ``min_size`` from the
+        fitted model, in place; returns ``self``.
+
+        The kept components stay in their order (``topics_`` row ``i`` of the
+        pruned model is the ``i``-th kept row); every component-indexed fitted
+        attribute (``topics_``, ``weights_``, ``doc_topic_``, sizes, ...) is cut
+        to them, and ``n_components_`` follows. The weight of the removed
+        components goes where the model keeps the weight of the components it
+        has not instantiated (an HDP's new-topic mass ``beta_new_`` or
+        ``rest_weight_``, a mixture's new-cluster weight ``weight_new_`` or the
+        remaining stick); a model without one drops it, as a truncation does.
+        ``doc_topic_`` rows are rescaled to their former sums.
+
+        Training continues from a pruned model where the algorithm's state is
+        its components: the online estimators (``partial_fit``: the removal is
+        their own periodic prune, [TF] section 3), ``hdp.DirectAssignmentVB``
+        (the prune move of Bryant & Sudderth 2012, weight to the rest cell) and
+        ``mixture.ADF``/``EP`` (their streaming state). The samplers and
+        ``hdp.CollapsedVB`` keep assignments or expected counts over every
+        component: their pruned model is for use (``transform``, ``score``,
+        ``summary``, ``save``), an interrupted fit of it can no longer be
+        resumed, and ``mixture.CollapsedGibbs``'s ``score`` still averages the
+        kept posterior samples (its ``labels_`` are -1 for documents of removed
+        clusters); ``hdp.DirectAssignmentGibbs`` forgets ``heldout_loglik_``,
+        which averaged samples of the unpruned model.
+
+        Parameters
+        ----------
+        min_size : float, default 1.0
+            In ``_size_unit`` (tokens for topic models, documents for
+            mixtures; see ``topic_sizes_``). At least one component must
+            reach it: a ``min_size`` above every component's size is a
+            ``ValueError``.
+        """
+        self._check_fitted()
+        keep = np.zeros(self.n_components_, dtype=bool)
+        keep[self._used(min_size)] = True
+        if not keep.all():
+            prune_state = getattr(self, "_prune_state", None)    # models whose state is their components
+            if prune_state is not None:
+                prune_state(keep)
+            else:
+                self._prune_fitted(keep)
+        return self
+
+    def _prune_fitted(self, keep):
+        """Cut the fitted attributes of ``_component_axes`` to the components
+        ``keep`` (boolean mask) and move the removed weight to ``_remainder``."""
+        removed = float(np.asarray(self.weights_, dtype=np.float64)[~keep].sum())
+        doc_topic = getattr(self, "doc_topic_", None)
+        for name, axis in self._component_axes.items():
+            value = getattr(self, name, None)
+            if value is not None:
+                setattr(self, name, np.compress(keep, value, axis=axis))
+        if self._remainder is not None:
+            setattr(self, self._remainder, float(getattr(self, self._remainder)) + removed)
+        if doc_topic is not None:
+            kept, total = self.doc_topic_, doc_topic.sum(axis=1, keepdims=True)
+            mass = kept.sum(axis=1, keepdims=True)
+            empty = mass[:, 0] <= 0
+            kept[empty] = self.weights_ / self.weights_.sum()
+            mass[empty] = 1.0
+            self.doc_topic_ = kept * (total / mass)
+        self.n_components_ = int(keep.sum())
+        self.__dict__.pop("_resume", None)      # assignments of an interrupted fit name removed components
 
     # -- handing the topics on --------------------------------------------------
     def _topic_prior(self):

@@ -613,6 +613,12 @@ class OnlineEstimator(BaseEstimator):
         its largest component."""
         moves.prune(self._state.table, self._size_key(), self.prune_threshold, keep_largest=self._state.truncated)
 
+    def _prune_state(self, keep):
+        """``prune`` (``ResultsMixin``): the same removal as ``_prune``, of the
+        components where the mask ``keep`` is False."""
+        self._state.table.remove(keep)
+        self._finalize()
+
     # -- fitted attributes ---------------------------------------------------------
     def _finalize(self):
         """Set the public fitted attributes from the state (deterministic, no RNG)."""

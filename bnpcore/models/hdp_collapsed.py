@@ -209,6 +209,8 @@ class _CVState(BatchState):
             raise TypeError("init_from must be a fitted DirectAssignmentGibbs")
         if model._train_fingerprint != X.fingerprint():
             raise ValueError("init_from was fitted on a different corpus")
+        if (z < 0).any():
+            raise ValueError("init_from was pruned: its assignments no longer cover every token")
         K = max(int(self.truncation), int(model.n_components_))
         self._alloc(X, K)
         pair = np.repeat(np.arange(X.nnz), X.counts)
@@ -517,8 +519,14 @@ class CollapsedVB(ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
         self._train_fingerprint = X.fingerprint()
 
     # -- using a fitted model ----------------------------------------------------
+    _component_axes = {"topics_": 0, "weights_": 0, "doc_topic_": 1, "expected_counts_": 0, "sticks_": 0}
+
     def _component_sizes(self):
         return self.expected_counts_
+
+    def _prune_fitted(self, keep):
+        super()._prune_fitted(keep)
+        self.n_active_ = int((self.expected_counts_ >= 1).sum())
 
     def transform(self, X, n_iter=20):
         """Topic proportions of new documents, topics held fixed: the document side of

@@ -911,6 +911,10 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
         return self
 
     # -- inference on new documents ---------------------------------------------------
+    # the fitted attributes are the whole online state: a pruned model trains on
+    _component_axes = {"topics_": 0, "weights_": 0, "components_": 0}
+    _remainder = "rest_weight_"
+
     def _component_sizes(self):
         return self.components_.sum(axis=1) - self.n_features_in_ * self.eta_     # lambda = eta + counts
 

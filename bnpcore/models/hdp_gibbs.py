@@ -329,8 +329,20 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         self._beta_new = self.beta_new_
 
     # -- using a fitted model ----------------------------------------------------
+    _component_axes = {"topics_": 0, "weights_": 0, "doc_topic_": 1, "_beta": 0}
+    _remainder = "beta_new_"
+
     def _component_sizes(self):
-        return np.bincount(self._z, minlength=self.n_components_)     # tokens per topic, final sample
+        z = self._z
+        return np.bincount(z[z >= 0], minlength=self.n_components_)     # tokens per topic, final sample
+
+    def _prune_fitted(self, keep):
+        super()._prune_fitted(keep)
+        relabel = np.full(len(keep), -1, dtype=np.int32)      # tokens of removed topics: -1
+        relabel[keep] = np.arange(int(keep.sum()), dtype=np.int32)
+        self._z = relabel[self._z]
+        self._beta_new = self.beta_new_
+        self.heldout_loglik_ = self._heldout_fingerprint = None     # averaged samples of the unpruned model
 
     def transform(self, X, n_sweeps=50, burn_in=20):
         """Topic proportions of new documents with the topics held fixed.

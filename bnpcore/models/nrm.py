@@ -440,6 +440,16 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
     def _component_sizes(self):
         return self.cluster_mass_
 
+    def _prune_state(self, keep):
+        """``prune``: the removed clusters die in the streaming state, which
+        ``partial_fit`` continues."""
+        st = self._state
+        alive = np.flatnonzero(st.alive[:st.n_slots])
+        order = alive[np.argsort(-st.S[alive], kind="stable")]     # the order of topics_ (_refresh)
+        st.alive[order[~keep]] = 0
+        st.compact()
+        self._refresh(self._prior())
+
     def _refresh(self, p):
         st = self._state
         n = st.n_slots
@@ -854,8 +864,17 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
         self.n_components_ = len(order)
         self.vocabulary_ = X.vocabulary
 
+    _component_axes = {"topics_": 0, "weights_": 0, "components_": 0, "cluster_sizes_": 0}
+    _remainder = "weight_new_"
+
     def _component_sizes(self):
         return self.cluster_sizes_
+
+    def _prune_fitted(self, keep):
+        super()._prune_fitted(keep)
+        relabel = np.full(len(keep), -1, dtype=np.int64)      # documents of removed clusters: -1
+        relabel[keep] = np.arange(int(keep.sum()))
+        self.labels_ = relabel[self.labels_]
 
     @staticmethod
     def _log_weights(sizes, u, p):

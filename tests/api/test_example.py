@@ -16,3 +16,15 @@ def test_em_objective_never_decreases_and_pruning_removes_components():
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] < 12      # components were pruned
     np.testing.assert_allclose(est.weights_.sum(), 1.0, rtol=1e-12)
     np.testing.assert_allclose(est.topics_.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_compare_estimators_scores_each_model_under_one_budget(capsys):
+    main = _load_example("compare_estimators").main
+    rows = main(["--data", "bars", "--models", "lda-cvb0", "hdp-tf-svi", "--seconds", "1"])
+    assert [r[0] for r in rows] == ["lda-cvb0", "hdp-tf-svi"]
+    uniform = -np.log(100)          # the bars have 100 words
+    for name, used, heldout, umass, seconds in rows:
+        assert 1 <= used and np.isfinite(umass) and seconds < 30
+        assert heldout > uniform, (name, heldout)       # the topics predict better than no model
+    out = capsys.readouterr().out
+    assert "held-out" in out and "lda-cvb0" in out

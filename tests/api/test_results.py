@@ -265,3 +265,77 @@ def test_example_hdp_to_pyldavis(tmp_path, capsys):
 
 def _has_pyldavis():
     return importlib.util.find_spec("pyLDAvis") is not None
+
+
+# -- prune -------------------------------------------------------------------------------
+
+def _pruned(name, corpus):
+    """A fresh fit of ``name`` (prune changes it), its sizes and topics before, the
+    threshold keeping the components at least as large as the second largest,
+    and the kept mask."""
+    est = cli.get_model(name).make(test=True, random_state=0).fit(corpus)
+    sizes, topics, weights = est.topic_sizes_.copy(), np.array(est.topics_), np.array(est.weights_)
+    threshold = np.sort(sizes)[-2] if len(sizes) > 1 else sizes[0]
+    keep = sizes >= threshold
+    return est, sizes, topics, weights, threshold, keep
+
+
+@pytest.mark.parametrize("name", NONPARAMETRIC)
+def test_prune_keeps_exactly_the_large_components(name, tiny_corpus, tmp_path):
+    est, sizes, topics, weights, threshold, keep = _pruned(name, tiny_corpus)
+    assert not keep.all(), "the tiny fit should leave components of different sizes"
+    rest = getattr(est, est._remainder) if est._remainder is not None else None
+    assert est.prune(threshold) is est
+    assert est.n_components_ == keep.sum() == len(est.topics_) == len(est.weights_)
+    np.testing.assert_allclose(est.topic_sizes_, sizes[keep], rtol=1e-12)
+    np.testing.assert_allclose(est.topics_, topics[keep], rtol=1e-12)
+    if rest is not None:      # the removed weight moved to the uninstantiated mass
+        np.testing.assert_array_equal(est.weights_, weights[keep])
+        assert getattr(est, est._remainder) == pytest.approx(rest + weights[~keep].sum())
+    theta = est.transform(tiny_corpus)
+    assert theta.shape == (tiny_corpus.n_docs, keep.sum())
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    if getattr(est, "doc_topic_", None) is not None:
+        assert est.doc_topic_.shape == (tiny_corpus.n_docs, keep.sum())
+    assert np.isfinite(est.score(tiny_corpus))
+    loaded = bnpcore.load(est.save(tmp_path / "pruned.npz"))
+    np.testing.assert_array_equal(loaded.topic_sizes_, est.topic_sizes_)
+    np.testing.assert_array_equal(loaded.transform(tiny_corpus), theta)
+    assert est.prune(threshold).n_components_ == keep.sum()       # nothing left to remove
+
+
+def test_prune_moves_the_removed_weight_to_the_new_topic_mass(tiny_corpus):
+    est, sizes, topics, weights, threshold, keep = _pruned("hdp-gibbs", tiny_corpus)
+    before = est.beta_new_
+    est.prune(threshold)
+    assert est.beta_new_ == pytest.approx(before + weights[~keep].sum())
+    np.testing.assert_array_equal(est.weights_, weights[keep])
+    assert est.heldout_loglik_ is None
+    with pytest.raises(ValueError, match="pruned"):
+        hdp.CollapsedVB(n_components=5, max_iter=2).fit(tiny_corpus, init_from=est)
+
+
+@pytest.mark.parametrize("name", ["hdp-tf-svi", "dp-tf-svi", "hdp-da-sm", "adf-nrm"])
+def test_training_continues_from_a_pruned_model(name, tiny_corpus):
+    """The removed components stay removed: the next partial_fit starts from the
+    pruned state (a component it creates again starts empty, not from the old one)."""
+    est, sizes, topics, weights, threshold, keep = _pruned(name, tiny_corpus)
+    est.prune(threshold)
+    kept = est.n_components_
+    state = {"hdp-tf-svi": lambda: est._state.n_components, "dp-tf-svi": lambda: est._state.n_components,
+             "adf-nrm": lambda: int(est._state.scalars["n_alive"][0]), "hdp-da-sm": lambda: len(est.components_)}[name]
+    assert state() == kept          # the training state itself is pruned
+    seen = len(est.history_)
+    est.partial_fit(tiny_corpus[:10])
+    assert len(est.history_) > seen
+    assert np.isfinite(est.score(tiny_corpus))
+
+
+def test_prune_rejects_a_threshold_above_every_component(tiny_corpus):
+    est = fitted("hdp-gibbs", tiny_corpus)
+    with pytest.raises(ValueError, match="min_size"):
+        est.prune(est.topic_sizes_.max() + 1)
+    with pytest.raises(ValueError, match="min_size"):
+        est.prune(-1.0)
+    with pytest.raises(NotFittedError):
+        hdp.DirectAssignmentGibbs().prune()
