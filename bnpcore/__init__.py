@@ -7,6 +7,19 @@ Estimators live in ``bnpcore.lda``, ``bnpcore.hdp``, ``bnpcore.mixture`` and
 ``bnpcore.bayesnet`` (discrete Bayesian networks) (imported on first use); data in ``bnpcore.Corpus`` and ``bnpcore.datasets``;
 metrics in ``bnpcore.evaluation``; the command line is ``bnpcore`` /
 ``python -m bnpcore``.
+
+Docstrings cite the papers by these tags, with their equation and section numbers:
+
+* [HYB] M. Welling, Y. W. Teh and B. Kappen, "Hybrid variational/Gibbs collapsed
+  inference in topic models", UAI 2008.
+* [CVHDP] Y. W. Teh, K. Kurihara and M. Welling, "Collapsed variational inference
+  for HDP", NIPS 2007.
+* [TF] C. Wang and D. M. Blei, "Truncation-free stochastic variational inference
+  for Bayesian nonparametric models", NIPS 2012 (S.1-S.3: its supplement).
+* [NRM] A. Tank, N. Foti and E. Fox, "Streaming variational inference for
+  Bayesian nonparametric mixture models", AISTATS 2015.
+* [SM] M. Bryant and E. B. Sudderth, "Truly nonparametric online variational
+  inference for hierarchical Dirichlet processes", NIPS 2012.
 """
 import importlib
 from pathlib import Path

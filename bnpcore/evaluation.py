@@ -1,4 +1,4 @@
-"""Held-out metrics of the five papers (shared/ALGORITHMS.md section 8).
+"""Held-out metrics of the papers bnpcore implements (tags as in ``help(bnpcore)``).
 
 All functions take fitted point estimates or samples as plain arrays, so any
 estimator (or a peer library's output) is scored by the same code. The loops
@@ -24,8 +24,6 @@ hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] 
                                under an HDP, by importance sampling
 mixture_log_predictive         log p(document) under a mixture of          [NRM] section 4
                                Dirichlet-multinomials
-hdp_heldout_log_likelihood     per-word log-lik. of held-out documents     [TF] S.3
-                               under an HDP (importance sampling)
 =============================  ==========================================  ====================
 """
 import numpy as np
@@ -189,8 +187,8 @@ def infer_doc_topic(topic_word, alpha, docs, max_iter=100, tol=1e-4, n_threads=N
     document, ``r_wk ∝ topic_word[k, w] exp(psi(gamma_k))`` and
     ``gamma_k = alpha_k + sum_w c_w r_wk``, iterated from
     ``gamma_k = alpha_k + N_j / K`` until the mean absolute change of gamma is
-    below ``tol`` or ``max_iter`` iterations ([SM] E-step, ALGORITHMS.md 7.2,
-    with log topic_word for E[log phi]). Each iteration is a coordinate-ascent
+    below ``tol`` or ``max_iter`` iterations (the E-step of [SM] eqs. 3-4 with
+    one topic per token cell, log topic_word standing for E[log phi]). Each iteration is a coordinate-ascent
     step, so it never lowers the document's evidence lower bound. Returns the
     posterior mean ``gamma / gamma.sum()``; an empty document gets the prior
     mean ``alpha / alpha.sum()``.
@@ -268,7 +266,7 @@ def mixture_log_likelihood(log_weights, topic_word, docs, multinomial_coef=False
     """Log-probability of each document under a finite mixture of multinomials.
 
     ``log p(x_d) = [log MultCoef(c_d)] + logsumexp_k (log_weights[k] + sum_w c_dw log topic_word[k, w])``
-    ([TF] S.3 for DP mixtures with the variational means, ALGORITHMS.md 8.4).
+    ([TF] supplement S.3 for DP mixtures, with the variational means).
 
     Parameters
     ----------
@@ -306,7 +304,7 @@ def dp_heldout_log_likelihood(weights, topic_word, docs, n_threads=None):
     ``sum_j logsumexp_k [log pihat_k + sum_w c_jw log phihat_kw] / sum_j N_j``
     over the held-out documents, with the instantiated components only: the
     leftover stick mass ``1 - sum_k pihat_k`` is dropped, not renormalised
-    (ALGORITHMS.md 8.4, E13). Token-sequence probabilities (no multinomial
+    (S.3 takes E[pi] of the instantiated components). Token-sequence probabilities (no multinomial
     coefficient), as in the paper.
 
     Parameters
@@ -335,10 +333,10 @@ def dp_heldout_log_likelihood(weights, topic_word, docs, n_threads=None):
 
 def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True, n_threads=None):
     """Log predictive probability of each document under a mixture of
-    Dirichlet-multinomials ([NRM] section 4, ALGORITHMS.md 8.5).
+    Dirichlet-multinomials ([NRM] section 4, the predictive of eq. 23).
 
     ``log p(x_d) = [log MultCoef(c_d)] + logsumexp_k (log_weights[k] + log DM(c_d | lam[k]))``
-    where ``log DM`` is the probability of the token sequence (ALGORITHMS.md 2.3):
+    where ``log DM`` is the Dirichlet-multinomial probability of the token sequence:
     ``lgamma(L_k) - lgamma(L_k + N_d) + sum_w [lgamma(lam_kw + c_dw) - lgamma(lam_kw)]``.
 
     Parameters
@@ -351,7 +349,8 @@ def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True, n_thre
     docs : Corpus
         Held-out documents.
     multinomial_coef : bool, default True
-        True (the default, as [NRM]'s totals imply, E40): the probability of the
+        True (the default: [NRM] does not define its Table 1 metric, and only
+        this reading matches the scale of its totals): the probability of the
         count vector, i.e. including
         ``log MultCoef(c_d) = lgamma(N_d + 1) - sum_w lgamma(c_dw + 1)``.
         False: the probability of the token sequence.
@@ -403,8 +402,8 @@ def hdp_heldout_log_likelihood(topics, weights, alpha, docs, burnin=50, n_sample
 
     The fitted HDP is reduced to LDA with topics ``phihat`` and document prior
     Dirichlet(alpha * pihat) over the instantiated topics (the leftover stick
-    mass is dropped, E13), and each document's ``log p(x_j | phihat, pihat)``
-    is estimated by importance sampling (ALGORITHMS.md §8.4; Griffiths &
+    mass is dropped, as in S.3), and each document's ``log p(x_j | phihat, pihat)``
+    is estimated by importance sampling ([TF] S.3; Griffiths &
     Steyvers 2004, Wallach et al. 2009): ``burnin`` collapsed Gibbs sweeps on
     the topic assignments with the topics fixed build the proposal
     ``q(pi) = Dirichlet(alpha pihat + n)``, from which ``n_samples`` draws are

@@ -215,7 +215,9 @@ def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[:
                double[::1] theta1, double[::1] theta2, double[::1] r1, double[::1] stats1, double[::1] stats2):
     """The restricted iteration of a split ([SM] Alg. 1): only the two halves
     k', k'' of a split topic change; each pair keeps the responsibility
-    ``R_jw`` the topic had (the constrained coordinate step, E45)::
+    ``R_jw`` the topic had: the exact coordinate step with the other topics
+    fixed (the paper's displayed update normalises over all topics, so the
+    responsibilities would no longer sum to 1)::
 
         lambda_lw = memory_lw + rho (eta + (D/|B|) stats_lw)                      (eq. 6 for each half)
         r'_jw     = R_jw sigmoid(E[log phi'_w] - E[log phi''_w] + psi(theta'_j) - psi(theta''_j)),  r'' = R - r'

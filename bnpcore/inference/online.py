@@ -61,7 +61,8 @@ MIN_LOCAL_ETA = 1e-6
 
 def check_local_sampler(local_sweeps, new_component, concentration, name, eta):
     """Validate the options of a truncation-free local Gibbs sampler ([TF] S.2.2):
-    ``local_sweeps`` >= 0 and ``new_component`` "exact" (retrospective walk, E17) or
+    ``local_sweeps`` >= 0 and ``new_component`` "exact" (a retrospective walk:
+    the literal rule is not an exact Gibbs step with ordered sticks) or
     "paper" (the literal rule). The exact walk instantiates sticks V ~ Beta(1, g)
     until one is taken, about 1 + g of them (each with a row over the minibatch
     vocabulary) for every new component, so the concentration ``name`` = g is
@@ -90,7 +91,7 @@ def learning_rate(schedule, n_updates, n_seen, batch_size, total, offset=1.0, de
     schedule : {"truncation_free", "robbins_monro"}
         "truncation_free" ([TF] §3): ``rho_t = S / n_t`` while ``n_t < n``, where
         ``n_t`` counts the documents processed *including* the current
-        minibatch (so the first step has rho = 1, E9); afterwards ``S / n``.
+        minibatch (so the first step has rho = 1, not S / 0); afterwards ``S / n``.
         "robbins_monro" (Hoffman et al.; [TF]'s baselines): ``(tau0 + t)^-kappa``
         with ``t`` the number of updates done before this one.
     n_updates : int
@@ -262,7 +263,7 @@ class StickState:
         """E[pi_k] = E[V_k] prod_{l<k} E[1 - V_l] over the K components (E[V_K] = 1 when truncated).
 
         Untruncated, the remaining mass prod_k E[1 - V_k] belongs to the
-        uninstantiated components and is not included (E13).
+        uninstantiated components and is not included ([TF] S.3).
         """
         u, v = self.stick_params()
         if u.size == 0:
@@ -609,7 +610,8 @@ class OnlineEstimator(BaseEstimator):
 
     def _prune(self):
         """Remove components whose size (``_size_key``) is below ``prune_threshold``
-        ([TF] §3: fewer than one document / word, E10); a truncated model keeps
+        ([TF] §3: fewer than one document / word, measured on the corpus-scaled
+        expected statistics); a truncated model keeps
         its largest component."""
         moves.prune(self._state.table, self._size_key(), self.prune_threshold, keep_largest=self._state.truncated)
 

@@ -26,7 +26,7 @@
  * below 1e-12 for x in [1e-10, 1e10] and n up to 1e7 (bnpcore tests/kernels).
  * Domain errors of special functions return NaN; functions that allocate
  * return 0 on success and -1 on failure (nothing is changed on failure).
- * Notation and formulas: shared/ALGORITHMS.md section 2.
+ * Each function's comment states its method; docs/numerics.md the accepted ranges.
  */
 #ifndef BNPCORE_BNPCORE_H_
 #define BNPCORE_BNPCORE_H_
