@@ -220,16 +220,34 @@ def test_estimator_outputs():
         m.transform(np.ones((2, X.shape[1] + 1), dtype=int))
 
 
-@pytest.mark.parametrize("merge", [False, True])
-def test_bars_recovered(merge):
+def test_bars_recovered():
     """[NRM] Figure 1: the IG prior (eta = 0.5) recovers the 16 bars as posterior means."""
     X, _, phi = make_bars(seed=0)
-    m = ADF(a=1.0, sigma=0.5, tau=1.0, eta=0.5, merge=merge, merge_every=20).fit(X)
+    m = ADF(a=1.0, sigma=0.5, tau=1.0, eta=0.5, merge_every=20).fit(X)
     big = m.topics_[m.cluster_mass_ >= 3]
     cos = (phi / np.linalg.norm(phi, axis=1)[:, None]) @ (big / np.linalg.norm(big, axis=1)[:, None]).T
     assert cos.max(axis=1).min() > 0.95             # every bar has a cluster
     assert len(big) == 16                           # and every large cluster is a bar
     assert np.all(cos.max(axis=0) > 0.95)
+
+
+def test_merging_combines_the_clusters_short_documents_split():
+    """Ten-token bars under a small eta start many clusters per bar; the merge
+    step (cosine above merge_threshold) combines them: fewer clusters, the same
+    total mass (one per document), and no bar left split between two large clusters."""
+    X, _, phi = make_bars(seed=0, n_tokens=10, n_docs=400)
+    fits = {merge: ADF(a=10.0, sigma=0.5, tau=1.0, eta=0.1, merge=merge, merge_every=20,
+                       merge_threshold=0.8).fit(X) for merge in (False, True)}
+    merged = sum(h["merged"] for h in fits[True].history_)
+    assert sum(h["merged"] for h in fits[False].history_) == 0 and merged > 0
+    assert fits[True].n_components_ < fits[False].n_components_
+    unit = phi / np.linalg.norm(phi, axis=1)[:, None]
+    per_bar = {}
+    for merge, m in fits.items():
+        assert m.cluster_mass_.sum() == pytest.approx(X.shape[0])
+        big = m.topics_[m.cluster_mass_ >= 3]
+        per_bar[merge] = ((unit @ (big / np.linalg.norm(big, axis=1)[:, None]).T) > 0.9).sum(axis=1).max()
+    assert per_bar == {False: 2, True: 1}       # a bar split in two without merging, whole with it
 
 
 def test_grid_search_scores_every_point_on_a_held_out_part_of_the_subset():
