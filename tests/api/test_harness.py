@@ -95,3 +95,24 @@ def test_registered_bnpcore_models_join_the_table(toy_registry, tiny_corpus):
     assert (row.algorithm, row.settings) == ("toy-kmeans", "n_components=10, max_iter=3")
     assert row.heldout_loglik == est.heldout_log_likelihood(observed, heldout)
     assert row.tokens_per_second == pytest.approx(observed.n_tokens * 3 / row.train_seconds)
+
+
+def test_repro_004_says_which_ordering_holds():
+    """The paper's claims are checked against the ordering the seeds support:
+    a difference beyond two standard errors is an ordering, within them a tie."""
+    repro = _module("repro_004")
+
+    def runs(*finals):
+        return [{"curve": [f + 50.0, f]} for f in finals]
+
+    base = np.array([1500.0, 1510.0, 1490.0, 1505.0])
+    results = {"CVB/CGS": runs(*(base + [20.0, 21.0, 19.0, 20.5])),     # clearly worse than SVB/CGS
+               "SVB/CGS": runs(*base),
+               "CGS": runs(*(base + [20.0, 19.0, 22.0, 20.0]))}        # within noise of CVB/CGS
+    checks = {claim: (ok, verdict) for claim, ok, verdict in repro.check(results)}
+    ok, verdict = checks["CVB/CGS <= SVB/CGS"]
+    assert not ok and verdict.startswith("CVB/CGS > SVB/CGS: +20.12 +- 0.4")
+    ok, verdict = checks["CVB/CGS on par with CGS"]
+    assert ok and verdict.startswith("CVB/CGS = CGS")
+    assert repro.ordering(np.array([-3.0]))[0] == "?"       # one seed cannot judge
+    assert repro.ordering(np.array([-3.0, -3.2, -2.9]))[0] == "<"
