@@ -231,7 +231,7 @@ def infer_doc_topic(topic_word, alpha, docs, max_iter=100, tol=1e-4, n_threads=N
 
 
 def document_completion(topic_word, alpha, observed, heldout, max_iter=100, tol=1e-4, n_threads=None):
-    """Document-completion per-word log-likelihood ([SM] section 4, ALGORITHMS.md 8.3).
+    """Document-completion per-word log-likelihood ([SM] section 4).
 
     Infers each test document's proportions from its observed tokens with
     :func:`infer_doc_topic` (fixed ``topic_word``, Dirichlet ``alpha``), then
