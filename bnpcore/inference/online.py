@@ -566,6 +566,7 @@ class OnlineEstimator(BaseEstimator):
                 tick = time.perf_counter()
                 before = drv["documents"]
                 self._step(Minibatch(X, ids, self._word_map))
+                X._drop_pages()     # an opened on-disk corpus: keep only the next minibatch's pages resident
                 drv["seconds"] += time.perf_counter() - tick
                 now = drv["documents"]
                 metrics = {"n_documents": now, "fit_seconds": drv["seconds"], "n_components": self._state.n_components,
