@@ -525,13 +525,13 @@ class OnlineEstimator(BaseEstimator):
         ends this call early.
         """
         X = self._check_input(X) if getattr(self, "_state", None) is not None else as_corpus(X)
+        total = next((check_int(v, "total_samples") for v in (total_samples, self.total_samples) if v is not None),
+                     None)
         if getattr(self, "_state", None) is None:
             self._check_params()
-            self._start(X, None)
-        for value in (total_samples, self.total_samples):
-            if value is not None:
-                self._driver["total"] = check_int(value, "total_samples")
-                break
+            self._start(X, total)   # a known n also sizes the initial state (not the first chunk's size)
+        if total is not None:
+            self._driver["total"] = total
         bs = self.batch_size
         self._run(X, (np.arange(s, min(s + bs, X.n_docs)) for s in range(0, X.n_docs, bs)),
                   heldout, eval_every, False, None, None, None, None, total=X.n_docs)
