@@ -1,7 +1,7 @@
 """Peak memory of training from an on-disk corpus, against the corpus size on disk.
 
 For generated HDP corpora of increasing size (``bnpcore.datasets.write_synthetic``:
-log-normal document lengths with mean 50, Zipf word frequencies, 5000 words,
+log-normal document lengths with mean 100, Zipf word frequencies, 5000 words,
 50 true topics), each estimator is trained in a fresh subprocess on
 ``Corpus.open(path)`` and the subprocess reports its peak resident set size
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``; the memory-mapped pages it reads
@@ -66,7 +66,7 @@ def corpus_for(n_docs, data):
     path = os.path.join(data, f"hdp_{n_docs}")
     if not os.path.isdir(path):
         tick = time.perf_counter()
-        write_synthetic(path, n_docs, n_words=5000, n_topics=50, mean_length=50, random_state=0)
+        write_synthetic(path, n_docs, n_words=5000, n_topics=50, mean_length=100, random_state=0)
         print(f"generated {path} in {time.perf_counter() - tick:.0f} s", flush=True)
     return path, Corpus.open(path)
 

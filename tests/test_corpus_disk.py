@@ -276,6 +276,26 @@ def test_reading_and_training_an_opened_corpus_allocate_far_less_than_its_size(g
     assert peak_bytes(lambda: est.fit(Corpus.open(path))) < size / 4
 
 
+def resident_file_bytes():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssFile:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RssFile of Linux's /proc")
+def test_reading_an_opened_corpus_releases_its_pages(tmp_path):
+    """The mapped pages read count in the resident set until released: one pass
+    over a corpus must not leave it resident."""
+    data = write_synthetic(tmp_path / "c", 20000, n_words=2000, n_topics=20, mean_length=60, random_state=0)
+    size = sum(os.path.getsize(tmp_path / "c" / f) for f in ("indptr.bin", "indices.bin", "counts.bin"))
+    before = resident_file_bytes()
+    data.corpus.fingerprint()
+    for chunk in data.corpus.iter_chunks(1000):
+        chunk.n_tokens
+    est = cli.get_model("hdp-tf-svi").make(batch_size=500, n_epochs=1, random_state=0)
+    est.fit(data.corpus, max_documents=5000)
+    assert resident_file_bytes() - before < size / 4
+
+
 def test_writing_allocates_what_a_block_needs_whatever_the_corpus_size(tmp_path):
     """Four times the documents, about the same peak allocation (a block's)."""
     peaks = [peak_bytes(lambda n=n: write_synthetic(tmp_path / f"c{n}", n, n_words=500, n_topics=10,
