@@ -80,6 +80,8 @@ class Corpus:
     (2, 4, 4)
     """
 
+    _files = None     # an opened on-disk corpus: its files, for positioned reads (_documents)
+
     def __init__(self, data, vocabulary=None, n_words=None):
         vocabulary = None if vocabulary is None else [str(w) for w in vocabulary]
         if n_words is not None:
@@ -531,7 +533,10 @@ class Corpus:
                 vocabulary = json.load(f)
             if not isinstance(vocabulary, list) or len(vocabulary) != meta["n_words"]:
                 raise ValueError(f"{path}/{_VOCAB}: expected a list of {meta['n_words']} words")
-        return cls._from_arrays(arrays["indptr"], arrays["indices"], arrays["counts"], meta["n_words"], vocabulary)
+        corpus = cls._from_arrays(arrays["indptr"], arrays["indices"], arrays["counts"], meta["n_words"], vocabulary)
+        corpus._files = {name: open(os.path.join(path, name + ".bin"), "rb", buffering=0)
+                         for name in ("indices", "counts")}
+        return corpus
 
     def iter_chunks(self, n_docs):
         """Consecutive sub-corpora of ``n_docs`` documents, in order (the last may be smaller).
@@ -558,6 +563,34 @@ class Corpus:
             yield Corpus._from_arrays(ptr - lo, self.indices[lo:hi], self.counts[lo:hi], self.n_words,
                                       self.vocabulary)
             self._drop_pages()
+
+    def _documents(self, doc_ids):
+        """``(corpus, rows)``: where the online drivers read the documents ``doc_ids``.
+
+        In memory: this corpus and ``doc_ids``. An opened on-disk corpus reads
+        them with positioned reads (``os.pread``) into a small in-memory corpus
+        (rows 0..n-1), not through its memory map: a page fault maps a whole
+        page-cache folio, so gathering 500 random documents of a 440 MB corpus
+        through the map made 171 MB resident (Linux 6.18), 400 times the
+        minibatch."""
+        if self._files is None:
+            return self, doc_ids
+        doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        starts, ends = self.indptr[doc_ids], self.indptr[doc_ids + 1]     # 8 bytes per document: mapped
+        ptr = np.concatenate([[0], np.cumsum(ends - starts)])
+        if len(doc_ids) and np.all(np.diff(doc_ids) == 1):      # a range: one read per file
+            starts, ends = starts[:1], ends[-1:]
+        spans = list(zip(starts.tolist(), ends.tolist()))
+        read = {name: np.frombuffer(b"".join(os.pread(self._files[name].fileno(), 4 * (b - a), 4 * a)
+                                             for a, b in spans), dtype=_DISK_DTYPES[name])
+                for name in ("indices", "counts")}
+        sub = Corpus._from_arrays(ptr, read["indices"], read["counts"], self.n_words)
+        return sub, np.arange(len(doc_ids))
+
+    def _doc_blocks(self):
+        """``(first document, chunk)`` over chunks of about _BLOCK entries (iter_chunks)."""
+        per_chunk = max(1, int(_BLOCK * self.n_docs // max(self.nnz, 1)))
+        return zip(range(0, self.n_docs, per_chunk), self.iter_chunks(per_chunk))
 
     def _blocks(self, arr):
         """``arr`` in slices of _BLOCK entries, releasing the pages of a memory-mapped
@@ -605,8 +638,11 @@ class Corpus:
     @property
     def doc_lengths(self):
         """Tokens per document, int64 array of shape (n_docs,)."""
-        csum = np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)])
-        return csum[self.indptr[1:]] - csum[self.indptr[:-1]]
+        lengths = np.empty(self.n_docs, dtype=np.int64)
+        for start, chunk in self._doc_blocks():      # bounded scratch memory on corpora of any size
+            csum = np.concatenate([[0], np.cumsum(chunk.counts, dtype=np.int64)])
+            lengths[start:start + chunk.n_docs] = csum[chunk.indptr[1:]] - csum[chunk.indptr[:-1]]
+        return lengths
 
     @property
     def matrix(self):
@@ -638,7 +674,15 @@ class Corpus:
         """Token-expanded view ``(word_ids, token_ptr)``: int32 word id of every token,
         document by document, and int64 offsets of each document (length n_docs + 1)."""
         from bnpcore.kernels.sparse import expand_tokens
-        return expand_tokens(self.indptr, self.indices, self.counts)
+        if self.nnz <= _BLOCK:
+            return expand_tokens(self.indptr, self.indices, self.counts)
+        words, ptr = np.empty(self.n_tokens, dtype=np.int32), np.empty(self.n_docs + 1, dtype=np.int64)
+        ptr[0] = 0
+        for start, chunk in self._doc_blocks():      # an on-disk corpus: pages released block by block
+            w, p = expand_tokens(chunk.indptr, chunk.indices, chunk.counts)
+            words[ptr[start]:ptr[start] + len(w)] = w
+            ptr[start + 1:start + chunk.n_docs + 1] = p[1:] + ptr[start]
+        return words, ptr
 
     # -- splits --------------------------------------------------------------
     def fingerprint(self):

@@ -310,8 +310,9 @@ class Minibatch:
 
     def __init__(self, corpus, doc_ids, word_map):
         self.doc_ids = np.ascontiguousarray(doc_ids, dtype=np.int64)
+        source, rows = corpus._documents(self.doc_ids)      # an on-disk corpus: read, not mapped
         self.ptr, self.words, self.counts, self.vocab = gather_batch(
-            corpus.indptr, corpus.indices, corpus.counts, self.doc_ids, word_map)
+            source.indptr, source.indices, source.counts, np.ascontiguousarray(rows, dtype=np.int64), word_map)
 
     @property
     def n_docs(self):
