@@ -200,6 +200,20 @@ def test_iter_chunks_cover_the_corpus_exactly_with_views(kos_disk):
         next(kos_disk.iter_chunks(0))
 
 
+def test_block_by_block_reads_equal_the_whole_arrays(kos_disk, monkeypatch):
+    in_memory = Corpus(kos_disk.matrix.copy())
+    expected = in_memory.tokens(), in_memory.doc_lengths, in_memory.fingerprint(), in_memory.n_tokens
+    monkeypatch.setattr(corpus_module, "_BLOCK", 1000)          # blocks of about 7 documents
+    words, ptr = kos_disk.tokens()
+    np.testing.assert_array_equal(words, expected[0][0])
+    np.testing.assert_array_equal(ptr, expected[0][1])
+    np.testing.assert_array_equal(kos_disk.doc_lengths, expected[1])
+    assert (kos_disk.fingerprint(), kos_disk.n_tokens) == expected[2:]
+    ids = np.array([5, 3, 200, 4, 17])
+    sub, rows = kos_disk._documents(ids)
+    assert (sub.matrix[rows] != in_memory.matrix[ids]).nnz == 0
+
+
 def fitted_arrays(est):
     return {k: v for k, v in vars(est).items() if k.endswith("_") and isinstance(v, np.ndarray)}
 
