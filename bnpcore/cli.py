@@ -172,16 +172,20 @@ def get_model(name):
 def load_data(spec="kos", vocab=None):
     """A Corpus from a name or a path: ``"kos"`` (bundled,
     ``bnpcore.datasets.load_kos``), ``"bars"`` (``bnpcore.datasets.make_bars()``
-    with ``random_state=0``, so fit and evaluate see the same documents) or a UCI
+    with ``random_state=0``, so fit and evaluate see the same documents), an
+    on-disk corpus directory (``Corpus.open``, see ``bnpcore corpus``) or a UCI
     ``docword.*.txt[.gz]`` file with an optional ``vocab.*.txt``."""
     from bnpcore import datasets
     from bnpcore.corpus import Corpus
-    if spec in ("kos", "bars"):
+    if spec in ("kos", "bars") or os.path.isdir(spec):
         if vocab is not None:
             raise ValueError(f"--vocab applies to UCI files, not to {spec!r}")
+        if os.path.isdir(spec):
+            return Corpus.open(spec)
         return datasets.load_kos() if spec == "kos" else datasets.make_bars(random_state=0).corpus
     if not os.path.isfile(spec):
-        raise ValueError(f"--data must be 'kos', 'bars' or an existing UCI docword file, got {spec!r}")
+        raise ValueError(f"--data must be 'kos', 'bars', an on-disk corpus directory or an existing UCI docword "
+                         f"file, got {spec!r}")
     if vocab is not None and not os.path.isfile(vocab):
         raise ValueError(f"vocabulary file {vocab!r} does not exist")
     return Corpus.from_uci(spec, vocab)
@@ -407,6 +411,16 @@ def cmd_evaluate(args):
     return 0
 
 
+def cmd_corpus(args):
+    from bnpcore.corpus import write
+    options = {k: v for k, v in (("min_df", args.min_df), ("max_df", args.max_df)) if v is not None}
+    corpus = write(args.source, args.dest, vocab_path=args.vocab, lines=args.lines, **options)
+    size = sum(f.stat().st_size for f in os.scandir(args.dest))
+    print(f"wrote {args.dest}: {corpus.n_docs} documents, {corpus.n_words} words, {corpus.n_tokens} tokens "
+          f"({size / 2**20:.1f} MiB)")
+    return 0
+
+
 def cmd_list(args):
     if not MODELS:
         print("no models are registered in this bnpcore build")
@@ -461,10 +475,11 @@ def _key_value(text):
 def build_parser():
     p = _Parser(prog="bnpcore", description="Bayesian nonparametric topic models on bag-of-words data.")
     p.add_argument("--version", action="version", version=f"bnpcore {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,list}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,corpus,list}", parser_class=_Parser)
 
     def data_options(q):
-        q.add_argument("--data", help="'kos' (bundled, the default), 'bars' (synthetic) or a UCI docword file")
+        q.add_argument("--data", help="'kos' (bundled, the default), 'bars' (synthetic), an on-disk corpus "
+                                      "directory (see 'bnpcore corpus') or a UCI docword file")
         q.add_argument("--vocab", help="UCI vocabulary file for --data PATH")
         q.add_argument("--texts", metavar="DIR_OR_FILE",
                        help="raw UTF-8 text instead of --data: a folder (one document per file, recursively) or a "
@@ -508,6 +523,15 @@ def build_parser():
     e.add_argument("model", help="model file written by 'bnpcore fit --output'")
     data_options(e)
     e.set_defaults(run=cmd_evaluate)
+
+    c = sub.add_parser("corpus", help="build an on-disk corpus (for --data) streaming, in bounded memory")
+    c.add_argument("source", help="a UCI docword file (plain or gzip), a text file (--lines) or a folder of text files")
+    c.add_argument("dest", help="the corpus directory to create")
+    c.add_argument("--vocab", help="UCI vocabulary file")
+    c.add_argument("--lines", action="store_true", help="text: one document per line")
+    c.add_argument("--min-df", type=_doc_frequency, help="text: drop words in fewer documents (int or fraction)")
+    c.add_argument("--max-df", type=_doc_frequency, help="text: drop words in more documents (int or fraction)")
+    c.set_defaults(run=cmd_corpus)
 
     ls = sub.add_parser("list", help="list the registered models (* marks the flagship)")
     ls.set_defaults(run=cmd_list)

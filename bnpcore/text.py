@@ -86,7 +86,8 @@ def read_texts(path, lines=False):
     Yields
     ------
     str
-        Files are read as UTF-8 (a leading byte-order mark is dropped).
+        Files are read as UTF-8 (a leading byte-order mark is dropped); with
+        ``lines`` one line at a time (a file of any size in bounded memory).
 
     Raises
     ------
@@ -104,14 +105,10 @@ def read_texts(path, lines=False):
     else:
         raise ValueError(f"{path}: no such file or folder")
     for name in files:
-        text = _read_utf8(name)
-        if not lines:
-            yield text
-            continue
-        pieces = text.replace("\r\n", "\n").split("\n")
-        if pieces[-1] == "":       # the newline ending the last line
-            pieces.pop()
-        yield from pieces
+        if lines:
+            yield from _read_utf8_lines(name)
+        else:
+            yield _read_utf8(name)
 
 
 def _files_below(folder):
@@ -129,10 +126,26 @@ def _read_utf8(name):
     with open(name, "rb") as f:
         raw = f.read()
     skip = len(_BOM) if raw.startswith(_BOM) else 0
+    return _decode(raw, skip, name, 0, 1)
+
+
+def _read_utf8_lines(name):
+    """The lines of a UTF-8 file without their "\\n" or "\\r\\n", read one at a time."""
+    offset = 0
+    with open(name, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            skip = len(_BOM) if number == 1 and raw.startswith(_BOM) else 0
+            end = len(raw) - (2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0)
+            yield _decode(raw[:end], skip, name, offset, number)
+            offset += len(raw)
+
+
+def _decode(raw, skip, name, offset, line):
+    """``raw[skip:]`` as UTF-8; ``raw`` starts at byte ``offset`` and on line ``line`` of file ``name``."""
     try:
         return raw[skip:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        offset = skip + exc.start
-        line = raw[:offset].count(b"\n") + 1
-        raise ValueError(f"{name}: not valid UTF-8 at byte {offset} (line {line}: {exc.reason}, "
-                         f"byte {raw[offset:offset + 1].hex()}); convert the file to UTF-8") from None
+        at = skip + exc.start
+        line += raw[:at].count(b"\n")
+        raise ValueError(f"{name}: not valid UTF-8 at byte {offset + at} (line {line}: {exc.reason}, "
+                         f"byte {raw[at:at + 1].hex()}); convert the file to UTF-8") from None

@@ -6,9 +6,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.corpus import Corpus
+from bnpcore.corpus import Corpus, _DiskWriter
 
-__all__ = ["SyntheticData", "make_bars", "make_pitman_yor_mixture"]
+__all__ = ["SyntheticData", "make_bars", "make_pitman_yor_mixture", "write_synthetic"]
 
 
 @dataclass(frozen=True)
@@ -22,14 +22,16 @@ class SyntheticData:
     topics : ndarray of shape (n_components, n_words)
         True word distributions of the topics (LDA data) or clusters (mixture
         data); rows sum to 1.
-    assignments : ndarray of int64
+    assignments : ndarray of int64 or None
         Mixture data: the cluster of every document, shape (n_docs,). LDA data:
         the topic of every token, shape (n_tokens,), aligned with
         ``corpus.tokens()[0]`` (documents in order, words sorted within each).
+        None for corpora written to disk (:func:`write_synthetic`).
     weights : ndarray of shape (n_components,) or None
         Mixture data: the mixing weights (uniform for the bars; for the
         Pitman-Yor data, which has no finite weight vector, the empirical
-        cluster frequencies n_k / n_docs). None for LDA data.
+        cluster frequencies n_k / n_docs). :func:`write_synthetic`: the
+        global topic weights. None for the other LDA data.
     doc_topic : ndarray of shape (n_docs, n_components) or None
         LDA data: each document's topic proportions pi_j. None for mixture data.
     train, test : Corpus or None
@@ -39,7 +41,7 @@ class SyntheticData:
 
     corpus: Corpus
     topics: np.ndarray
-    assignments: np.ndarray
+    assignments: Optional[np.ndarray]
     weights: Optional[np.ndarray] = None
     doc_topic: Optional[np.ndarray] = None
     train: Optional[Corpus] = None
@@ -188,6 +190,93 @@ def make_pitman_yor_mixture(n_docs=10000, *, n_words=500, doc_length=100, discou
     return SyntheticData(corpus=corpus, topics=topics, assignments=assignments, weights=sizes / n_docs)
 
 
+def write_synthetic(path, n_docs, *, n_words=10000, n_topics=100, model="hdp", mean_length=100.0, length_sigma=1.0,
+                    alpha=1.0, gamma=5.0, eta=0.05, word_exponent=1.0, random_state=None):
+    """Generate a topic-model corpus with known truth into an on-disk corpus directory.
+
+    Documents are drawn in blocks of 5000 (memory bounded by a block and the
+    K x W topics, whatever ``n_docs``) and streamed into the directory format of
+    :func:`bnpcore.corpus.write`; the truth is saved beside them as
+    ``truth.npz`` (``topics``, ``weights``).
+
+    The generative model:
+
+    * word frequencies follow Zipf's law: topic k is ``phi_k ~ Dirichlet(eta *
+      W * z)`` with ``z_w`` proportional to ``(w + 1) ** -word_exponent``, so
+      every topic shares the frequent words and picks its own rare ones
+      (``eta`` is the mean Dirichlet parameter per word: small = sparse topics);
+    * ``model="hdp"``: global weights from the stick-breaking GEM(``gamma``)
+      truncated at ``n_topics`` (the last stick takes the rest of the mass), and
+      document proportions ``pi_j ~ Dirichlet(alpha * beta)`` (Teh, Jordan,
+      Beal and Blei, "Hierarchical Dirichlet processes", JASA 2006, section 4);
+      ``model="lda"``: uniform weights and ``pi_j ~ Dirichlet(alpha / K, ...)``;
+    * document lengths are log-normal (a heavy right tail): ``N_j = max(1,
+      round(exp(mu + length_sigma * e)))``, e standard normal and mu chosen so
+      that the mean length is ``mean_length``;
+    * tokens: a topic from ``pi_j``, then a word from that topic.
+
+    Parameters
+    ----------
+    path : path-like
+        Directory to create (it must not exist); written atomically.
+    n_docs : int >= 1
+    n_words : int >= 1, default 10000
+    n_topics : int >= 1, default 100
+    model : {"hdp", "lda"}
+    mean_length : float > 0, default 100
+    length_sigma : float >= 0, default 1.0
+    alpha, gamma, eta, word_exponent : float > 0 (word_exponent >= 0)
+    random_state : int, Generator or None
+        The same seed writes the same corpus.
+
+    Returns
+    -------
+    SyntheticData
+        ``corpus`` (``Corpus.open(path)``, vocabulary ``w0, w1, ...``), ``topics``
+        (n_topics, n_words) and ``weights`` (n_topics,); no per-token
+        assignments or document proportions (they would be as large as the corpus).
+
+    Examples
+    --------
+    >>> from bnpcore.datasets import write_synthetic
+    >>> data = write_synthetic("synthetic", 1000000, random_state=0)  # doctest: +SKIP
+    """
+    if model not in ("hdp", "lda"):
+        raise ValueError(f"model must be 'hdp' or 'lda', got {model!r}")
+    n_docs = check_int(n_docs, "n_docs", minimum=1)
+    n_words = check_int(n_words, "n_words", minimum=1)
+    n_topics = check_int(n_topics, "n_topics", minimum=1)
+    mean_length = check_positive(mean_length, "mean_length")
+    length_sigma = check_positive(length_sigma, "length_sigma", allow_zero=True)
+    alpha, gamma, eta = (check_positive(v, name) for v, name in ((alpha, "alpha"), (gamma, "gamma"), (eta, "eta")))
+    word_exponent = check_positive(word_exponent, "word_exponent", allow_zero=True)
+    rng = check_random_state(random_state)
+
+    zipf = np.arange(1, n_words + 1, dtype=np.float64) ** -word_exponent
+    topics = rng.gamma(eta * n_words * zipf / zipf.sum(), size=(n_topics, n_words))
+    topics /= topics.sum(axis=1, keepdims=True)
+    if model == "hdp":
+        sticks = rng.beta(1.0, gamma, size=n_topics)
+        sticks[-1] = 1.0
+        weights = sticks * np.concatenate([[1.0], np.cumprod(1.0 - sticks[:-1])])
+    else:
+        weights = np.full(n_topics, 1.0 / n_topics)
+    mu = np.log(mean_length) - length_sigma ** 2 / 2
+    with _DiskWriter(path) as writer:
+        for start in range(0, n_docs, _WRITE_BLOCK):
+            size = min(_WRITE_BLOCK, n_docs - start)
+            lengths = np.maximum(1, np.rint(np.exp(mu + length_sigma * rng.standard_normal(size)))).astype(np.int64)
+            doc_topic = rng.dirichlet(alpha * weights, size=size)
+            block, _ = _draw_lda(rng, topics, doc_topic, lengths, None)
+            writer.add(block.indptr, block.indices, block.counts)
+        np.savez(f"{writer.tmp}/truth.npz", topics=topics, weights=weights)
+        writer.finish(n_words, [f"w{w}" for w in range(n_words)])
+    return SyntheticData(corpus=Corpus.open(path), topics=topics, assignments=None, weights=weights)
+
+
+_WRITE_BLOCK = 5000     # documents per block of write_synthetic
+
+
 def _pitman_yor_labels(rng, n, discount, concentration):
     """Sequential two-parameter CRP seating of n customers (labels 0, 1, ... in order of appearance)."""
     labels = np.empty(n, dtype=np.int64)
@@ -216,8 +305,9 @@ def _draw_documents(rng, topics, assignments, doc_length, chunk=2048):
 
 
 def _draw_lda(rng, topics, doc_topic, doc_length, vocabulary):
-    """LDA documents of ``doc_length`` tokens; returns the corpus and the topic
-    of every token in the corpus's token order (documents, then word ids)."""
+    """LDA documents of ``doc_length`` tokens (one number, or one per document);
+    returns the corpus and the topic of every token in the corpus's token order
+    (documents, then word ids)."""
     n_docs, n_topics = doc_topic.shape
     per_topic = rng.multinomial(doc_length, doc_topic)                  # (n_docs, n_topics)
     tok_doc = np.repeat(np.arange(n_docs), doc_length)

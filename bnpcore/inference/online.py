@@ -311,8 +311,9 @@ class Minibatch:
 
     def __init__(self, corpus, doc_ids, word_map):
         self.doc_ids = np.ascontiguousarray(doc_ids, dtype=np.int64)
+        source, rows = corpus._documents(self.doc_ids)      # an on-disk corpus: read, not mapped
         self.ptr, self.words, self.counts, self.vocab = gather_batch(
-            corpus.indptr, corpus.indices, corpus.counts, self.doc_ids, word_map)
+            source.indptr, source.indices, source.counts, np.ascontiguousarray(rows, dtype=np.int64), word_map)
 
     @property
     def n_docs(self):
@@ -526,13 +527,13 @@ class OnlineEstimator(BaseEstimator):
         ends this call early.
         """
         X = self._check_input(X) if getattr(self, "_state", None) is not None else as_corpus(X)
+        total = next((check_int(v, "total_samples") for v in (total_samples, self.total_samples) if v is not None),
+                     None)
         if getattr(self, "_state", None) is None:
             self._check_params()
-            self._start(X, None)
-        for value in (total_samples, self.total_samples):
-            if value is not None:
-                self._driver["total"] = check_int(value, "total_samples")
-                break
+            self._start(X, total)   # a known n also sizes the initial state (not the first chunk's size)
+        if total is not None:
+            self._driver["total"] = total
         bs = self.batch_size
         self._run(X, (np.arange(s, min(s + bs, X.n_docs)) for s in range(0, X.n_docs, bs)),
                   heldout, eval_every, False, None, None, None, None, total=X.n_docs)
@@ -567,6 +568,7 @@ class OnlineEstimator(BaseEstimator):
                 tick = time.perf_counter()
                 before = drv["documents"]
                 self._step(Minibatch(X, ids, self._word_map))
+                X._drop_pages()     # an opened on-disk corpus: keep only the next minibatch's pages resident
                 drv["seconds"] += time.perf_counter() - tick
                 now = drv["documents"]
                 metrics = {"n_documents": now, "fit_seconds": drv["seconds"], "n_components": self._state.n_components,
