@@ -170,7 +170,7 @@ def test_recovers_the_bars():
     (dict(optimize_hyperparameters="yes"), "optimize_hyperparameters"),
 ])
 def test_bad_parameters(params, match):
-    est = PartiallyCollapsedGibbs(max_iter=2, burn_in=1, **{k: v for k, v in params.items()})
+    est = PartiallyCollapsedGibbs(max_iter=2, burn_in=1).set_params(**params)
     with pytest.raises((ValueError, TypeError), match=match):
         est.fit(np.ones((3, 4), dtype=int))
 
