@@ -38,10 +38,13 @@ from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_unifo
 cnp.import_array()
 
 # Topics per task of sample_phi: a task owns 8 adjacent columns of the
-# word-major arrays (one cache line of doubles per word) and keeps their 8
-# streams open, so every pass reads and writes whole lines.
+# word-major arrays (about one cache line of doubles per word) and keeps their
+# 8 streams open, so that its passes over the words touch whole lines.
 cdef enum:
     PHI_BLOCK = 8
+    # padding of per-thread scratch rows: rows of different threads stay at least
+    # one cache line apart (no false sharing)
+    _PAD = 16
 
 
 # ---------------------------------------------------------------------------
@@ -94,18 +97,22 @@ cdef struct PhiArgs:
     const int32_t *nwk
     const double *eta
     double *phi
+    double *work         # n_threads x W x PHI_BLOCK
     uint64_t key, sweep
 
 
-cdef void _phi_block(const PhiArgs *a, int64_t b) noexcept nogil:
+cdef void _phi_block(const PhiArgs *a, int64_t b, int tid) noexcept nogil:
     """Topics b*8 .. b*8+7: log-gamma draws (one stream per topic, words in order),
     then exp(x - max) and the normalisation, so that eta like 1e-6 (log-gamma
-    draws near -1e6) give a proper distribution instead of 0/0."""
+    draws near -1e6) give a proper distribution instead of 0/0. The first two
+    passes run in the thread's own buffer; only the last writes the shared
+    phi, whose 8-column blocks need not be cache-line aligned."""
     cdef bnp_stream_t st[PHI_BLOCK]
     cdef double mx[PHI_BLOCK]
     cdef double tot[PHI_BLOCK]
     cdef int64_t K = a.K, k0 = b * PHI_BLOCK, nb = min(PHI_BLOCK, a.K - b * PHI_BLOCK), w, i
     cdef double x
+    cdef double *buf = a.work + tid * a.W * PHI_BLOCK
     cdef double *row
     cdef const int32_t *nrow
     for i in range(nb):
@@ -113,7 +120,7 @@ cdef void _phi_block(const PhiArgs *a, int64_t b) noexcept nogil:
         mx[i] = -INFINITY
         tot[i] = 0.0
     for w in range(a.W):
-        row = a.phi + w * K + k0
+        row = buf + w * PHI_BLOCK
         nrow = a.nwk + w * K + k0
         for i in range(nb):
             if nrow[i] == 0 and a.eta[w] < 1.0:
@@ -124,7 +131,7 @@ cdef void _phi_block(const PhiArgs *a, int64_t b) noexcept nogil:
             if x > mx[i]:
                 mx[i] = x
     for w in range(a.W):
-        row = a.phi + w * K + k0
+        row = buf + w * PHI_BLOCK
         for i in range(nb):
             x = exp(row[i] - mx[i])
             row[i] = x
@@ -134,7 +141,7 @@ cdef void _phi_block(const PhiArgs *a, int64_t b) noexcept nogil:
     for w in range(a.W):
         row = a.phi + w * K + k0
         for i in range(nb):
-            row[i] *= tot[i]
+            row[i] = buf[w * PHI_BLOCK + i] * tot[i]
 
 
 def sample_phi(const int32_t[:, ::1] nwk, const double[::1] eta,   # IN counts (W, K), prior (W,)
@@ -156,14 +163,16 @@ def sample_phi(const int32_t[:, ::1] nwk, const double[::1] eta,   # IN counts (
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if W == 0 or K == 0:
         return
+    work = np.empty((n_threads, W, PHI_BLOCK))
+    cdef double[:, :, ::1] wv = work
     cdef PhiArgs a
     cdef PhiArgs *ap = &a
     a.W, a.K = W, K
-    a.nwk, a.eta, a.phi = &nwk[0, 0], &eta[0], &phi[0, 0]
+    a.nwk, a.eta, a.phi, a.work = &nwk[0, 0], &eta[0], &phi[0, 0], &wv[0, 0, 0]
     a.key, a.sweep = key, sweep
     with nogil:
         for b in prange((K + PHI_BLOCK - 1) // PHI_BLOCK, num_threads=n_threads, schedule="static"):
-            _phi_block(ap, b)
+            _phi_block(ap, b, threadid())
 
 
 # ---------------------------------------------------------------------------
@@ -230,7 +239,7 @@ def build_alias(const double[:, ::1] phi, const double[::1] alpha,              
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if W == 0 or K == 0:
         return
-    stacks = np.empty((n_threads, 2 * K), dtype=np.int32)
+    stacks = np.empty((n_threads, 2 * K + _PAD), dtype=np.int32)
     cdef int32_t[:, ::1] sv = stacks
     with nogil:
         for w in prange(W, num_threads=n_threads, schedule="static"):
@@ -255,9 +264,10 @@ cdef struct ZArgs:
     int32_t *z
     int32_t *z_prev
     int32_t *ndk
-    double *cum          # n_threads x K: cumulative weights of the document bucket
-    int32_t *dlist       # n_threads x K: topics with n_jk > 0
-    int32_t *dpos        # n_threads x K: position in dlist, -1 if absent (restored after each document)
+    int64_t stride       # of the per-thread rows below: K + _PAD
+    double *cum          # n_threads x stride: cumulative weights of the document bucket
+    int32_t *dlist       # n_threads x stride: topics with n_jk > 0
+    int32_t *dpos        # n_threads x stride: position in dlist, -1 if absent (restored after each document)
     uint64_t key, sweep
 
 
@@ -270,9 +280,9 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
     cdef int64_t K = a.K, p, c, i, n = 0, zi = a.tok_ptr[j]
     cdef int32_t w, t, last
     cdef int32_t *nd = a.ndk + j * K
-    cdef int32_t *dlist = a.dlist + tid * K
-    cdef int32_t *dpos = a.dpos + tid * K
-    cdef double *cum = a.cum + tid * K
+    cdef int32_t *dlist = a.dlist + tid * a.stride
+    cdef int32_t *dpos = a.dpos + tid * a.stride
+    cdef double *cum = a.cum + tid * a.stride
     cdef const double *prow
     cdef double q, u, x
     cdef bnp_stream_t st
@@ -353,14 +363,14 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if z.shape[0] == 0:
         return
-    cum = np.empty((n_threads, K))
-    lists = np.empty((n_threads, K), dtype=np.int32)
-    pos = np.full((n_threads, K), -1, dtype=np.int32)
+    cum = np.empty((n_threads, K + _PAD))
+    lists = np.empty((n_threads, K + _PAD), dtype=np.int32)
+    pos = np.full((n_threads, K + _PAD), -1, dtype=np.int32)
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] lv = lists, pv = pos
     cdef ZArgs a
     cdef ZArgs *ap = &a
-    a.K = K
+    a.K, a.stride = K, K + _PAD
     a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
     a.phi, a.prob, a.alias, a.mass = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0]
     a.z, a.z_prev, a.ndk = &z[0], &z_prev[0], &ndk[0, 0]

@@ -67,10 +67,11 @@ class PartiallyCollapsedGibbs(_LDA):
     proportions theta out. Each sweep alternates two exact full conditionals
     of the joint posterior p(z, Phi | w):
 
-    * Phi | z: ``phi_k ~ Dirichlet(eta + n_k.)`` for every topic topics in parallel;
+    * Phi | z: ``phi_k ~ Dirichlet(eta + n_k.)`` for every topic, topics in
+      parallel;
     * z | Phi: given Phi, the documents are conditionally independent, so
       each runs an ordinary Gibbs pass over its tokens with
-      ``p(z_i = k | rest) ∝ phi_{k,w_i} (n_jk^{-i} + alpha_k)``
+      ``p(z_i = k | rest) ∝ phi_{k,w_i} (n_jk^{-i} + alpha_k)``,
       documents in parallel. The draw splits the weight into
       ``phi_kw n_jk`` (a sum over the topics present in the document) and
       ``alpha_k phi_kw``, drawn in O(1) from a Walker alias table per word
@@ -81,8 +82,9 @@ class PartiallyCollapsedGibbs(_LDA):
     invariant whatever the number of threads -- unlike the approximate
     distributed collapsed samplers (AD-LDA), which sample from stale counts.
     The alias tables are exact because Phi does not change during the z-step.
-    Phi is drawn dense (W x K gamma variates per sweep), and the counts n_kw
-    are moved by the tokens whose topic changed after the z-step.
+    Phi is drawn dense, W x K gamma variates per sweep whatever the corpus
+    size (those of zero counts with eta < 1 by Ahrens & Dieter's GS sampler);
+    after the z-step the counts n_kw move by the tokens whose topic changed.
 
     Every draw comes from a keyed random stream: topic k of sweep t from
     (seed, 2t + 1, k), document j from (seed, 2t, j), so a fit is
@@ -91,10 +93,11 @@ class PartiallyCollapsedGibbs(_LDA):
     the counts are averaged into ``components_``, ``doc_topic_`` and the
     held-out score, as for ``CollapsedGibbs``.
 
-    When to use it: at many topics and several cores (the per-token cost is
-    the number of topics in the document, plus the dense Phi step, which is
-    W K per sweep whatever the corpus size); on one core at few topics
-    ``CollapsedGibbs`` mixes faster per sweep (it also integrates Phi out).
+    When to use it: a sweep costs, per token, the number of topics in its
+    document, plus the W x K Phi step; it pays off on corpora with many more
+    tokens than W x K entries, on several cores. On KOS (W x K = 0.8 times the
+    tokens at K = 50) sequential ``CollapsedGibbs`` is faster and mixes
+    faster per sweep (it also integrates Phi out): docs/choosing.md.
 """ + _DOC + """
     max_iter : int, default 300
         Number of sweeps.
