@@ -7,7 +7,10 @@ Every system fits the same 90% of each KOS document's tokens (``harness.token_sp
 with the same priors and is scored on the final sample's counts,
 (n + prior) / (N + total prior), on the held-out 10% (document completion, as
 ``bench_lda.py``). Tokens/s = training tokens x sweeps / wall-clock fit time
-(initialisation included for bnpcore, excluded for tomotopy).
+(initialisation included for bnpcore, excluded for tomotopy). On a shared
+machine wall-clock mostly measures the neighbours, so each run also reports
+tokens per CPU-second of the process (all its threads): the per-thread speed,
+which the neighbours disturb much less.
 
 After the table, the time of each of the three kernels of one partially
 collapsed sweep (Phi | z, the alias tables, z | Phi), run once more on the
@@ -77,6 +80,16 @@ def tomotopy_lda(train, K, sweeps, workers, seed):
     return lambda: (mdl.train(sweeps, workers=workers), mdl)[1], extract
 
 
+def cpu_timed(fit, out):
+    """``fit`` that appends the process CPU seconds it took to ``out``."""
+    def run():
+        tick = time.process_time()
+        model = fit()
+        out.append(time.process_time() - tick)
+        return model
+    return run
+
+
 def kernel_profile(st, train):
     """Seconds of each kernel of one more sweep of state ``st`` at 1 thread, and
     the mean number of topics per document."""
@@ -111,28 +124,33 @@ def main(argv=None):
         print(f"KOS: {train.n_docs} documents, {train.n_words} words, {train.n_tokens} training tokens; "
               f"alpha={ALPHA}, eta={ETA}; {threads_note()}")
         for K, S in zip(topics, sweeps):
-            rows, keep = [], {}
+            rows, keep, cpu = [], {}, []
             settings = f"K={K}, {S} sweeps"
             fit, extract = bnpcore_cgs(train, K, S, ALPHA, ETA, args.seed)
-            rows.append(timed_row("bnpcore", "CGS (sequential)", settings, 1, fit, extract, train, heldout, S))
+            rows.append(timed_row("bnpcore", "CGS (sequential)", settings, 1, cpu_timed(fit, cpu), extract, train,
+                                  heldout, S))
             for threads in (1, 2):
                 fit, extract = bnpcore_pcgs(train, K, S, threads, args.seed, keep)
-                rows.append(timed_row("bnpcore", "PartiallyCollapsedGibbs", settings, threads, fit, extract, train,
-                                      heldout, S))
+                rows.append(timed_row("bnpcore", "PartiallyCollapsedGibbs", settings, threads, cpu_timed(fit, cpu),
+                                      extract, train, heldout, S))
             for workers in (1, 2):
                 try:
                     fit, extract = tomotopy_lda(train, K, S, workers, args.seed)
                 except ImportError:
                     print("tomotopy not installed: skipped")
                     break
-                rows.append(timed_row("tomotopy", "LDAModel (CGS)", settings, workers, fit, extract, train,
-                                      heldout, S))
+                rows.append(timed_row("tomotopy", "LDAModel (CGS)", settings, workers, cpu_timed(fit, cpu), extract,
+                                      train, heldout, S))
             print()
             print_table(rows)
+            per_cpu = [train.n_tokens * S / max(c, 1e-9) for c in cpu]
+            print("tokens per CPU-second: " + ", ".join(f"{r.system} {r.algorithm} {r.threads} thr {p:.0f}"
+                                                         for r, p in zip(rows, per_cpu)))
             cgs = rows[0].tokens_per_second
-            for r in rows[1:3]:
+            for r, p in zip(rows[1:3], per_cpu[1:3]):
                 print(f"PartiallyCollapsedGibbs {r.threads} thr: {r.tokens_per_second / cgs:.2f}x sequential CGS "
-                      f"({r.tokens_per_second / r.threads / cgs:.2f}x per thread); held-out "
+                      f"wall-clock ({r.tokens_per_second / r.threads / cgs:.2f}x per thread), "
+                      f"{p / per_cpu[0]:.2f}x per CPU-second; held-out "
                       f"{r.heldout_loglik - rows[0].heldout_loglik:+.4f} vs CGS")
             prof = kernel_profile(keep["state"], train)
             print(f"profile, one more partially collapsed sweep at 1 thread: Phi | z {prof['phi']:.3f} s, "
