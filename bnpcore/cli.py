@@ -113,6 +113,8 @@ MODELS.update({
     "lda-cvb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
                                            "variational": "collapsed", "max_iter": 300}, _LDA_SAMPLER_TEST),
 })
+MODELS["lda-pcgs"] = ("bnpcore.lda:PartiallyCollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
+                                                             "max_iter": 300}, _LDA_SAMPLER_TEST)
 
 # Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] 000 §3 settings).
 MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},
