@@ -2,6 +2,7 @@
 the local fit (bit for bit), through a lost worker, a checkpoint and a resume;
 clear errors for what it does not run."""
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import bnpcore  # noqa: E402
 from bnpcore import cli, datasets, lda  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
 
-PARAMS = {"n_components": 5, "max_iter": 12, "tol": None, "random_state": 3}
+PARAMS = {"n_components": 5, "max_iter": 8, "tol": None, "random_state": 3}
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,8 @@ def test_equals_local_fit_with_as_many_threads(client, corpus, n_partitions):
 
 
 def test_stops_at_tol_like_local(client, corpus):
-    dist = bnpdist.fit(lda.StandardVB(**{**PARAMS, "tol": 1e-2, "max_iter": 100}), corpus, client, n_partitions=2)
-    local = local_fit(corpus, 2, tol=1e-2, max_iter=100)
+    dist = bnpdist.fit(lda.StandardVB(**{**PARAMS, "tol": 5e-2, "max_iter": 100}), corpus, client, n_partitions=2)
+    local = local_fit(corpus, 2, tol=5e-2, max_iter=100)
     assert dist.n_iter_ < 100
     assert_same_model(dist, local)
 
@@ -63,10 +64,12 @@ def test_lost_worker_changes_nothing(client, corpus):
 
     def kill_a_worker(est, record):
         if record["iteration"] == 5:
-            holders = [w for w, keys in client.has_what().items() if keys]
+            # a worker holding a partition's state (the getitem of its last step)
+            holders = [w for w, keys in client.has_what().items() if any(k.startswith("getitem") for k in keys)]
             assert holders, "no worker holds a partition"
-            client.run(os._exit, 1, workers=holders[:1], wait=False)
-            killed.append(holders[0])
+            pid = client.run(os.getpid, workers=holders[:1])[holders[0]]
+            os.kill(pid, signal.SIGKILL)         # the LocalCluster's workers are local processes
+            killed.append(pid)
 
     est = lda.StandardVB(**PARAMS)
     with est.reporting(kill_a_worker):
@@ -87,7 +90,7 @@ def test_checkpoint_resume_after_a_killed_client(client, corpus, tmp_path):
         bnpdist.fit(est, corpus, client, n_partitions=2, checkpoint=path, checkpoint_every=4)
     local = local_fit(corpus, 2)
     resumed = bnpdist.fit(bnpcore.load(path), corpus, client, n_partitions=2, resume=True)
-    assert [h["iteration"] for h in resumed.history_] == list(range(1, 13))
+    assert [h["iteration"] for h in resumed.history_] == list(range(1, 9))
     assert_same_model(resumed, local)
     # the checkpoint is an ordinary model file: the local fit resumes it too
     np.testing.assert_array_equal(bnpcore.load(path).fit(corpus, resume=True).components_, local.components_)
