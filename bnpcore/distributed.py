@@ -204,19 +204,13 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
     n_partitions = min(check_int(n_partitions, "n_partitions", minimum=1), X.n_docs)
     if checkpoint_every is not None:
         check_int(checkpoint_every, "checkpoint_every", minimum=1)
-    if resume:
-        state, start, seconds = estimator._resume_state(X, None)
-    else:
-        estimator._forget()
-        state = estimator._init_state(X, check_random_state(estimator.random_state))
-        start, seconds = 0, 0.0
-        estimator.history_ = []
+    state, start, seconds = estimator._resume_state(X, None) if resume else (_fresh_state(estimator, X), 0, 0.0)
     state.n_threads = n_partitions      # what a local resume of a checkpoint continues with
     state.restore(X)
     estimator.n_features_in_ = X.n_words
-    parts = _Partitions(client, X, state, partition_bounds(X.n_docs, n_partitions))
     stopped, it = False, start
     with _quiet_large_graphs():
+        parts = _Partitions(client, X, state, partition_bounds(X.n_docs, n_partitions))
         for it in range(start + 1, max_iter + 1):
             metrics, spent, driver = _iterate(state, parts, X.n_tokens)
             seconds += spent
@@ -229,7 +223,7 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
                 if checkpoint is not None:
                     estimator._checkpoint(state, X, it, seconds, checkpoint)
                 parts.root(state)
-    parts.gather_into(state)
+        parts.gather_into(state)
     estimator.n_iter_ = it
     if stopped and it < max_iter:
         if checkpoint is not None:
@@ -241,6 +235,13 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         estimator.__dict__.pop("_batch_state", None)
     estimator._set_fitted(state, X)
     return estimator
+
+
+def _fresh_state(estimator, X):
+    """A new state, the estimator's previous fit forgotten (as ``BatchEstimator.fit`` starts)."""
+    estimator._forget()
+    estimator.history_ = []
+    return estimator._init_state(X, check_random_state(estimator.random_state))
 
 
 @contextlib.contextmanager
