@@ -42,13 +42,14 @@ from bnpcore.kernels import _lda
 from bnpcore.kernels.special import digamma
 from bnpcore.models.lda import StandardVB, svb_bound
 
-__all__ = ["fit", "SUPPORTED"]
+__all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_bounds"]
 
 #: What the driver runs, as shown in errors.
 SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparameters=False)",)
 
 
 def import_dask():
+    """``(Client, LocalCluster)`` of dask.distributed, or an ImportError saying how to install it."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:
@@ -134,7 +135,8 @@ class _Partitions:
 
 def _iterate(state, parts, n_tokens):
     """One iteration on the cluster: ParallelSVBState.sweep with the documents
-    on the workers; updates ``state.nwk``/``nk``, returns (diagnostics, driver seconds)."""
+    on the workers; updates ``state.nwk``/``nk``, returns (diagnostics, seconds,
+    seconds outside the slowest partition's kernel)."""
     tick = time.perf_counter()
     log_word = digamma(state.nwk + state.eta[:, None]) - digamma(state.nk + state.eta_tot)
     log_word -= log_word.max(axis=1, keepdims=True)
