@@ -286,6 +286,8 @@ def cmd_fit(args):
             raise _Error(f"model {name} has no fixed number of topics (it finds them); --n-topics does not apply")
         overrides["n_components"] = args.n_topics
     est = spec.make(**overrides)
+    if args.scheduler:
+        _check_distributed(est, name)
     for path in (args.output, args.report):
         if path:
             _check_writable(path)
@@ -310,7 +312,10 @@ def cmd_fit(args):
     start = time.perf_counter()
     try:
         with est.reporting(progress):
-            est.fit(observed, **fit_kwargs)
+            if args.scheduler:
+                _fit_distributed(est, observed, args.scheduler)
+            else:
+                est.fit(observed, **fit_kwargs)
     finally:
         progress.close()
     seconds = time.perf_counter() - start
@@ -341,6 +346,22 @@ def cmd_fit(args):
                      n=max(args.show, 1), n_words=args.n_words)
         print(f"report written to {args.report}")
     return 0
+
+
+def _check_distributed(est, name):
+    from bnpcore import distributed
+    try:
+        distributed.check_supported(est)
+    except (TypeError, ValueError) as exc:
+        raise _Error(f"--scheduler cannot run model {name}: {exc}") from None
+
+
+def _fit_distributed(est, corpus, address):
+    """``bnpcore.distributed.fit`` on the cluster of the scheduler at ``address``."""
+    from bnpcore import distributed
+    Client, _ = distributed.import_dask()
+    with Client(address) as client:
+        distributed.fit(est, corpus, client)
 
 
 def _print_differences(est, cls):
@@ -513,6 +534,8 @@ def build_parser():
     f.add_argument("--show", type=_count(0), default=10, help="topics to print (default 10)")
     f.add_argument("--n-words", type=_count(0), default=10, help="words per topic (default 10)")
     f.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    f.add_argument("--scheduler", metavar="ADDRESS",
+                   help="fit on the Dask cluster of this scheduler (bnpcore.distributed; e.g. tcp://host:8786)")
     f.set_defaults(run=cmd_fit)
 
     t = sub.add_parser("topics", help="print the topics of a saved model")
