@@ -6,7 +6,8 @@
 * :func:`write_synthetic` — an HDP or LDA corpus of any size, written to disk in bounded memory.
 
 The generators are seeded by ``random_state`` and return a :class:`SyntheticData`
-holding the corpus and the true parameters (shared/ALGORITHMS.md section 12).
+holding the corpus and the true parameters. Where a paper leaves a setting
+unstated, the generator's docstring names the value bnpcore chose.
 """
 from bnpcore.datasets._bundled import load_kos
 from bnpcore.datasets._synthetic import SyntheticData, make_bars, make_pitman_yor_mixture, write_synthetic

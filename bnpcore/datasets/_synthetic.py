@@ -1,4 +1,4 @@
-"""Synthetic corpora with known truth (shared/ALGORITHMS.md section 12)."""
+"""Synthetic corpora with known truth, as the papers' experiments describe them."""
 from dataclasses import dataclass
 from typing import Optional
 
@@ -49,9 +49,9 @@ class SyntheticData:
 
 
 _BARS = {
-    # [NRM] section 4.1 (ALGORITHMS 12.2): one bar per image, additive baseline
+    # [NRM] section 4.1: one bar per image, additive baseline
     "nrm": dict(side=8, n_docs=200, n_test=0, doc_length=50, baseline=0.1),
-    # [SM] section 4 (ALGORITHMS 12.1): LDA over the 20 bars of a 10 x 10 grid
+    # [SM] section 4: LDA over the 20 bars of a 10 x 10 grid
     "sm": dict(side=10, n_docs=2000, n_test=200, doc_length=250, baseline=0.0, alpha=1.0),
 }
 
@@ -64,12 +64,14 @@ def make_bars(kind="sm", *, side=None, n_docs=None, n_test=None, doc_length=None
     vertical bars (columns); component k puts weight proportional to
     ``1[pixel in bar k] + baseline`` on every pixel.
 
-    ``kind="nrm"`` ([NRM] section 4.1; ALGORITHMS.md 12.2, E41): a mixture. Each
+    ``kind="nrm"`` ([NRM] section 4.1; the number of bars, baseline and cluster
+    weights are not given there: bnpcore's choices below): a mixture. Each
     image picks one bar uniformly at random and draws
     ``x_d ~ Multinomial(doc_length, phi_{z_d})``. Defaults: 8 x 8 grid (64
     words, 16 bars), baseline 0.1, 200 images of 50 draws, no test part.
 
-    ``kind="sm"`` ([SM] section 4; ALGORITHMS.md 12.1, E55): LDA after Griffiths &
+    ``kind="sm"`` ([SM] section 4; its topic proportions are not given: bnpcore's
+    choices below): LDA after Griffiths &
     Steyvers (2004). Document j draws ``pi_j ~ Dirichlet(alpha, ..., alpha)`` over
     the bars, then each token a bar from ``pi_j`` and a pixel from that bar.
     Defaults: 10 x 10 grid (100 words, 20 bars), no baseline, alpha = 1,
@@ -145,7 +147,8 @@ def make_pitman_yor_mixture(n_docs=10000, *, n_words=500, doc_length=100, discou
                             centre_concentration=0.75, random_state=None):
     """Mixture of multinomials with Pitman-Yor distributed cluster sizes.
 
-    [NRM] section 4.2 (ALGORITHMS.md 12.3, E42): labels from the two-parameter
+    [NRM] section 4.2 (vocabulary size and document lengths unstated there:
+    the defaults are bnpcore's): labels from the two-parameter
     Chinese restaurant process, sequentially — document i joins existing
     cluster k with probability proportional to ``n_k - discount`` and opens a
     new one with probability proportional to ``concentration + discount * K``;
