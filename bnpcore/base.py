@@ -91,6 +91,7 @@ import warnings
 
 import numpy as np
 
+from bnpcore._validation import blas_limited
 from bnpcore.corpus import Corpus, as_corpus
 
 __all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "exclusive", "FORMAT_VERSION",
@@ -121,7 +122,9 @@ def exclusive(method):
     """Decorator of ``fit``/``partial_fit``: one thread at a time may train an
     estimator (its state is not thread-safe); another thread gets a clear
     RuntimeError instead of a corrupted state. Nested calls from the training
-    thread (``fit`` calling ``partial_fit``) are allowed."""
+    thread (``fit`` calling ``partial_fit``) are allowed. BLAS runs on one
+    thread meanwhile (``bnpcore._validation.blas_limited``: the OpenMP kernels
+    own the cores)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         me = threading.get_ident()
@@ -132,7 +135,8 @@ def exclusive(method):
                                    "are not thread-safe (use one estimator per thread)")
             self._fitting = me
         try:
-            return method(self, *args, **kwargs)
+            with blas_limited() if owner is None else contextlib.nullcontext():
+                return method(self, *args, **kwargs)
         finally:
             if owner is None:
                 self.__dict__.pop("_fitting", None)

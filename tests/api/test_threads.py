@@ -74,3 +74,23 @@ def test_cli_threads_reaches_every_model(capsys, tmp_path, monkeypatch, name):
     assert load(path).n_threads == 2
     code = cli.main(["fit", "--model", name, "--data", "kos", "--threads", "0", "-q"] + params)
     assert code != 0 and re.search(r"n_threads", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("name", ["lda-svb", "dp-svb"])
+def test_blas_runs_on_one_thread_during_fit(name):
+    """No oversubscription: while a fit runs its OpenMP kernels, BLAS is limited
+    to one thread (threadpoolctl), and gets its threads back afterwards."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+
+    before = blas_threads()
+    with threadpoolctl.threadpool_limits(2, "blas"):
+        seen = []
+        est = cli.get_model(name).make(test=True, n_threads=2, random_state=0)
+        with est.reporting(lambda est, record: seen.append(blas_threads())):
+            est.fit(make_tiny_corpus())
+        assert seen and all(set(s.values()) == {1} for s in seen)
+        assert set(blas_threads().values()) == {2}
+    assert blas_threads() == before
