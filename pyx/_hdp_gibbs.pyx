@@ -348,12 +348,16 @@ def draw_tables(const int32_t[:, ::1] n_jk,      # IN  (n_docs, kcap)
 
 
 cdef void _fold_in_doc(const int32_t *words, int64_t lo, int64_t hi, const double *phi_wk, const double *prior,
-                       int64_t K, double prior_sum, int64_t n_sweeps, int64_t burn_in, bnp_bitgen_t *g,
-                       int64_t *z, double *cnt, double *cum, double *theta) noexcept nogil:
-    """fold_in of the document with tokens lo..hi; cnt and cum hold K doubles, theta is its output row."""
+                       int64_t K, double prior_sum, int64_t n_sweeps, int64_t burn_in, uint64_t key,
+                       uint64_t doc_key, int64_t *z, double *cnt, double *cum, double *theta) noexcept nogil:
+    """fold_in of the document with tokens lo..hi, drawing from stream (key, doc_key, 0); cnt and cum
+    hold K doubles, theta is its output row."""
+    cdef bnp_stream_t stream
+    cdef bnp_bitgen_t *g = &stream.bitgen
     cdef int64_t t, k, s
     cdef double total, u, norm = 1.0 / ((hi - lo + prior_sum) * (n_sweeps - burn_in))
     cdef const double *ph
+    bnp_stream_init(&stream, key, doc_key, 0)
     for k in range(K):
         cnt[k] = 0.0
         theta[k] = 0.0
@@ -398,7 +402,6 @@ def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents
     cdef int64_t n_docs = tok_ptr.shape[0] - 1, K = prior.shape[0], j, k
     cdef int tid
     cdef double prior_sum = 0.0
-    cdef bnp_stream_t stream
     if phi_wk.shape[1] != K or theta.shape[0] != n_docs or theta.shape[1] != K:
         raise ValueError("phi_wk, prior and theta disagree on the number of topics")
     if n_sweeps <= burn_in:
@@ -413,10 +416,11 @@ def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents
     scratch = np.zeros((n_threads, 2 * K), dtype=np.float64)
     cdef int64_t[::1] z = z_arr
     cdef double[:, ::1] sv = scratch
+    cdef const int32_t *wp = &words[0] if words.shape[0] else NULL
+    cdef int64_t *zp = &z[0] if words.shape[0] else NULL
     for k in range(K):
         prior_sum += prior[k]
     for j in prange(n_docs, nogil=True, num_threads=n_threads, schedule="dynamic"):
         tid = threadid()
-        bnp_stream_init(&stream, key, doc_keys[j], 0)
-        _fold_in_doc(&words[0], tok_ptr[j], tok_ptr[j + 1], &phi_wk[0, 0], &prior[0], K, prior_sum, n_sweeps,
-                     burn_in, &stream.bitgen, &z[0], &sv[tid, 0], &sv[tid, K], &theta[j, 0])
+        _fold_in_doc(wp, tok_ptr[j], tok_ptr[j + 1], &phi_wk[0, 0], &prior[0], K, prior_sum, n_sweeps,
+                     burn_in, key, doc_keys[j], zp, &sv[tid, 0], &sv[tid, K], &theta[j, 0])
