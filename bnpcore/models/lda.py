@@ -690,8 +690,11 @@ class CollapsedVB(_LDA):
         updates only after the sweep, when the copies' changes are merged
         (document counts stay exact). The result then depends on the number
         of threads (with one thread it is the sequential schedule). Default
-        "sequential": exact and the same on every machine; on KOS (K = 50,
-        CVB0, 2 threads) the parallel schedule {measured}.
+        "sequential": exact and the same on every machine, and the parallel
+        schedule has not yet shown a gain: on KOS (K = 50, CVB0, 30 sweeps,
+        a 2-cpu machine shared with other jobs) it took 9.4 s at 2 threads
+        against 5.8 s sequentially, held-out per-word log-likelihood -7.284
+        against -7.274 (benchmarks/bench_threads.py measures both).
 """ + _THREADS.format(what="The parallel schedule's sweeps run document blocks in parallel;") + _ATTRS + """
     References
     ----------
