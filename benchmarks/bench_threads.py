@@ -113,6 +113,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    from bnpcore.cli import get_model
     cfg = parse_args(argv)
     corpus, observed, heldout = token_split(cfg.path, cfg.vocab, seed=cfg.seed)
     caption = (f"{cfg.path}: {corpus.n_docs} documents, {corpus.n_words} words, {observed.n_tokens} training "
@@ -120,6 +121,9 @@ def main(argv=None):
     print(caption, flush=True)
     rows = []
     for name in cfg.models:
+        if "n_threads" not in get_model(VARIANTS.get(name, (name,))[0]).load_class()._param_names():
+            print(f"skipping {name}: no n_threads parameter", file=sys.stderr)
+            continue
         print(f"running {name} ...", file=sys.stderr, flush=True)
         rows += run_model(name, observed, heldout, cfg)
     if not cfg.no_tomotopy:
