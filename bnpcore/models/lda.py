@@ -519,14 +519,14 @@ _DOC = """
         Seeds the initialisation and every draw.
 """
 
-_THREADS = """
-    n_threads : int or None, default None
+_THREADS = """    n_threads : int or None, default None
         OpenMP threads: None uses OMP_NUM_THREADS if set, else every cpu; -1
         every cpu; k >= 1 k threads (0, below -1 or not an integer:
-        ValueError). {what} ``transform``, ``score`` and the held-out
-        evaluation during ``fit`` run documents in parallel, with the same
-        result for any number of threads. No BLAS routine runs inside these
-        parallel loops, so they do not compete with a multi-threaded BLAS.
+        ValueError). {what}
+        ``transform``, ``score`` and the held-out evaluation during ``fit``
+        run documents in parallel, with the same result for any number of
+        threads. BLAS runs on one thread during ``fit`` (threadpoolctl, when
+        installed), so the two thread pools do not oversubscribe the cpus.
 """
 
 _ATTRS = """
@@ -606,8 +606,8 @@ class CollapsedGibbs(_Sampler):
     random. After ``burn_in`` sweeps every sample enters the online averages
     behind ``components_``, ``doc_topic_`` and the held-out score (eq 31).
 """ + _DOC + _SAMPLER_ITER + _THREADS.format(
-        what="The sweeps are strictly sequential (each draw conditions on every other token) and run "
-             "on one thread;") + _ATTRS + _REFS
+        what="The sweeps are strictly sequential (each draw conditions\n        on every other "
+             "token) and run on one thread.") + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, burn_in=10,
                  optimize_hyperparameters=False, random_state=None, n_threads=None, n_iter=DEPRECATED):
@@ -638,7 +638,7 @@ class StandardVB(_LDA):
         "sequential": pair by pair, counts updated after each, on one thread
         (``n_threads`` other than None or 1 then warns that only
         ``transform`` and ``score`` use it).
-""" + _THREADS.format(what="The parallel schedule's sweeps run documents in parallel;") + _ATTRS + _REFS
+""" + _THREADS.format(what="The parallel schedule's sweeps run documents\n        in parallel.") + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, tol=1e-6, schedule="parallel",
                  n_threads=None, optimize_hyperparameters=False, random_state=None):
@@ -695,7 +695,7 @@ class CollapsedVB(_LDA):
         a 2-cpu machine shared with other jobs) it took 9.4 s at 2 threads
         against 5.8 s sequentially, held-out per-word log-likelihood -7.284
         against -7.274 (benchmarks/bench_threads.py measures both).
-""" + _THREADS.format(what="The parallel schedule's sweeps run document blocks in parallel;") + _ATTRS + """
+""" + _THREADS.format(what="The parallel schedule's sweeps run document\n        blocks in parallel.") + _ATTRS + """
     References
     ----------
     Y. W. Teh, D. Newman and M. Welling (2006). A collapsed variational
@@ -750,8 +750,8 @@ class Hybrid(_Sampler):
         interleave in corpus order; with more, the variational update
         averages psi or the CVB log terms over the samples.
 """ + _SAMPLER_ITER + _THREADS.format(
-        what="The sweeps are sequential (sampled and variational updates interleave) and run on one "
-             "thread;") + _ATTRS + _REFS
+        what="The sweeps are sequential (sampled and variational updates\n        interleave) and run on "
+             "one thread.") + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, variational="standard", threshold=1, n_samples=1,
                  max_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None, n_threads=None,
