@@ -91,6 +91,7 @@ import warnings
 
 import numpy as np
 
+from bnpcore._validation import blas_limited
 from bnpcore.corpus import Corpus, as_corpus
 
 __all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "exclusive", "FORMAT_VERSION",
@@ -121,7 +122,9 @@ def exclusive(method):
     """Decorator of ``fit``/``partial_fit``: one thread at a time may train an
     estimator (its state is not thread-safe); another thread gets a clear
     RuntimeError instead of a corrupted state. Nested calls from the training
-    thread (``fit`` calling ``partial_fit``) are allowed."""
+    thread (``fit`` calling ``partial_fit``) are allowed. BLAS runs on one
+    thread meanwhile (``bnpcore._validation.blas_limited``: the OpenMP kernels
+    own the cores)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         me = threading.get_ident()
@@ -132,7 +135,8 @@ def exclusive(method):
                                    "are not thread-safe (use one estimator per thread)")
             self._fitting = me
         try:
-            return method(self, *args, **kwargs)
+            with blas_limited() if owner is None else contextlib.nullcontext():
+                return method(self, *args, **kwargs)
         finally:
             if owner is None:
                 self.__dict__.pop("_fitting", None)
@@ -265,12 +269,22 @@ class BaseEstimator:
         in ``transform``: seeded by the scoring stream and by the document's own
         words and counts, so a document's draws, and its result, do not depend
         on the other documents of ``X`` or on its position among them."""
+        _, doc_keys = self._document_keys(X)
         base = [int(v) for v in self._scoring_rng().integers(2 ** 63, size=2)]
-        generators = []
-        for lo, hi in zip(X.indptr[:-1], X.indptr[1:]):
+        return [np.random.default_rng(base + [int(k)]) for k in doc_keys]
+
+    def _document_keys(self, X):
+        """``(key, doc_keys)`` for the C core's keyed streams in ``transform``:
+        document j draws from stream ``(key, doc_keys[j], 0)``, ``key`` from the
+        scoring stream and ``doc_keys`` (uint64) a hash of each document's words
+        and counts, so the draws of a document depend neither on the other
+        documents of ``X`` nor on the number of threads."""
+        key = int(self._scoring_rng().integers(2 ** 63))
+        doc_keys = np.empty(X.n_docs, dtype=np.uint64)
+        for j, (lo, hi) in enumerate(zip(X.indptr[:-1], X.indptr[1:])):
             digest = hashlib.blake2b(X.indices[lo:hi].tobytes() + X.counts[lo:hi].tobytes(), digest_size=8)
-            generators.append(np.random.default_rng(base + [int.from_bytes(digest.digest(), "little")]))
-        return generators
+            doc_keys[j] = int.from_bytes(digest.digest(), "little")
+        return key, doc_keys
 
     def _renamed(self, old, new):
         """The value of parameter ``new``, or of its deprecated alias ``old``
@@ -565,4 +579,5 @@ class TopicMixin:
         eq 16). Samplers may override this with the sample average of eq 31.
         """
         from bnpcore.evaluation import token_log_likelihood
-        return token_log_likelihood(self.transform(observed), self.get_topics(), heldout)
+        return token_log_likelihood(self.transform(observed), self.get_topics(), heldout,
+                                    getattr(self, "n_threads", None))

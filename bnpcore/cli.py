@@ -521,7 +521,8 @@ def build_parser():
     data_options(f)
     f.add_argument("--iterations", type=int, help="number of iterations (sweeps, passes)")
     f.add_argument("--seed", type=int, help="random_state of the model (default 0)")
-    f.add_argument("--threads", type=int, help="n_threads of the model")
+    f.add_argument("--threads", type=int, help="n_threads of the model (every registered model: -1 all cpus, "
+                   "k >= 1; default OMP_NUM_THREADS or all cpus)")
     f.add_argument("--param", "-p", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                    help="any other constructor parameter (repeatable)")
     f.add_argument("--n-topics", type=_count(1),

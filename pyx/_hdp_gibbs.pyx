@@ -22,8 +22,10 @@ KOS) instead of all K, and the draw is from the identical distribution.
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport exp, log
-from libc.stdint cimport int32_t, int64_t
-from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_rng_log_beta
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from bnpcore.kernels.rng cimport (bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_rng_log_beta, bnp_stream_t,
+                                  bnp_stream_init)
 from bnpcore.kernels.stirling cimport StirlingTable, sample_tables
 
 cnp.import_array()
@@ -345,57 +347,80 @@ def draw_tables(const int32_t[:, ::1] n_jk,      # IN  (n_docs, kcap)
                     m_k[k] += sample_tables(&table.table, n, ab[k], g)
 
 
+cdef void _fold_in_doc(const int32_t *words, int64_t lo, int64_t hi, const double *phi_wk, const double *prior,
+                       int64_t K, double prior_sum, int64_t n_sweeps, int64_t burn_in, uint64_t key,
+                       uint64_t doc_key, int64_t *z, double *cnt, double *cum, double *theta) noexcept nogil:
+    """fold_in of the document with tokens lo..hi, drawing from stream (key, doc_key, 0); cnt and cum
+    hold K doubles, theta is its output row."""
+    cdef bnp_stream_t stream
+    cdef bnp_bitgen_t *g = &stream.bitgen
+    cdef int64_t t, k, s
+    cdef double total, u, norm = 1.0 / ((hi - lo + prior_sum) * (n_sweeps - burn_in))
+    cdef const double *ph
+    bnp_stream_init(&stream, key, doc_key, 0)
+    for k in range(K):
+        cnt[k] = 0.0
+        theta[k] = 0.0
+    for s in range(n_sweeps):
+        for t in range(lo, hi):
+            ph = phi_wk + words[t] * K
+            if s > 0:
+                cnt[z[t]] -= 1.0
+            total = 0.0
+            for k in range(K):
+                total += (cnt[k] + prior[k]) * ph[k]
+                cum[k] = total
+            u = bnp_rng_uniform(g) * total
+            k = 0
+            while k < K - 1 and not cum[k] > u:
+                k += 1
+            z[t] = k
+            cnt[k] += 1.0
+        if s >= burn_in:
+            for k in range(K):
+                theta[k] += (cnt[k] + prior[k]) * norm
+
+
 def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents' tokens
             const int64_t[::1] tok_ptr,      # IN  token offsets
             const double[:, ::1] phi_wk,     # IN  (n_words, K) topic-word probabilities, word-major
             const double[::1] prior,         # IN  (K,) alpha * beta_k
-            int64_t n_sweeps, int64_t burn_in, generator,
-            double[:, ::1] theta):           # OUT (n_docs, K) averaged posterior mean proportions
+            int64_t n_sweeps, int64_t burn_in,
+            uint64_t key, const uint64_t[::1] doc_keys,   # IN  stream of document j: (key, doc_keys[j], 0)
+            double[:, ::1] theta,            # OUT (n_docs, K) averaged posterior mean proportions
+            int n_threads=1):
     """Per-document Gibbs sampling with the topics held fixed (transform of new documents).
 
     Token topics are drawn from ``p(z_i = k) ∝ (n^{-i}_jk + prior_k) phi_wk[w_i, k]``
     (first assignment from the prior times phi); after ``burn_in`` sweeps the
     posterior means ``(n_jk + prior_k) / (N_j + sum(prior))`` are averaged over the
     remaining sweeps. Equivalent per document to the loop of LDA fold-in.
+    Documents run in parallel (``n_threads``), document j drawing from the keyed
+    stream ``(key, doc_keys[j], 0)``: the result does not depend on the number
+    of threads.
     """
-    cdef int64_t n_docs = tok_ptr.shape[0] - 1, K = prior.shape[0], j, t, k, s, n_avg
+    cdef int64_t n_docs = tok_ptr.shape[0] - 1, K = prior.shape[0], j, k
+    cdef int tid
+    cdef double prior_sum = 0.0
     if phi_wk.shape[1] != K or theta.shape[0] != n_docs or theta.shape[1] != K:
         raise ValueError("phi_wk, prior and theta disagree on the number of topics")
     if n_sweeps <= burn_in:
         raise ValueError("n_sweeps must exceed burn_in")
+    if doc_keys.shape[0] != n_docs:
+        raise ValueError(f"need {n_docs} document keys, got {doc_keys.shape[0]}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    if n_docs == 0 or K == 0:
+        return
     z_arr = np.zeros(words.shape[0], dtype=np.int64)
-    scratch = np.zeros((2, max(K, 1)), dtype=np.float64)
+    scratch = np.zeros((n_threads, 2 * K), dtype=np.float64)
     cdef int64_t[::1] z = z_arr
     cdef double[:, ::1] sv = scratch
-    cdef double *cnt = &sv[0, 0]
-    cdef double *cum = &sv[1, 0]
-    cdef double total, u, prior_sum = 0.0, norm
-    cdef const double *ph
-    cdef bnp_bitgen_t *g = bitgen_of(generator)
+    cdef const int32_t *wp = &words[0] if words.shape[0] else NULL
+    cdef int64_t *zp = &z[0] if words.shape[0] else NULL
     for k in range(K):
         prior_sum += prior[k]
-    n_avg = n_sweeps - burn_in
-    with generator.bit_generator.lock, nogil:
-        for j in range(n_docs):
-            for k in range(K):
-                cnt[k] = 0.0
-                theta[j, k] = 0.0
-            for s in range(n_sweeps):
-                for t in range(tok_ptr[j], tok_ptr[j + 1]):
-                    ph = &phi_wk[words[t], 0]
-                    if s > 0:
-                        cnt[z[t]] -= 1.0
-                    total = 0.0
-                    for k in range(K):
-                        total += (cnt[k] + prior[k]) * ph[k]
-                        cum[k] = total
-                    u = bnp_rng_uniform(g) * total
-                    k = 0
-                    while k < K - 1 and not cum[k] > u:
-                        k += 1
-                    z[t] = k
-                    cnt[k] += 1.0
-                if s >= burn_in:
-                    norm = 1.0 / ((tok_ptr[j + 1] - tok_ptr[j] + prior_sum) * n_avg)
-                    for k in range(K):
-                        theta[j, k] += (cnt[k] + prior[k]) * norm
+    for j in prange(n_docs, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        tid = threadid()
+        _fold_in_doc(wp, tok_ptr[j], tok_ptr[j + 1], &phi_wk[0, 0], &prior[0], K, prior_sum, n_sweeps,
+                     burn_in, key, doc_keys[j], zp, &sv[tid, 0], &sv[tid, K], &theta[j, 0])

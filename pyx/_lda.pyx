@@ -23,9 +23,10 @@ import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, threadid
 from libc.math cimport exp, fabs, log, INFINITY
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport calloc, free
 
-from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform
+from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform, bnp_stream_t, bnp_stream_init
 from bnpcore.kernels.special cimport bnp_digamma
 
 cnp.import_array()
@@ -806,6 +807,75 @@ def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, cons
     return a.delta, a.entropy
 
 
+def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+                       const double[::1] alpha, const double[::1] eta, double eta_tot, int mode,         # IN
+                       double[:, ::1] r, double[:, ::1] vb_dk, double[:, ::1] var_dk,                    # IN/OUT
+                       double[:, :, ::1] wk_threads, double[:, ::1] k_threads,                           # IN/OUT
+                       double[:, :, ::1] var_wk_threads, double[:, ::1] var_k_threads,                   # IN/OUT
+                       int n_threads):
+    """One CVB or CVB0 sweep with delayed updates of the shared counts
+    (Asuncion, Welling, Smyth & Teh 2009, section 5; the AD-LDA scheme of
+    Newman et al. 2009 applied to CVB): documents are split into
+    ``n_threads`` contiguous blocks (OpenMP static schedule), each thread runs
+    the sequential updates of ``sequential_sweep`` (every pair variational)
+    over its block against its own copy of the word-topic and topic counts
+    (and variances), so it sees its own updates at once and the other
+    threads' only after the sweep. Document counts are per document, hence
+    exact.
+
+    ``wk_threads[t]``, ``k_threads[t]`` (and the ``var_*_threads`` of
+    MODE_CVB; pass empty arrays for MODE_CVB0) must hold copies of the shared
+    counts on entry; the caller merges them after the sweep
+    (``shared + sum_t (copy_t - shared)``). Equivalent serial code for thread
+    t: ``sequential_sweep`` over its documents with ``vb_wk = wk_threads[t]``.
+    Returns ``(delta, entropy=0)`` as ``sequential_sweep``.
+    """
+    cdef int64_t K = vb_dk.shape[1], D = indptr.shape[0] - 1, W = wk_threads.shape[1], j, p
+    cdef int t, T = wk_threads.shape[0]
+    if mode not in (MODE_CVB0, MODE_CVB):
+        raise ValueError(f"the parallel schedule runs CVB or CVB0, not mode {mode}")
+    if n_threads < 1 or T != n_threads or k_threads.shape[0] != T:
+        raise ValueError(f"need {n_threads} count copies, got {T}")
+    if r.shape[0] != indices.shape[0] or r.shape[1] != K or vb_dk.shape[0] != D or alpha.shape[0] != K:
+        raise ValueError("r or vb_dk do not match the corpus and topics")
+    if wk_threads.shape[2] != K or k_threads.shape[1] != K or eta.shape[0] != W:
+        raise ValueError("count copies disagree on the number of topics or words")
+    if mode == M_CVB and (var_dk.shape[0] != D or var_wk_threads.shape[0] != T or var_k_threads.shape[0] != T):
+        raise ValueError("MODE_CVB needs the variance arrays")
+    work = np.empty((T, 2 * K))
+    cdef double[:, ::1] wv = work
+    cdef Sequential *a = <Sequential *>calloc(T, sizeof(Sequential))
+    if a == NULL:
+        raise MemoryError()
+    for t in range(T):
+        a[t].K = K
+        a[t].mode = mode
+        a[t].threshold = -1
+        a[t].do_vb = True
+        a[t].alpha = &alpha[0]
+        a[t].eta = &eta[0]
+        a[t].eta_tot = eta_tot
+        a[t].vb_dk = &vb_dk[0, 0]
+        a[t].vb_wk = &wk_threads[t, 0, 0]
+        a[t].vb_k = &k_threads[t, 0]
+        if mode == M_CVB:
+            a[t].var_dk = &var_dk[0, 0]
+            a[t].var_wk = &var_wk_threads[t, 0, 0]
+            a[t].var_k = &var_k_threads[t, 0]
+        a[t].work = &wv[t, 0]
+    try:
+        for j in prange(D, nogil=True, num_threads=n_threads, schedule="static"):
+            t = threadid()
+            for p in range(indptr[j], indptr[j + 1]):
+                _vb_pair(&a[t], j, indices[p], counts[p], &r[p, 0])
+        delta = 0.0
+        for t in range(T):
+            delta += a[t].delta
+        return delta, 0.0
+    finally:
+        free(a)
+
+
 # ---------------------------------------------------------------------------
 # standard VB, parallel schedule
 # ---------------------------------------------------------------------------
@@ -929,11 +999,127 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
 # per-document inference with the topics fixed (transform / fold-in)
 # ---------------------------------------------------------------------------
 
+cdef struct FoldIn:
+    int64_t K
+    int mode
+    int32_t threshold
+    const int64_t *indptr
+    const int32_t *indices
+    const int32_t *counts
+    const double *alpha
+    double A             # sum(alpha)
+    const double *vb_log_word
+    const double *cg_word
+    int max_iter, burn_in
+    double tol
+    uint64_t key         # keyed streams (key, doc_keys[j], 0)
+    const uint64_t *doc_keys
+    double *theta
+
+
+cdef void _fold_in_doc(const FoldIn *f, int64_t j, double *wk, double *rb, int32_t *zb) noexcept nogil:
+    """fold_in of document j; wk: 5 K doubles, rb: a K-row per pair, zb: an int per sampled token."""
+    cdef int64_t K = f.K, p, k, c, it, n_cg, s = 0, row = 0, zi = 0
+    cdef int32_t w, t
+    cdef double n_j = 0.0, ro, vo, rn, x, change, tot, ejk
+    cdef double *E = wk
+    cdef double *V = wk + K
+    cdef double *lw = wk + 2 * K
+    cdef double *avg = wk + 3 * K
+    cdef double *old = wk + 4 * K
+    cdef double *rr
+    cdef bnp_stream_t stream
+    cdef bnp_bitgen_t *g = &stream.bitgen
+    bnp_stream_init(&stream, f.key, f.doc_keys[j], 0)
+    for k in range(K):
+        E[k] = 0.0
+        V[k] = 0.0
+        avg[k] = 0.0
+    # initialise
+    for p in range(f.indptr[j], f.indptr[j + 1]):
+        w = f.indices[p]
+        n_j += f.counts[p]
+        if f.counts[p] > f.threshold:
+            rr = rb + row * K
+            for k in range(K):
+                rr[k] = f.vb_log_word[w * K + k]
+            normalise_log(rr, K)
+            for k in range(K):
+                E[k] += f.counts[p] * rr[k]
+                V[k] += f.counts[p] * rr[k] * (1.0 - rr[k])
+            row += 1
+        else:
+            for c in range(f.counts[p]):
+                tot = 0.0
+                for k in range(K):
+                    tot += f.cg_word[w * K + k]
+                    lw[k] = tot
+                t = <int32_t>search_cumulative(lw, K, bnp_rng_uniform(g) * tot)
+                zb[zi] = t
+                zi += 1
+                E[t] += 1.0
+    n_cg = zi
+    for it in range(f.max_iter):
+        for k in range(K):
+            old[k] = E[k]
+        row = 0
+        zi = 0
+        for p in range(f.indptr[j], f.indptr[j + 1]):
+            w = f.indices[p]
+            if f.counts[p] > f.threshold:
+                rr = rb + row * K
+                for k in range(K):
+                    ro = rr[k]
+                    vo = ro * (1.0 - ro)
+                    if f.mode == M_SVB:
+                        x = bnp_digamma(pos(E[k]) + f.alpha[k])
+                    else:
+                        ejk = pos(E[k] - ro) + f.alpha[k]
+                        x = log(ejk)
+                        if f.mode == M_CVB:
+                            x -= pos(V[k] - vo) / (2.0 * ejk * ejk)
+                    lw[k] = f.vb_log_word[w * K + k] + x
+                normalise_log(lw, K)
+                for k in range(K):
+                    ro = rr[k]
+                    rn = lw[k]
+                    E[k] += f.counts[p] * (rn - ro)
+                    V[k] += f.counts[p] * (rn * (1.0 - rn) - ro * (1.0 - ro))
+                    rr[k] = rn
+                row += 1
+            else:
+                for c in range(f.counts[p]):
+                    t = zb[zi]
+                    E[t] -= 1.0
+                    tot = 0.0
+                    for k in range(K):
+                        tot += f.cg_word[w * K + k] * (pos(E[k]) + f.alpha[k])
+                        lw[k] = tot
+                    t = <int32_t>search_cumulative(lw, K, bnp_rng_uniform(g) * tot)
+                    E[t] += 1.0
+                    zb[zi] = t
+                    zi += 1
+        if n_cg == 0:
+            change = 0.0
+            for k in range(K):
+                change += fabs(E[k] - old[k])
+            if n_j == 0.0 or change < f.tol * n_j:
+                break
+        elif it >= f.burn_in:
+            for k in range(K):
+                avg[k] += E[k]
+            s += 1
+    for k in range(K):
+        x = avg[k] / s if s > 0 else E[k]
+        f.theta[j * K + k] = (pos(x) + f.alpha[k]) / (n_j + f.A)   # E: rounding leaves ~-1e-16 for 0
+
+
 def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN docs
             const double[::1] alpha, int mode, int threshold,                                 # IN
             const double[:, ::1] vb_log_word, const double[:, ::1] cg_word,                   # IN topics
             int max_iter, int burn_in, double tol,                                            # IN
-            double[:, ::1] theta, generator=None):                                            # OUT
+            uint64_t key, const uint64_t[::1] doc_keys,                                       # IN streams
+            double[:, ::1] theta, int n_threads=1):                                           # OUT
     """Document-topic proportions of new documents with the topics fixed, by the
     algorithm's own per-document updates.
 
@@ -948,16 +1134,24 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     tokens runs ``max_iter`` sweeps and averages that vector over the sweeps
     after ``burn_in``. Initialisation: rows ``softmax(vb_log_word[w])``, topics
     drawn from ``cg_word[w]``.
+
+    Documents run in parallel (``n_threads``); document j draws from the keyed
+    stream ``(key, doc_keys[j], 0)``, so the result does not depend on the
+    number of threads (nor, with content keys, on the other documents).
     """
-    cdef int64_t D = indptr.shape[0] - 1, K = alpha.shape[0], j, p, k, c, it, n_vb, n_cg, s, row, zi
-    cdef int64_t max_pairs = 0, max_tokens = 0
-    cdef int32_t w, t
-    cdef double A = 0.0, n_j, ro, vo, rn, d, x, change, tot, ejk
-    cdef bint any_cg = False
+    cdef int64_t D = indptr.shape[0] - 1, K = alpha.shape[0], j, p, n_cg
+    cdef int64_t max_pairs = 1, max_tokens = 1
+    cdef int tid
     if vb_log_word.shape[1] != K or cg_word.shape[1] != K or theta.shape[1] != K or theta.shape[0] != D:
         raise ValueError("arrays disagree on the number of topics or documents")
     if vb_log_word.shape[0] != cg_word.shape[0]:
         raise ValueError("vb_log_word and cg_word disagree on the vocabulary")
+    if doc_keys.shape[0] != D:
+        raise ValueError(f"need {D} document keys, got {doc_keys.shape[0]}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    if D == 0:
+        return
     for j in range(D):
         max_pairs = max(max_pairs, indptr[j + 1] - indptr[j])
         n_cg = 0
@@ -965,106 +1159,31 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
             if counts[p] <= threshold:
                 n_cg += counts[p]
         max_tokens = max(max_tokens, n_cg)
-        any_cg = any_cg or n_cg > 0
-    if any_cg and generator is None:
-        raise ValueError("sampled tokens need a generator")
-    r_np = np.empty((max(max_pairs, 1), K))
-    z_np = np.empty(max(max_tokens, 1), dtype=np.int32)
-    work_np = np.empty((5, K))
+    r_np = np.empty((n_threads, max_pairs * K))
+    z_np = np.empty((n_threads, max_tokens), dtype=np.int32)
+    work_np = np.empty((n_threads, 5 * K))
     cdef double[:, ::1] rb = r_np, wk = work_np
-    cdef int32_t[::1] zb = z_np
-    cdef double *E = &wk[0, 0]
-    cdef double *V = &wk[1, 0]
-    cdef double *lw = &wk[2, 0]
-    cdef double *avg = &wk[3, 0]
-    cdef double *old = &wk[4, 0]
-    cdef bnp_bitgen_t *g = bitgen_of(generator) if any_cg else NULL
-    for k in range(K):
-        A += alpha[k]
-    lock = generator.bit_generator.lock if any_cg else nullcontext()
-    with lock, nogil:
-        for j in range(D):
-            n_j = 0.0
-            for k in range(K):
-                E[k] = 0.0
-                V[k] = 0.0
-                avg[k] = 0.0
-            # initialise
-            row = 0
-            zi = 0
-            for p in range(indptr[j], indptr[j + 1]):
-                w = indices[p]
-                n_j += counts[p]
-                if counts[p] > threshold:
-                    for k in range(K):
-                        rb[row, k] = vb_log_word[w, k]
-                    normalise_log(&rb[row, 0], K)
-                    for k in range(K):
-                        E[k] += counts[p] * rb[row, k]
-                        V[k] += counts[p] * rb[row, k] * (1.0 - rb[row, k])
-                    row += 1
-                else:
-                    for c in range(counts[p]):
-                        tot = 0.0
-                        for k in range(K):
-                            tot += cg_word[w, k]
-                            lw[k] = tot
-                        t = <int32_t>search_cumulative(lw, K, bnp_rng_uniform(g) * tot)
-                        zb[zi] = t
-                        zi += 1
-                        E[t] += 1.0
-            n_vb = row
-            n_cg = zi
-            s = 0
-            for it in range(max_iter):
-                for k in range(K):
-                    old[k] = E[k]
-                row = 0
-                zi = 0
-                for p in range(indptr[j], indptr[j + 1]):
-                    w = indices[p]
-                    if counts[p] > threshold:
-                        for k in range(K):
-                            ro = rb[row, k]
-                            vo = ro * (1.0 - ro)
-                            if mode == M_SVB:
-                                x = bnp_digamma(pos(E[k]) + alpha[k])
-                            else:
-                                ejk = pos(E[k] - ro) + alpha[k]
-                                x = log(ejk)
-                                if mode == M_CVB:
-                                    x -= pos(V[k] - vo) / (2.0 * ejk * ejk)
-                            lw[k] = vb_log_word[w, k] + x
-                        normalise_log(lw, K)
-                        for k in range(K):
-                            ro = rb[row, k]
-                            rn = lw[k]
-                            E[k] += counts[p] * (rn - ro)
-                            V[k] += counts[p] * (rn * (1.0 - rn) - ro * (1.0 - ro))
-                            rb[row, k] = rn
-                        row += 1
-                    else:
-                        for c in range(counts[p]):
-                            t = zb[zi]
-                            E[t] -= 1.0
-                            tot = 0.0
-                            for k in range(K):
-                                tot += cg_word[w, k] * (pos(E[k]) + alpha[k])
-                                lw[k] = tot
-                            t = <int32_t>search_cumulative(lw, K, bnp_rng_uniform(g) * tot)
-                            E[t] += 1.0
-                            zb[zi] = t
-                            zi += 1
-                if n_cg == 0:
-                    change = 0.0
-                    for k in range(K):
-                        change += fabs(E[k] - old[k])
-                    if n_j == 0.0 or change < tol * n_j:
-                        break
-                elif it >= burn_in:
-                    for k in range(K):
-                        avg[k] += E[k]
-                    s += 1
-            for k in range(K):
-                x = avg[k] / s if s > 0 else E[k]
-                theta[j, k] = (pos(x) + alpha[k]) / (n_j + A)   # E: rounding leaves ~-1e-16 for 0
+    cdef int32_t[:, ::1] zb = z_np
+    cdef FoldIn f
+    cdef FoldIn *fp = &f
+    f.K = K
+    f.mode = mode
+    f.threshold = threshold
+    f.indptr = &indptr[0]
+    f.indices = &indices[0] if indices.shape[0] else NULL
+    f.counts = &counts[0] if counts.shape[0] else NULL
+    f.alpha = &alpha[0]
+    f.A = 0.0
+    for j in range(K):
+        f.A += alpha[j]
+    f.vb_log_word = &vb_log_word[0, 0]
+    f.cg_word = &cg_word[0, 0]
+    f.max_iter = max_iter
+    f.burn_in = burn_in
+    f.tol = tol
+    f.key = key
+    f.doc_keys = &doc_keys[0]
+    f.theta = &theta[0, 0]
+    for j in prange(D, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        tid = threadid()
+        _fold_in_doc(fp, j, &wk[tid, 0], &rb[tid, 0], &zb[tid, 0])

@@ -20,6 +20,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport exp, log, log1p, expm1, fabs, INFINITY, NAN, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t
+from cython.parallel cimport prange
 
 from bnpcore.kernels.special cimport bnp_dlgamma, bnp_log_rising, bnp_sample_logweights
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_rng_uniform_pos
@@ -504,28 +505,34 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
 
 def dm_matrix(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
               const double[:, ::1] rows, const double[::1] row_tot, double offset,               # IN
-              double[:, ::1] out):                                                               # OUT
+              double[:, ::1] out, int n_threads=1):                                              # OUT
     """out[d, k] = log DM(x_d | offset + rows[k]) of the token sequence (ALGORITHMS.md 2.3).
 
     Equivalent::
 
         lam = offset + rows; L = offset * W + row_tot
         out[d, k] = sum_w gammaln(lam[k, w] + c_dw) - gammaln(lam[k, w]) + gammaln(L[k]) - gammaln(L[k] + N_d)
+
+    Documents run in parallel (``n_threads``); each entry is computed alone, so
+    the result does not depend on the number of threads.
     """
     cdef int64_t n_docs = indptr.shape[0] - 1, K = rows.shape[0], W = rows.shape[1], d, k, lo, n
     cdef double n_tok
+    cdef const int32_t *ids = &indices[0] if indices.shape[0] else NULL
+    cdef const int32_t *cnt = &counts[0] if counts.shape[0] else NULL
     if out.shape[0] != n_docs or out.shape[1] != K or row_tot.shape[0] != K:
         raise ValueError("dm_matrix: shapes do not match")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     if K == 0:
         return
-    with nogil:
-        for d in range(n_docs):
-            lo = indptr[d]
-            n = indptr[d + 1] - lo
-            n_tok = doc_tokens(&counts[0] + lo, n)
-            for k in range(K):
-                out[d, k] = bnp_log_rising(&indices[0] + lo, &counts[0] + lo, n, &rows[k, 0], offset, 1.0) \
-                            - bnp_dlgamma(offset * W + row_tot[k], n_tok)
+    for d in prange(n_docs, nogil=True, num_threads=n_threads, schedule="guided"):
+        lo = indptr[d]
+        n = indptr[d + 1] - lo
+        n_tok = doc_tokens(cnt + lo, n)
+        for k in range(K):
+            out[d, k] = bnp_log_rising(ids + lo, cnt + lo, n, &rows[k, 0], offset, 1.0) \
+                        - bnp_dlgamma(offset * W + row_tot[k], n_tok)
 
 
 # ---------------------------------------------------------------------------

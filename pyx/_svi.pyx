@@ -541,46 +541,53 @@ def dp_log_weights(const int64_t[::1] indptr, const int32_t[::1] indices, const 
 def dp_meanfield_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
                       const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
                       const int64_t[::1] rows, double scale, const double[::1] elog_pi, double eta,
-                      double[:, ::1] block, double[::1] docs, double[:, ::1] resp):  # IN x10, OUT x3
+                      double[:, ::1] block, double[::1] docs, double[:, ::1] resp,  # IN x10, OUT x3
+                      int n_threads=1):
     """Mean-field responsibilities of the truncated DP mixture (§5.4 a) and their statistics.
 
     ``log r_jk = elog_pi[k] + sum_w c_jw (psi(lambda_kw) - psi(Lambda_k))``, normalised
     over k; ``block[k, v] = sum_j r_jk c_jv``, ``docs[k] = sum_j r_jk`` (both
     overwritten); ``resp`` (S x K) receives r (pass an array of shape (0, K) to skip).
+
+    In parallel (``n_threads``): the responsibilities by document, then the
+    statistics by component, each sum over documents in document order, so the
+    result is the same for any number of threads.
     """
     cdef Py_ssize_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
     cdef Py_ssize_t j, k, v
     cdef int64_t p
     cdef double lz, r, digtot
-    cdef bint keep = resp.shape[0] == S
     if block.shape[0] != K or block.shape[1] != nv or docs.shape[0] != K or elog_pi.shape[0] != K:
         raise ValueError("output shapes do not match the state")
     if resp.shape[0] not in (0, S) or resp.shape[1] != K:
         raise ValueError(f"resp must have shape ({S}, {K}) or (0, {K})")
     if K == 0:
         raise ValueError("the truncated model has no components")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    cdef double[:, ::1] rv = resp if resp.shape[0] == S else np.empty((S, K), dtype=np.float64)
     elogphi = np.empty((K, nv), dtype=np.float64)
-    logr = np.empty(K, dtype=np.float64)
     cdef double[:, ::1] ep = elogphi
-    cdef double[::1] lr = logr
-    with nogil:
-        for k in range(K):
+    with nogil, parallel(num_threads=n_threads):
+        for k in prange(K, schedule="static"):
             digtot = bnp_digamma(W * eta + scale * row_tilde[rows[k]])
-            docs[k] = 0.0
             for v in range(nv):
                 ep[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - digtot
-                block[k, v] = 0.0
-        for j in range(S):
+        for j in prange(S, schedule="guided"):
             for k in range(K):
                 r = elog_pi[k]
                 for p in range(ptr[j], ptr[j + 1]):
                     r = r + counts[p] * ep[k, words[p]]
-                lr[k] = r
-            lz = bnp_logsumexp(&lr[0], K)
+                rv[j, k] = r
+            lz = bnp_logsumexp(&rv[j, 0], K)
             for k in range(K):
-                r = exp(lr[k] - lz)
-                if keep:
-                    resp[j, k] = r
+                rv[j, k] = exp(rv[j, k] - lz)
+        for k in prange(K, schedule="static"):
+            docs[k] = 0.0
+            for v in range(nv):
+                block[k, v] = 0.0
+            for j in range(S):
+                r = rv[j, k]
                 if r == 0.0:
                     continue
                 docs[k] += r

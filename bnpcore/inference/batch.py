@@ -158,7 +158,7 @@ class BatchEstimator(BaseEstimator):
         if sampling:
             loglik = self._average.add(doc_topic, topic_word).log_likelihood()
         else:
-            loglik = token_log_likelihood(doc_topic, topic_word, heldout)
+            loglik = token_log_likelihood(doc_topic, topic_word, heldout, getattr(self, "n_threads", None))
         return {"heldout_loglik": loglik, "perplexity": math.exp(-loglik)}
 
     # -- fit ---------------------------------------------------------------------------
@@ -221,7 +221,8 @@ class BatchEstimator(BaseEstimator):
             self._forget()
             state = self._init_state(X, check_random_state(self.random_state))
             start, seconds = 0, 0.0
-            self._average = PredictiveAverage(heldout) if heldout is not None and burn_in is not None else None
+            self._average = (PredictiveAverage(heldout, getattr(self, "n_threads", None))
+                             if heldout is not None and burn_in is not None else None)
             self.history_ = []
         self.n_features_in_ = X.n_words
         start_seconds = seconds
@@ -299,7 +300,7 @@ class BatchEstimator(BaseEstimator):
             saved = resume.pop("average")
             self._average = None
             if saved is not None and heldout is not None:
-                self._average = PredictiveAverage(heldout)
+                self._average = PredictiveAverage(heldout, getattr(self, "n_threads", None))
                 if len(saved["sum_p"]) != heldout.nnz:
                     raise ValueError("resume=True must be given the held-out data of the interrupted fit")
                 self._average.sum_p[:] = saved["sum_p"]

@@ -13,7 +13,7 @@ completion of the topic models.
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpcore._validation import check_int, check_positive, check_prior
+from bnpcore._validation import check_int, check_positive, check_prior, effective_n_threads
 from bnpcore.base import TopicMixin
 from bnpcore.evaluation import dp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
@@ -30,6 +30,7 @@ class _OnlineDPMixture(ResultsMixin, OnlineEstimator, TopicMixin):
         self._check_driver_params()
         check_prior(self.eta, "eta")
         check_prior(self.a, "a")
+        effective_n_threads(self.n_threads)
 
     def _size_key(self):
         # u_k - 1: expected number of documents (E10, E11)
@@ -47,7 +48,7 @@ class _OnlineDPMixture(ResultsMixin, OnlineEstimator, TopicMixin):
         topic models' ``score`` is document completion instead); no random
         numbers are used."""
         X = self._check_input(X)
-        return dp_heldout_log_likelihood(self.weights_, self.topics_, X)
+        return dp_heldout_log_likelihood(self.weights_, self.topics_, X, self.n_threads)
 
 
 class TruncationFreeSVI(_OnlineDPMixture):
@@ -97,6 +98,14 @@ class TruncationFreeSVI(_OnlineDPMixture):
         n, the number of documents the data represent (default: the corpus
         size in ``fit``; see ``partial_fit`` for streams).
     random_state : int, Generator or None
+    n_threads : int or None, default None
+        OpenMP threads: None uses OMP_NUM_THREADS if set, else every cpu; -1
+        every cpu; k >= 1 k threads (0, below -1 or not an integer:
+        ValueError). The local step is one collapsed Gibbs sampler over the
+        whole minibatch (each label conditions on the pooled counts of the
+        other documents and on the sticks), so it is not exactly parallel and
+        runs on one thread; ``transform``, ``log_weights`` and ``score`` run
+        documents in parallel, with the same result for any number of threads.
 
     Attributes
     ----------
@@ -122,7 +131,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
 
     def __init__(self, eta=0.5, a=1.0, batch_size=100, n_epochs=1, local_sweeps=5, new_component="exact",
                  schedule="truncation_free", learning_offset=1.0, learning_decay=0.6, prune_every=20000,
-                 prune_threshold=1.0, reorder=True, total_samples=None, random_state=None):
+                 prune_threshold=1.0, reorder=True, total_samples=None, random_state=None, n_threads=None):
         self._store_params(locals())
 
     def _check_params(self):
@@ -146,7 +155,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
         st = self._state
         out = np.empty((X.n_docs, st.n_components + 1))
         dp_log_weights(X.indptr, X.indices, X.counts, st.words, st.row_tilde, st.slots, st.scale, st.sizes,
-                       float(self.eta), float(self.a), out)
+                       float(self.eta), float(self.a), out, effective_n_threads(self.n_threads))
         return out
 
     def transform(self, X):
@@ -187,6 +196,12 @@ class StochasticVB(_OnlineDPMixture):
     reorder : bool, default True
     total_samples : int, optional
     random_state : int, Generator or None
+    n_threads : int or None, default None
+        OpenMP threads (None: OMP_NUM_THREADS if set, else every cpu; -1
+        every cpu; k >= 1). The mean-field local step (responsibilities per
+        document, then the statistics per component), ``transform`` and
+        ``score`` run in parallel, with the same result for any number of
+        threads: every sum keeps its serial order.
 
     Attributes
     ----------
@@ -196,7 +211,7 @@ class StochasticVB(_OnlineDPMixture):
 
     def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs=1, schedule="robbins_monro",
                  learning_offset=1.0, learning_decay=0.6, init_scale=100.0, prune_every=20000,
-                 prune_threshold=1.0, reorder=True, total_samples=None, random_state=None):
+                 prune_threshold=1.0, reorder=True, total_samples=None, random_state=None, n_threads=None):
         self._store_params(locals())
 
     def _check_params(self):
@@ -219,7 +234,8 @@ class StochasticVB(_OnlineDPMixture):
         block = np.empty((K, len(batch.vocab)))
         docs = np.empty(K)
         dp_meanfield_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots,
-                          st.scale, st.expected_log_weights(), float(self.eta), block, docs, resp)
+                          st.scale, st.expected_log_weights(), float(self.eta), block, docs, resp,
+                          effective_n_threads(self.n_threads))
         return block, docs
 
     def _local_step(self, batch, rng):

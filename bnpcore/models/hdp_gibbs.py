@@ -6,7 +6,7 @@ G-HDP100 by Teh, Kurihara & Welling (2007).
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import PRIOR_RANGE, check_int, check_prior
+from bnpcore._validation import PRIOR_RANGE, check_int, check_prior, effective_n_threads
 from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import token_log_likelihood
@@ -89,7 +89,7 @@ class TrainingPredictive:
         averaged = getattr(self, "heldout_loglik_", None)
         if averaged is not None and heldout.fingerprint() == self._heldout_fingerprint:
             return averaged
-        return token_log_likelihood(self.doc_topic_, self.topics_, heldout)
+        return token_log_likelihood(self.doc_topic_, self.topics_, heldout, getattr(self, "n_threads", None))
 
 
 class _GibbsState(BatchState):
@@ -237,6 +237,14 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
     n_concentration_rounds : int, default 5
         Auxiliary-variable rounds per sweep for each resampled concentration.
     random_state : int, numpy.random.Generator or None
+    n_threads : int or None, default None
+        OpenMP threads: None uses OMP_NUM_THREADS if set, else every cpu; -1
+        every cpu; k >= 1 k threads (0, below -1 or not an integer:
+        ValueError). The sampler's sweeps are strictly sequential (every draw
+        conditions on all other tokens and on the global weights) and run on
+        one thread; ``transform``, ``score`` and the held-out evaluation during
+        ``fit`` run documents in parallel, with the same result for any number
+        of threads.
 
     Attributes
     ----------
@@ -276,7 +284,7 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
 
     def __init__(self, n_components=1, max_iter=200, burn_in=100, eta_tot=100.0, alpha=None, gamma=None,
                  alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), n_concentration_rounds=5,
-                 random_state=None, init_topics=DEPRECATED, n_iter=DEPRECATED):
+                 random_state=None, n_threads=None, init_topics=DEPRECATED, n_iter=DEPRECATED):
         self._store_params(locals())
 
     # -- the batch protocol --------------------------------------------------------
@@ -293,6 +301,7 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         check_gamma_prior(self.alpha_prior, "alpha_prior")
         check_gamma_prior(self.gamma_prior, "gamma_prior")
         check_int(self.n_concentration_rounds, "n_concentration_rounds", 1)
+        effective_n_threads(self.n_threads)
         return {"max_iter": max_iter, "burn_in": burn_in}
 
     def _init_state(self, X, rng):
@@ -351,10 +360,11 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         ``p(z_i = k) ∝ (n_jk + alpha beta_k) topics_[k, w_i]``; the posterior means
         ``(n_jk + alpha beta_k) / (N_j + alpha sum_l beta_l)`` of the sweeps after
         ``burn_in`` are averaged (proportions over the instantiated topics: rows sum
-        to 1; an empty document gets the normalised ``weights_``). Each document's
-        draws come from its own stream, seeded by the model's scoring stream and
-        the document's words: repeatable, and the same for a document whatever
-        the batch it comes in.
+        to 1; an empty document gets the normalised ``weights_``). Documents run
+        in parallel (``n_threads``); each document's draws come from its own
+        stream, keyed by the model's scoring seed and the document's words:
+        repeatable, and the same for a document whatever the batch it comes in
+        and whatever the number of threads.
 
         Returns
         -------
@@ -368,9 +378,7 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         words, tok_ptr = X.tokens()
         prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)
         theta = np.zeros((X.n_docs, self.n_components_))
-        if self.n_components_:
-            phi_wk = np.ascontiguousarray(np.asarray(self.topics_).T)
-            for j, generator in enumerate(self._document_generators(X)):   # a stream per document
-                _hdp_gibbs.fold_in(words[tok_ptr[j]:tok_ptr[j + 1]], np.array([0, tok_ptr[j + 1] - tok_ptr[j]]),
-                                   phi_wk, prior, n_sweeps, burn_in, generator, theta[j:j + 1])
+        phi_wk = np.ascontiguousarray(np.asarray(self.topics_).T)
+        _hdp_gibbs.fold_in(words, tok_ptr, phi_wk, prior, n_sweeps, burn_in, *self._document_keys(X), theta,
+                           effective_n_threads(self.n_threads))
         return theta

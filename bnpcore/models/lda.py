@@ -1,7 +1,7 @@
 """Latent Dirichlet allocation by collapsed Gibbs sampling, standard and collapsed
 variational Bayes, and their hybrids (Welling, Teh & Kappen 2008).
 
-Model (shared/ALGORITHMS.md 3.1)::
+Model ([HYB] section 2)::
 
     pi_j ~ Dir(alpha),  phi_k ~ Dir(eta),  z_ji ~ Cat(pi_j),  x_ji ~ Cat(phi_{z_ji})
 
@@ -12,6 +12,8 @@ states below (``BatchState``) own these counts and run one kernel call of
 ``bnpcore.inference.batch.BatchEstimator`` runs the sweeps; the estimators at
 the bottom are the public classes of ``bnpcore.lda``.
 """
+import warnings
+
 import numpy as np
 from scipy.special import gammaln
 
@@ -243,7 +245,7 @@ class SequentialState(_State):
     sweep the two kinds of update interleave in corpus order; with
     ``n_samples > 1`` each sweep first runs that many Gibbs sweeps over the
     sampled tokens, keeping their counts, then updates every variational pair
-    with psi (or the CVB log terms) averaged over those samples (E62).
+    with psi (or the CVB log terms) averaged over those samples.
     """
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, mode, threshold, n_samples=1, optimize=None):
@@ -323,6 +325,36 @@ class SequentialState(_State):
         return np.maximum(self.vb_dk + self.cg_dk, 0.0), np.maximum(self.vb_wk + self.cg_wk, 0.0)
 
 
+class DelayedCVBState(SequentialState):
+    """CVB / CVB0 with the parallel schedule: documents in ``n_threads`` blocks,
+    each thread updating its own copy of the word-topic and topic counts (and
+    variances), the copies' changes merged after every sweep
+    (``_lda.cvb_parallel_sweep``; Asuncion et al. 2009, section 5)."""
+
+    def __init__(self, corpus, n_topics, alpha, eta, rng, mode, n_threads, optimize=None):
+        self.n_threads = n_threads
+        super().__init__(corpus, n_topics, alpha, eta, rng, mode, _NONE_SAMPLED, optimize=optimize)
+
+    _transient = SequentialState._transient + ("copies",)
+
+    def _scratch(self):
+        super()._scratch()
+        T, (W, K) = self.n_threads, self.vb_wk.shape
+        n_var = T if self.mode == _lda.MODE_CVB else 0
+        self.copies = (np.empty((T, W, K)), np.empty((T, K)), np.empty((n_var, W, K)), np.empty((n_var, K)))
+
+    def _run(self, do_cg, do_vb, stack):
+        c = self.corpus
+        shared = (self.vb_wk, self.vb_k) + (self.var[1:] if self.mode == _lda.MODE_CVB else ())
+        for copy, counts in zip(self.copies, shared):
+            copy[:] = counts
+        result = _lda.cvb_parallel_sweep(c.indptr, c.indices, c.counts, self.alpha, self.eta, self.eta_tot,
+                                         self.mode, self.r, self.vb_dk, self.var[0], *self.copies, self.n_threads)
+        for copy, counts in zip(self.copies, shared):
+            counts += (copy - counts).sum(axis=0)
+        return result
+
+
 class ParallelSVBState(_State):
     """Standard VB with the parallel schedule ([HYB] eq 11 for all pairs at once:
     the E-step and M-step of Blei et al. 2003), documents in parallel threads."""
@@ -382,6 +414,7 @@ class _LDA(TopicMixin, BatchEstimator):
     # -- the batch protocol ------------------------------------------------------
     def _check_common(self):
         check_int(self.n_components, "n_components", minimum=1)
+        self._n_threads = effective_n_threads(self.n_threads)
         for name in ("alpha", "eta"):
             if np.ndim(getattr(self, name)) == 0:
                 check_prior(getattr(self, name), name, bounds=PRODUCT_RANGE, reason=_PRODUCTS)
@@ -419,7 +452,10 @@ class _LDA(TopicMixin, BatchEstimator):
         held fixed: variational pairs iterate until the mean absolute change
         of the expected counts per token is below ``tol`` (at most
         ``max_iter`` sweeps); sampled tokens run ``max_iter`` sweeps and the
-        proportions are averaged after ``burn_in``.
+        proportions are averaged after ``burn_in``. Documents run in parallel
+        (``n_threads``); each samples from its own random stream, keyed by
+        the scoring seed and its words, so the result is the same for any
+        number of threads and for a document in any batch.
 
         Returns
         -------
@@ -434,8 +470,8 @@ class _LDA(TopicMixin, BatchEstimator):
         theta = np.empty((corpus.n_docs, self.n_components_))
         cg_word = np.ascontiguousarray(self.topics_.T)
         _lda.fold_in(corpus.indptr, corpus.indices, corpus.counts, self.alpha_, mode, threshold,
-                     np.ascontiguousarray(vb_log_word), cg_word, max_iter, burn_in, tol, theta,
-                     self._scoring_rng())
+                     np.ascontiguousarray(vb_log_word), cg_word, max_iter, burn_in, tol,
+                     *self._document_keys(corpus), theta, effective_n_threads(self.n_threads))
         return theta
 
     def perplexity(self, X):
@@ -483,6 +519,16 @@ _DOC = """
         Seeds the initialisation and every draw.
 """
 
+_THREADS = """    n_threads : int or None, default None
+        OpenMP threads: None uses OMP_NUM_THREADS if set, else every cpu; -1
+        every cpu; k >= 1 k threads (0, below -1 or not an integer:
+        ValueError). {what}
+        ``transform``, ``score`` and the held-out evaluation during ``fit``
+        run documents in parallel, with the same result for any number of
+        threads. BLAS runs on one thread during ``fit`` (threadpoolctl, when
+        installed), so the two thread pools do not oversubscribe the cpus.
+"""
+
 _ATTRS = """
     Attributes
     ----------
@@ -508,8 +554,9 @@ _ATTRS = """
 _REFS = """
     References
     ----------
-    M. Welling, Y. W. Teh and H. J. Kappen (2008). Hybrid variational/Gibbs
-    collapsed inference in topic models. UAI.
+    [HYB] M. Welling, Y. W. Teh and H. J. Kappen (2008). Hybrid
+    variational/Gibbs collapsed inference in topic models. Proceedings of
+    the 24th Conference on Uncertainty in Artificial Intelligence (UAI).
 """
 
 
@@ -521,6 +568,17 @@ _SAMPLER_ITER = """
         Sweeps before samples are averaged (with ``max_iter <= burn_in`` the
         estimates are the final sample).
 """
+
+
+def _warn_sequential(est):
+    """Check ``est.schedule``; warn when a thread count is asked for a fit that
+    the sequential schedule runs on one thread."""
+    if est.schedule not in ("parallel", "sequential"):
+        raise ValueError(f"schedule must be 'parallel' or 'sequential', got {est.schedule!r}")
+    if est.schedule == "sequential" and est.n_threads not in (None, 1):
+        warnings.warn(f"{type(est).__name__}(schedule='sequential') fits on one thread: n_threads={est.n_threads} "
+                      "only parallelises transform and score (use schedule='parallel' for a parallel fit)",
+                      UserWarning, stacklevel=4)
 
 
 def _check_tol(tol):
@@ -547,10 +605,12 @@ class CollapsedGibbs(_Sampler):
     present in the token's word and document. Topics start uniformly at
     random. After ``burn_in`` sweeps every sample enters the online averages
     behind ``components_``, ``doc_topic_`` and the held-out score (eq 31).
-""" + _DOC + _SAMPLER_ITER + _ATTRS + _REFS
+""" + _DOC + _SAMPLER_ITER + _THREADS.format(
+        what="The sweeps are strictly sequential (each draw conditions\n        on every other "
+             "token) and run on one thread.") + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, burn_in=10,
-                 optimize_hyperparameters=False, random_state=None, n_iter=DEPRECATED):
+                 optimize_hyperparameters=False, random_state=None, n_threads=None, n_iter=DEPRECATED):
         self._store_params(locals())
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
@@ -566,7 +626,7 @@ class StandardVB(_LDA):
     One responsibility row per unique (document, word) pair:
     ``r_jwk ∝ exp(psi(N_kw + eta_w) - psi(N_k + sum(eta)) + psi(N_jk + alpha_k))``
     with N the expected counts. Both schedules increase the exact bound
-    B_SVB (ALGORITHMS.md 3.3), recorded as ``bound`` in ``history_``.
+    B_SVB ([HYB] section 3), recorded as ``bound`` in ``history_``.
 """ + _DOC + """
     max_iter : int, default 300
     tol : float or None, default 1e-6
@@ -575,10 +635,10 @@ class StandardVB(_LDA):
     schedule : {"parallel", "sequential"}, default "parallel"
         "parallel": all pairs from the counts of the previous iteration (the
         usual E-step/M-step), documents in ``n_threads`` threads;
-        "sequential": pair by pair, counts updated after each.
-    n_threads : int or None, default None
-        Threads of the parallel schedule (None: OMP_NUM_THREADS or all cpus).
-""" + _ATTRS + _REFS
+        "sequential": pair by pair, counts updated after each, on one thread
+        (``n_threads`` other than None or 1 then warns that only
+        ``transform`` and ``score`` use it).
+""" + _THREADS.format(what="The parallel schedule's sweeps run documents\n        in parallel.") + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, tol=1e-6, schedule="parallel",
                  n_threads=None, optimize_hyperparameters=False, random_state=None):
@@ -586,9 +646,7 @@ class StandardVB(_LDA):
 
     def _check_params(self):
         self._check_common()
-        if self.schedule not in ("parallel", "sequential"):
-            raise ValueError(f"schedule must be 'parallel' or 'sequential', got {self.schedule!r}")
-        self._n_threads = effective_n_threads(self.n_threads)
+        _warn_sequential(self)
         return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1), "tol": _check_tol(self.tol)}
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
@@ -622,7 +680,22 @@ class CollapsedVB(_LDA):
     tol : float or None, default 1e-6
         Stop when the mean absolute change of the responsibilities per token
         falls below ``tol``; None runs ``max_iter``.
-""" + _ATTRS + """
+    schedule : {"sequential", "parallel"}, default "sequential"
+        "sequential": pair by pair in corpus order, every count updated at
+        once (the exact schedule of Teh et al. 2006), on one thread;
+        "parallel": the standard delayed-update approximation (Asuncion,
+        Welling, Smyth & Teh 2009, section 5): the documents are split into
+        ``n_threads`` blocks, each thread updates its own copy of the
+        word-topic counts (and variances) and sees the other threads'
+        updates only after the sweep, when the copies' changes are merged
+        (document counts stay exact). The result then depends on the number
+        of threads (with one thread it is the sequential schedule). Default
+        "sequential": exact and the same on every machine, and the parallel
+        schedule has not yet shown a gain: on KOS (K = 50, CVB0, 30 sweeps,
+        a 2-cpu machine shared with other jobs) it took 9.4 s at 2 threads
+        against 5.8 s sequentially, held-out per-word log-likelihood -7.284
+        against -7.274 (benchmarks/bench_threads.py measures both).
+""" + _THREADS.format(what="The parallel schedule's sweeps run document\n        blocks in parallel.") + _ATTRS + """
     References
     ----------
     Y. W. Teh, D. Newman and M. Welling (2006). A collapsed variational
@@ -632,7 +705,7 @@ class CollapsedVB(_LDA):
 """
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, order=2, max_iter=300, tol=1e-6,
-                 optimize_hyperparameters=False, random_state=None):
+                 schedule="sequential", n_threads=None, optimize_hyperparameters=False, random_state=None):
         self._store_params(locals())
 
     def _mode(self):
@@ -643,9 +716,12 @@ class CollapsedVB(_LDA):
     def _check_params(self):
         self._check_common()
         self._mode()
+        _warn_sequential(self)
         return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1), "tol": _check_tol(self.tol)}
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
+        if self.schedule == "parallel" and self._n_threads > 1:
+            return DelayedCVBState(corpus, len(alpha), alpha, eta, rng, self._mode(), self._n_threads, optimize)
         return SequentialState(corpus, len(alpha), alpha, eta, rng, self._mode(), _NONE_SAMPLED, optimize=optimize)
 
     def _fold_in_setup(self):
@@ -672,11 +748,14 @@ class Hybrid(_Sampler):
     n_samples : int, default 1
         Gibbs sweeps per iteration. With 1, variational and sampled updates
         interleave in corpus order; with more, the variational update
-        averages psi (E62) or the CVB log terms over the samples.
-""" + _SAMPLER_ITER + _ATTRS + _REFS
+        averages psi or the CVB log terms over the samples.
+""" + _SAMPLER_ITER + _THREADS.format(
+        what="The sweeps are sequential (sampled and variational updates\n        interleave) and run on "
+             "one thread.") + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, variational="standard", threshold=1, n_samples=1,
-                 max_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None, n_iter=DEPRECATED):
+                 max_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None, n_threads=None,
+                 n_iter=DEPRECATED):
         self._store_params(locals())
 
     def _mode(self):

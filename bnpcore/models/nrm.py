@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
-from bnpcore._validation import check_int, check_positive, check_prior, check_random_state
+from bnpcore._validation import check_int, check_positive, check_prior, check_random_state, effective_n_threads
 from bnpcore.base import DEPRECATED, BaseEstimator, TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
@@ -47,6 +47,7 @@ def _check_prior(est):
         raise ValueError(f"sigma must be in [0, 1), got {sigma}")
     tau = check_prior(est.tau, "tau", allow_zero=True)
     eta = check_prior(est.eta, "eta")
+    effective_n_threads(est.n_threads)
     return {"a": a, "sigma": sigma, "tau": tau, "eta": eta}
 
 
@@ -330,7 +331,8 @@ class _NRMMixin(ResultsMixin, TopicMixin):
         lw = np.log(np.maximum(self.weights_, 1e-300))
         lam = self.components_
         out = np.empty((docs.n_docs, lam.shape[0]))
-        _nrm.dm_matrix(docs.indptr, docs.indices, docs.counts, lam, lam.sum(axis=1), 0.0, out)
+        _nrm.dm_matrix(docs.indptr, docs.indices, docs.counts, lam, lam.sum(axis=1), 0.0, out,
+                       effective_n_threads(self.n_threads))
         out += lw
         out -= logsumexp(out, axis=1, keepdims=True)
         return np.exp(out)
@@ -402,7 +404,17 @@ _STREAM_DOC = """
         ``fit`` processes the documents in a random order (``random_state``)
         instead of corpus order.
     random_state : int, Generator or None
-        Only used for ``shuffle``; the algorithm is deterministic."""
+        Only used for ``shuffle``; the algorithm is deterministic.
+    n_threads : int or None, default None
+        OpenMP threads: None uses OMP_NUM_THREADS if set, else every cpu; -1
+        every cpu; k >= 1 k threads (0, below -1 or not an integer:
+        ValueError). The updates are sequential: each document's responsibilities use
+        the clusters as updated by all documents before it (ADF), and EP's
+        per-site updates likewise use the cavity of all other current sites,
+        so they are not exactly parallel and run on one thread;
+        ``transform``, ``score``, ``score_samples`` and the held-out scores
+        during ``fit`` run documents in parallel, with the same result for
+        any number of threads."""
 
 _STREAM_ATTRS = """
     topics_ : ndarray of shape (n_components_, n_words)
@@ -476,7 +488,8 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
             lw = np.log(np.append(self.weights_, self.weight_new_))
         lam = np.vstack([self.components_, np.full((1, self.n_features_in_), float(self.eta))])
         keep = np.isfinite(lw)
-        return mixture_log_predictive(lw[keep], lam[keep], docs, multinomial_coef=multinomial_coef)
+        return mixture_log_predictive(lw[keep], lam[keep], docs, multinomial_coef=multinomial_coef,
+                                      n_threads=self.n_threads)
 
     def save(self, path):
         """Save parameters, fitted attributes and the streaming state (``bnpcore.load``
@@ -549,7 +562,7 @@ class ADF(_StreamingBase):
 
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, epsilon=None, expected_k="exact",
                  u_posterior="corrected", merge=True, merge_every=1000, merge_threshold=0.95,
-                 min_responsibility=1e-10, shuffle=False, random_state=None):
+                 min_responsibility=1e-10, shuffle=False, random_state=None, n_threads=None):
         self._store_params(locals())
 
     @exclusive
@@ -649,7 +662,7 @@ class EP(_StreamingBase, BatchEstimator):
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, epsilon=None, expected_k="exact",
                  u_posterior="corrected", merge=True, merge_every=1000, merge_threshold=0.95,
                  min_responsibility=1e-10, max_iter=50, tol=1e-4, shuffle=False, random_state=None,
-                 max_passes=DEPRECATED):
+                 n_threads=None, max_passes=DEPRECATED):
         self._store_params(locals())
 
     _persist = BatchEstimator._persist + _StreamingBase._persist
@@ -773,6 +786,14 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
         When a reporting callback stops the fit early, the states kept so far
         are used, or the last state alone if none was kept yet.
     random_state : int, Generator or None
+    n_threads : int or None, default None
+        OpenMP threads: None uses OMP_NUM_THREADS if set, else every cpu; -1
+        every cpu; k >= 1 k threads (0, below -1 or not an integer:
+        ValueError). The sweeps are strictly sequential (each document's
+        reassignment conditions on all others) and run on one thread;
+        ``transform``, ``score``, ``score_samples`` and the held-out scores
+        during ``fit`` run documents in parallel, with the same result for
+        any number of threads.
 
     Attributes
     ----------
@@ -816,7 +837,7 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
                                           "_train_counts")
 
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, max_iter=215, n_samples=50, random_state=None,
-                 n_sweeps=DEPRECATED):
+                 n_threads=None, n_sweeps=DEPRECATED):
         self._store_params(locals())
 
     # -- the batch protocol: the kept samples are those "collected" after burn-in ----
@@ -899,7 +920,7 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
         counts = np.asarray((onehot @ train).todense())[used]
         lw = self._log_weights(sizes[used], u, p)
         lam = np.vstack([p["eta"] + counts, np.full((1, train.shape[1]), p["eta"])])
-        return mixture_log_predictive(lw, lam, docs, multinomial_coef=multinomial_coef)
+        return mixture_log_predictive(lw, lam, docs, multinomial_coef=multinomial_coef, n_threads=self.n_threads)
 
     def _log_predictive(self, docs, multinomial_coef):
         """Per-document log predictive, averaged over the kept samples (the mean of

@@ -154,11 +154,14 @@ def lda_elbo(C, r, alpha, eta):
     return out
 
 
-def cvb_pair_sweep(C, r, alpha, eta, order):
+def cvb_pair_sweep(C, r, alpha, eta, order, docs=None):
     """Per-pair collapsed VB (ALGORITHMS.md 3.4): all copies of a pair share a row,
-    updated after removing one copy; order 0 (CVB0) or 2."""
+    updated after removing one copy; order 0 (CVB0) or 2. ``docs``: update only
+    the pairs of these documents (the others keep their rows)."""
     E = eta.sum()
     for j, w, c in pairs_of(C):
+        if docs is not None and j not in docs:
+            continue
         ndk, nkw = expected_counts(C, r)
         vdk, vkw = expected_counts(C, {key: row * (1 - row) for key, row in r.items()})
         ro = r[(j, w)]

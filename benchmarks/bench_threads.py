@@ -1,0 +1,146 @@
+"""Every bnpcore estimator at 1 and 2 threads, and tomotopy's LDA and HDP at 1 and
+2 workers, on the same token split in one run.
+
+    python benchmarks/bench_threads.py                          # KOS, every registered model
+    python benchmarks/bench_threads.py --path docword.nips.txt --vocab vocab.nips.txt
+    python benchmarks/bench_threads.py --models lda-cvb0 lda-cvb0/parallel --iterations 50
+
+For each model: training seconds and tokens/s (training tokens x iterations /
+seconds), the seconds of the held-out evaluation (``transform`` of the
+observed tokens plus the scoring kernel: the per-document kernels every
+estimator runs in parallel), the speed-up of both at 2 threads over 1, and the
+held-out per-word log-likelihood (document completion, ``harness``'s neutral
+protocol: 10% of each document's tokens held out). ``name/parallel`` runs a
+registered model with ``schedule="parallel"`` (the delayed-update CVB/CVB0).
+Iterations: ``--iterations`` for every model with an iteration parameter
+(burn-in and kept samples shrunk to fit), the registry's settings otherwise.
+
+Timings on a machine shared with other work are only comparable within one
+run (ratios side by side); the caption prints the load average.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_peers import installed, tomotopy_hdp, tomotopy_lda  # noqa: E402
+from harness import threads_note, token_split  # noqa: E402
+
+THREADS = (1, 2)
+# registered model with schedule="parallel" (delayed-update CVB / CVB0)
+VARIANTS = {"lda-cvb0/parallel": ("lda-cvb0", {"schedule": "parallel"}),
+            "lda-cvb/parallel": ("lda-cvb", {"schedule": "parallel"})}
+
+
+def make_estimator(name, threads, cfg):
+    """The registered model ``name`` (or a VARIANTS entry) with KOS defaults,
+    ``cfg.iterations`` iterations and ``threads`` threads."""
+    from bnpcore.cli import get_model
+    base, extra = VARIANTS.get(name, (name, {}))
+    spec = get_model(base)
+    params = spec.load_class()._param_names()
+    overrides = dict(extra, n_threads=threads)
+    if "random_state" in params:
+        overrides["random_state"] = cfg.seed
+    it = spec.iteration_param()
+    if it is not None and cfg.iterations:
+        overrides[it] = cfg.iterations
+        for keep in ("burn_in", "n_samples"):     # samplers: at most half of the sweeps
+            if keep in params:
+                overrides[keep] = min(spec.kwargs.get(keep, cfg.iterations), cfg.iterations // 2)
+    return spec.make(**overrides)
+
+
+def run_model(name, observed, heldout, cfg):
+    """One row per thread count: (name, threads, iterations, fit s, tokens/s, eval s, heldout)."""
+    from bnpcore.cli import heldout_score
+    rows = []
+    for threads in THREADS:
+        est = make_estimator(name, threads, cfg)
+        start = time.perf_counter()
+        est.fit(observed)
+        fit_s = time.perf_counter() - start
+        iterations = max(1, len(getattr(est, "history_", ()) or ()))
+        start = time.perf_counter()
+        ll = heldout_score(est, observed, heldout, est.transform(observed))
+        eval_s = time.perf_counter() - start
+        rows.append(("bnpcore", name, threads, iterations, fit_s, observed.n_tokens * iterations / fit_s, eval_s,
+                     ll))
+    return rows
+
+
+def run_tomotopy(observed, heldout, cfg):
+    rows = []
+    for label, run, topics in (("tomotopy LDA", tomotopy_lda, cfg.topics), ("tomotopy HDP", tomotopy_hdp, 0)):
+        for threads in THREADS:
+            peer_cfg = argparse.Namespace(topics=topics, sweeps=cfg.sweeps, threads=threads, seed=cfg.seed)
+            row = run(observed, heldout, peer_cfg)
+            rows.append(("tomotopy", label, threads, cfg.sweeps, row.train_seconds, row.tokens_per_second,
+                         float("nan"), row.heldout_loglik))
+    return rows
+
+
+def print_rows(rows, out=sys.stdout):
+    head = (f"{'system':9} {'model':20} {'thr':>3} {'iters':>5} {'fit s':>8} {'tokens/s':>11} {'fit x':>6} "
+            f"{'eval s':>7} {'eval x':>6} {'heldout':>8}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    first = {}
+    for system, name, threads, iters, fit_s, tps, eval_s, ll in rows:
+        base = first.setdefault((system, name), (fit_s, eval_s))
+        fit_x = base[0] / fit_s
+        eval_x = base[1] / eval_s if eval_s == eval_s else float("nan")
+        print(f"{system:9} {name:20} {threads:3d} {iters:5d} {fit_s:8.2f} {tps:11.0f} {fit_x:6.2f} "
+              f"{eval_s:7.2f} {eval_x:6.2f} {ll:8.4f}", file=out)
+
+
+def parse_args(argv=None):
+    from bnpcore.cli import MODELS
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--path", default="kos", help="a UCI docword file (default: the bundled KOS)")
+    p.add_argument("--vocab", help="UCI vocabulary file")
+    p.add_argument("--models", nargs="+", default=sorted(MODELS) + sorted(VARIANTS), metavar="MODEL",
+                   help="registered models (bnpcore list) and name/parallel variants (default: all)")
+    p.add_argument("--iterations", type=int, default=20,
+                   help="iterations of every model with an iteration parameter (default 20; 0: the registry's)")
+    p.add_argument("--topics", type=int, default=10, help="K of tomotopy's LDA (default 10, the registry's LDA K)")
+    p.add_argument("--sweeps", type=int, default=100, help="sweeps of tomotopy's samplers (default 100)")
+    p.add_argument("--no-tomotopy", action="store_true", help="skip the tomotopy rows")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="also write the table to this file")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    from bnpcore.cli import get_model
+    cfg = parse_args(argv)
+    corpus, observed, heldout = token_split(cfg.path, cfg.vocab, seed=cfg.seed)
+    caption = (f"{cfg.path}: {corpus.n_docs} documents, {corpus.n_words} words, {observed.n_tokens} training "
+               f"tokens; {threads_note()}; load average at start {os.getloadavg()[0]:.1f}")
+    print(caption, flush=True)
+    rows = []
+    for name in cfg.models:
+        if "n_threads" not in get_model(VARIANTS.get(name, (name,))[0]).load_class()._param_names():
+            print(f"skipping {name}: no n_threads parameter", file=sys.stderr)
+            continue
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        rows += run_model(name, observed, heldout, cfg)
+    if not cfg.no_tomotopy:
+        if installed("tomotopy"):
+            rows += run_tomotopy(observed, heldout, cfg)
+        else:
+            print("skipping tomotopy: not installed (pip install .[bench])", file=sys.stderr)
+    caption += f"; load average at end {os.getloadavg()[0]:.1f}"
+    print_rows(rows)
+    if cfg.out:
+        with open(cfg.out, "w") as fh:
+            print("$ python benchmarks/bench_threads.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  file=fh)
+            print(caption, file=fh)
+            print_rows(rows, fh)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
