@@ -106,7 +106,12 @@ class TruncationFreeSVI(_OnlineHDP):
     n_epochs : int, default 1
     local_sweeps : int, default 5
         Gibbs sweeps (sticks, tokens, tables) after the sequential
-        initialisation (unstated in [TF], E12).
+        initialisation, before the first sample (unstated in [TF]).
+    n_samples : int, default 1
+        Samples of the local sampler averaged into the minibatch statistics
+        ([TF] §2.3: the empirical distribution of "one (or more) samples"):
+        the state after ``local_sweeps`` sweeps and after each of
+        ``n_samples - 1`` further sweeps.
     new_component : {"exact", "paper"}, default "exact"
         "exact": retrospective walk over fresh sticks (E17); "paper": the
         literal S.2.2 rule (next stick, not an exact Gibbs step).
@@ -150,7 +155,7 @@ class TruncationFreeSVI(_OnlineHDP):
 
     _truncated = False
 
-    def __init__(self, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1, local_sweeps=5,
+    def __init__(self, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1, local_sweeps=5, n_samples=1,
                  new_component="exact", schedule="truncation_free", learning_offset=1.0, learning_decay=0.6,
                  prune_every=20000, prune_threshold=1.0, reorder=True, total_samples=None, heldout_burnin=50,
                  heldout_samples=1000, n_threads=None, random_state=None):
@@ -159,6 +164,7 @@ class TruncationFreeSVI(_OnlineHDP):
     def _check_params(self):
         self._check_common()
         check_local_sampler(self.local_sweeps, self.new_component, self.gamma, "gamma", self.eta)
+        check_int(self.n_samples, "n_samples")
 
     def _local_step(self, batch, rng):
         if getattr(self, "_stirling", None) is None:
@@ -167,7 +173,7 @@ class TruncationFreeSVI(_OnlineHDP):
         n_new, block, sizes = hdp_local_step(
             batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale, st.sizes,
             float(self.eta), float(self.gamma), float(self.alpha), int(self.local_sweeps),
-            self.new_component == "exact", rng, self._stirling)
+            self.new_component == "exact", rng, self._stirling, n_samples=int(self.n_samples))
         return n_new, minibatch_stats(batch, block, sizes)
 
     def __getstate__(self):
