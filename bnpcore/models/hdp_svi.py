@@ -213,6 +213,13 @@ class OnlineVB(_OnlineHDP):
     model; the papers' whole-document metric is
     ``heldout_document_log_likelihood``.
 
+    The baseline as [TF] §3 and the reference code run it is
+    ``OnlineVB(doc_init="uniform")`` (T = 300, kappa = 0.6, tau0 = 1 are the
+    defaults); on KOS it collapses to one topic (see ``doc_init``), which
+    the default ``doc_init="ranked"`` avoids. gensim's ``HdpModel`` defaults
+    are ``OnlineVB(n_components=150, doc_init="uniform", learning_offset=65,
+    learning_decay=1.0, batch_size=256)``.
+
     Parameters
     ----------
     n_components : int, default 300
@@ -225,20 +232,29 @@ class OnlineVB(_OnlineHDP):
     schedule : {"robbins_monro", "truncation_free"}, default "robbins_monro"
     learning_offset, learning_decay : float, default 1.0, 0.6
         tau0 and kappa (gensim's ``tau`` and ``kappa``).
-    doc_init : {"uniform", "ranked"}, default "uniform"
-        Start of the document iterations. "uniform": a uniform word-to-atom
-        distribution, as in the reference code and gensim. Every atom is then
-        the same mixture of topics and stays so until the stick terms enter
-        (fourth iteration), and the document bound has converged before: each
-        document is fitted by one distribution over topics, in two iterations
-        (computed for one atom: exactly the same result, n_atoms times cheaper).
-        "ranked": atom t starts on the document's t-th best topic, so the
-        document-level mixture is used; at least five iterations run (two
-        with the stick terms), several times the work per document. On KOS
-        (T = 300, 3 epochs) "ranked" keeps 20–40 topics and a better held-out
-        likelihood, where "uniform" shrinks to a single used topic (the
-        shrinking truncation [TF] reports); after one epoch at T = 150 the two
-        are on par (``benchmarks/bench_online.py`` prints both).
+    doc_init : {"ranked", "uniform"}, default "ranked"
+        Start of the document iterations. "ranked": atom t starts on the
+        document's t-th best topic (by sum_w c_w E[log phi_kw] + E[log beta_k]),
+        so the document-level mixture is used; at least five iterations run
+        (two with the stick terms). "uniform": a uniform word-to-atom
+        distribution, as in Wang et al.'s reference code and gensim. Every atom
+        is then the same mixture of topics and stays so until the stick terms
+        enter (fourth iteration), but the document bound does not change
+        between the first two iterations, so the convergence test ends them
+        there: each document is fitted by one distribution over topics, the
+        softmax of its log-likelihood tempered by 1/n_atoms (computed for one
+        atom, n_atoms times cheaper than "ranked"). With a first step
+        rho = 1 (the learning rate above), which replaces the random initial
+        topics by the first minibatch's statistics, the larger topics then
+        absorb the others (their E[log phi] is less penalised): on KOS
+        (T = 300, 5 epochs) "uniform" ends with one used topic (document
+        completion -7.93/word; gensim's ``HdpModel`` with kappa = 0.6 and
+        tau = 1 likewise puts 99.8% of the mass in one topic), "ranked" keeps
+        dozens (-7.79 after one epoch, where "uniform" has -7.94;
+        ``benchmarks/bench_online.py`` prints both).
+        gensim's own defaults (tau = 64, kappa = 1, so rho starts at 1/65 and
+        the random topics survive the first minibatches) avoid the collapse
+        with the uniform start: ``learning_offset=65, learning_decay=1.0``.
     max_doc_iter : int, default 100
     doc_tol : float, default 1e-4
         The document iterations stop when the relative change of the document
@@ -274,7 +290,7 @@ class OnlineVB(_OnlineHDP):
     _truncated = True
 
     def __init__(self, n_components=300, n_atoms=15, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1,
-                 schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="uniform",
+                 schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="ranked",
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
                  total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None,
                  n_topics=DEPRECATED):
