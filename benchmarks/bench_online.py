@@ -89,7 +89,10 @@ def gensim_row(train, test, args, n_docs):
 
 # the study's configurations: changes from the [TF] settings (eta = 0.01, S = 100, 5 local sweeps, one sample)
 STUDY = ({}, {"n_samples": 5}, {"batch_size": 500}, {"batch_size": 20}, {"local_sweeps": 2, "n_samples": 4},
-         {"eta": 0.05}, {"gamma": 10.0}, {"gamma": 10.0, "n_samples": 5})
+         {"eta": 0.05}, {"gamma": 10.0}, {"gamma": 10.0, "n_samples": 5},
+         {"eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "n_samples": 5},
+         {"gamma": 10.0, "eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "local_sweeps": 2, "n_samples": 5},
+         {"gamma": 30.0, "eta": 0.05, "n_samples": 5}, {"gamma": 10.0, "eta": 0.05, "n_samples": 10})
 
 
 def study(argv):
@@ -99,13 +102,14 @@ def study(argv):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default=None, help="comma-separated row numbers of STUDY to run")
     parser.add_argument("--out", default=None, help="also write the table to this file")
+    parser.add_argument("--append", action="store_true", help="append to --out instead of replacing it")
     args = parser.parse_args(argv)
     from bnpcore.datasets import load_kos
     train, test = load_kos().split_documents(0.1, random_state=args.seed)
     observed, heldout = test.split_tokens(0.2, random_state=args.seed)
     rows = STUDY if args.only is None else [STUDY[int(i)] for i in args.only.split(",")]
     lines = [f"# OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')} python benchmarks/bench_online.py study "
-             f"--seconds {args.seconds:g}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus",
+             f"--seconds {args.seconds:g}{'' if args.only is None else ' --only ' + args.only}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus",
              f"# KOS {train.n_docs} training documents; held-out: document completion of {test.n_docs} documents; "
              f"hdp.TruncationFreeSVI, n_threads=1, seed {args.seed}, {args.seconds:g} CPU s each",
              f"{'changes from eta=0.01 S=100 sweeps=5 samples=1':48} {'heldout':>8} {'topics':>6} {'documents':>9} "
@@ -123,7 +127,7 @@ def study(argv):
                      f"{est.n_documents_seen_ / train.n_docs:6.1f} {cpu:6.1f} {wall:7.1f}")
         print(lines[-1], flush=True)
     if args.out:
-        with open(args.out, "w") as fh:
+        with open(args.out, "a" if args.append else "w") as fh:
             fh.write("\n".join(lines) + "\n")
 
 

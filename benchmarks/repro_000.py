@@ -43,7 +43,8 @@ def estimators(model, S, args):
         return [("truncation-free", mixture.TruncationFreeSVI(eta=0.5, a=1.0, **common)),
                 ("truncated", mixture.StochasticVB(n_components=args.truncation, eta=0.5, a=1.0, **common))]
     heldout = dict(heldout_samples=args.samples, n_threads=1)
-    return [("truncation-free", hdp.TruncationFreeSVI(eta=0.01, gamma=1.0, alpha=1.0, **common, **heldout)),
+    return [("truncation-free", hdp.TruncationFreeSVI(eta=0.01, gamma=1.0, alpha=1.0, n_samples=1, **common,
+                                                      **heldout)),
             ("truncated", hdp.OnlineVB(n_components=args.truncation, n_atoms=15, eta=0.01, gamma=1.0, alpha=1.0,
                                        doc_init=args.doc_init, **common, **heldout))]
 

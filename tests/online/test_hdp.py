@@ -430,7 +430,7 @@ def test_online_vb_with_one_topic_is_the_corpus_dirichlet():
 
 def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     """S = D: rho = 1 and D/S = 1, so lambda = eta + the minibatch counts of the
-    final sample and u - 1 = its table counts ([TF] eq 10)."""
+    samples (their average) and u - 1 = their table counts ([TF] eq 10)."""
     X, _ = bars_corpus(5, n_docs=30, length=15)
     eta, seed = 0.1, 4
     est = hdp.TruncationFreeSVI(eta=eta, batch_size=X.n_docs, local_sweeps=3, prune_every=None,
@@ -438,10 +438,10 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     rng = np.random.default_rng(seed)
     order = rng.permutation(X.n_docs)
     b = Minibatch(X, order, np.full(X.n_words, -1, dtype=np.int32))
-    empty = StickState(X.n_words, eta, 1.0)
+    empty = StickState(X.n_words, eta, est.gamma)
     n_new, block, tables = hdp_local_step(b.ptr, b.words, b.counts, b.vocab, empty.words, empty.row_tilde,
-                                          empty.slots, 1.0, empty.sizes, eta, 1.0, 1.0, 3, True, rng,
-                                          StirlingTable())
+                                          empty.slots, 1.0, empty.sizes, eta, est.gamma, 1.0, 3, True, rng,
+                                          StirlingTable(), n_samples=est.n_samples)
     lam = np.full((n_new, X.n_words), eta)
     lam[:, b.vocab] += block
     mass = block.sum(axis=1)
