@@ -92,7 +92,8 @@ STUDY = ({}, {"n_samples": 5}, {"batch_size": 500}, {"batch_size": 20}, {"local_
          {"eta": 0.05}, {"gamma": 10.0}, {"gamma": 10.0, "n_samples": 5},
          {"eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "n_samples": 5},
          {"gamma": 10.0, "eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "local_sweeps": 2, "n_samples": 5},
-         {"gamma": 30.0, "eta": 0.05, "n_samples": 5}, {"gamma": 10.0, "eta": 0.05, "n_samples": 10})
+         {"gamma": 30.0, "eta": 0.05, "n_samples": 5}, {"gamma": 10.0, "eta": 0.05, "n_samples": 10},
+         {"gamma": 100.0, "eta": 0.05, "n_samples": 5}, {"gamma": 30.0, "eta": 0.05, "n_samples": 3})
 
 
 def study(argv):
@@ -108,8 +109,9 @@ def study(argv):
     train, test = load_kos().split_documents(0.1, random_state=args.seed)
     observed, heldout = test.split_tokens(0.2, random_state=args.seed)
     rows = STUDY if args.only is None else [STUDY[int(i)] for i in args.only.split(",")]
+    only = "" if args.only is None else f" --only {args.only}"
     lines = [f"# OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')} python benchmarks/bench_online.py study "
-             f"--seconds {args.seconds:g}{'' if args.only is None else ' --only ' + args.only}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus",
+             f"--seconds {args.seconds:g}{only}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus",
              f"# KOS {train.n_docs} training documents; held-out: document completion of {test.n_docs} documents; "
              f"hdp.TruncationFreeSVI, n_threads=1, seed {args.seed}, {args.seconds:g} CPU s each",
              f"{'changes from eta=0.01 S=100 sweeps=5 samples=1':48} {'heldout':>8} {'topics':>6} {'documents':>9} "

@@ -122,7 +122,7 @@ MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta":
                                                                        "n_epochs": 2})
 # The HDP estimators at bnpcore's defaults (issue 17): [TF] §3's TF-SVI settings (eta = 0.01, gamma = 1, one
 # sample) stay at about 18 topics on KOS; the reference start of the online HDP collapses to one topic.
-MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {"eta": 0.05, "gamma": 10.0, "alpha": 1.0, "n_samples": 5,
+MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {"eta": 0.05, "gamma": 30.0, "alpha": 1.0, "n_samples": 5,
                                                           "batch_size": 100, "n_epochs": 20},
                         {"batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_components": 300, "n_atoms": 15, "eta": 0.01, "gamma": 1.0,

@@ -272,8 +272,8 @@ def test_truncation_free_hdp_grows_topics_on_bars():
     within 0.05 nats/word of the true topics' (same importance sampler)."""
     X, truth = bars_corpus(0)
     train, test = X[np.arange(800)], X[np.arange(800, 1000)]
-    est = hdp.TruncationFreeSVI(eta=0.1, batch_size=20, n_epochs=20, local_sweeps=20, prune_every=800,
-                                heldout_samples=100, random_state=0)
+    est = hdp.TruncationFreeSVI(eta=0.1, gamma=1.0, n_samples=1, batch_size=20, n_epochs=20, local_sweeps=20,
+                                prune_every=800, heldout_samples=100, random_state=0)
     est.fit(train, eval_every=800)
     ks = [r["n_components"] for r in est.history_]
     assert 0 < ks[0] and est.n_components_ >= len(truth)
@@ -444,10 +444,10 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
                                           StirlingTable(), n_samples=est.n_samples)
     lam = np.full((n_new, X.n_words), eta)
     lam[:, b.vocab] += block
-    mass = block.sum(axis=1)
-    order_k = np.argsort(-mass, kind="stable")
-    np.testing.assert_allclose(est.components_, lam[order_k], rtol=1e-12)
-    np.testing.assert_allclose(est._state.sizes, tables[order_k], rtol=1e-12)
+    assert np.all(np.diff(est.components_.sum(axis=1)) <= 1e-9)       # sorted by mass (averages tie often)
+    got, ref = np.column_stack([est.components_, est._state.sizes]), np.column_stack([lam, tables])
+    by_rows = lambda a: a[np.lexsort(a.T[::-1])]  # noqa: E731
+    np.testing.assert_allclose(by_rows(got), by_rows(ref), rtol=1e-12)
 
 
 def test_checkpoint_resume_hdp(tmp_path):
