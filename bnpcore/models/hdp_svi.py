@@ -110,7 +110,9 @@ class TruncationFreeSVI(_OnlineHDP):
     gamma : float, default 30.0
         Top-level concentration ([TF]'s a, 1 in [TF] §3): sticks
         V_k ~ Beta(1, gamma); at most 1000 with ``new_component="exact"``
-        (the walk over new sticks visits about 1 + gamma).
+        (the walk over new sticks visits about 1 + gamma). The default suits
+        corpora of thousands of documents (KOS); on a few dozen documents it
+        splits themes into several topics, where gamma = 1 does not.
     alpha : float, default 1.0
         Document-level concentration ([TF]'s b): pi_j ~ DP(alpha, beta). Like
         every prior, in [1e-300, 1e300] (docs/numerics.md).
