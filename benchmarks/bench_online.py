@@ -16,6 +16,15 @@ Run single-threaded on a quiet machine for timings::
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_online.py
 
+A second command, ``study``, is the parameter study of the truncation-free SVI
+defaults on KOS: each configuration trains for the same single-core CPU time
+(``time.process_time``, so a loaded machine slows the wall clock but not the
+budget much), and is scored by document completion (the protocol of
+``bench_budget.py``: 10% of the documents held out, 80/20 token split, the
+held-out per-word log-likelihood of the 20%)::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_online.py study --seconds 30 --out benchmarks/results/tfsvi_study_kos.txt
+
 Options: --epochs (passes over the training documents, default 1),
 --batch-size (100), --topics (corpus-level truncation T of the online VB
 models, default 150 = gensim's default), --atoms (document-level K, 15),
@@ -27,6 +36,7 @@ import argparse
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -77,7 +87,56 @@ def gensim_row(train, test, args, n_docs):
                n_docs * train.n_tokens / train.n_docs / seconds, used, ll), seconds
 
 
+# the study's configurations: changes from the [TF] settings (eta = 0.01, S = 100, 5 local sweeps, one sample)
+STUDY = ({}, {"n_samples": 5}, {"batch_size": 500}, {"batch_size": 20}, {"local_sweeps": 2, "n_samples": 4},
+         {"eta": 0.05}, {"gamma": 10.0}, {"gamma": 10.0, "n_samples": 5},
+         {"eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "n_samples": 5},
+         {"gamma": 10.0, "eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "local_sweeps": 2, "n_samples": 5},
+         {"gamma": 30.0, "eta": 0.05, "n_samples": 5}, {"gamma": 10.0, "eta": 0.05, "n_samples": 10},
+         {"gamma": 100.0, "eta": 0.05, "n_samples": 5}, {"gamma": 30.0, "eta": 0.05, "n_samples": 3})
+
+
+def study(argv):
+    """Truncation-free SVI on KOS for --seconds of CPU time per configuration (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=study.__doc__)
+    parser.add_argument("--seconds", type=float, default=30.0, help="CPU seconds of training per configuration")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default=None, help="comma-separated row numbers of STUDY to run")
+    parser.add_argument("--out", default=None, help="also write the table to this file")
+    parser.add_argument("--append", action="store_true", help="append to --out instead of replacing it")
+    args = parser.parse_args(argv)
+    from bnpcore.datasets import load_kos
+    train, test = load_kos().split_documents(0.1, random_state=args.seed)
+    observed, heldout = test.split_tokens(0.2, random_state=args.seed)
+    rows = STUDY if args.only is None else [STUDY[int(i)] for i in args.only.split(",")]
+    only = "" if args.only is None else f" --only {args.only}"
+    lines = [f"# OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')} python benchmarks/bench_online.py study "
+             f"--seconds {args.seconds:g}{only}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus",
+             f"# KOS {train.n_docs} training documents; held-out: document completion of {test.n_docs} documents; "
+             f"hdp.TruncationFreeSVI, n_threads=1, seed {args.seed}, {args.seconds:g} CPU s each",
+             f"{'changes from eta=0.01 S=100 sweeps=5 samples=1':48} {'heldout':>8} {'topics':>6} {'documents':>9} "
+             f"{'epochs':>6} {'cpu s':>6} {'wall s':>7}"]
+    print("\n".join(lines), flush=True)
+    for change in rows:
+        est = hdp.TruncationFreeSVI(**{**dict(n_epochs=10 ** 6, random_state=args.seed, n_threads=1), **change})
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        with est.reporting(lambda e, rec: time.process_time() - cpu0 >= args.seconds):
+            est.fit(train)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        ll = est.heldout_log_likelihood(observed, heldout)
+        name = " ".join(f"{k}={v}" for k, v in change.items()) or "(the [TF] settings)"
+        lines.append(f"{name:48} {ll:8.4f} {est.n_components_:6d} {est.n_documents_seen_:9d} "
+                     f"{est.n_documents_seen_ / train.n_docs:6.1f} {cpu:6.1f} {wall:7.1f}")
+        print(lines[-1], flush=True)
+    if args.out:
+        with open(args.out, "a" if args.append else "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["study"]:
+        return study(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=100)

@@ -122,11 +122,14 @@ MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.
 MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta": 0.5, "a": 1.0, "batch_size": 100,
                                                      "n_epochs": 20}, {"n_components": 5, "batch_size": 5,
                                                                        "n_epochs": 2})
-MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {"eta": 0.01, "gamma": 1.0, "alpha": 1.0, "batch_size": 100,
-                                                          "n_epochs": 20},
+# The HDP estimators at bnpcore's defaults (issue 17): [TF] §3's TF-SVI settings (eta = 0.01, gamma = 1, one
+# sample) stay at about 18 topics on KOS; the reference start of the online HDP collapses to one topic.
+MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {"eta": 0.05, "gamma": 30.0, "alpha": 1.0, "n_samples": 5,
+                                                          "batch_size": 100, "n_epochs": 20},
                         {"batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_components": 300, "n_atoms": 15, "eta": 0.01, "gamma": 1.0,
-                                                    "alpha": 1.0, "batch_size": 100, "n_epochs": 20},
+                                                    "alpha": 1.0, "doc_init": "ranked", "batch_size": 100,
+                                                    "n_epochs": 20},
                            {"n_components": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 
 # NGGP mixtures ([NRM] 002 Table 1 on KOS: eta = 0.1; IG prior sigma = 0.5, a = 10, tau = 100).

@@ -26,7 +26,8 @@ def main(argv=None):
 
     texts = list(read_texts(args.path, lines=args.lines))
     corpus = Corpus.from_texts(texts, min_df=args.min_df)
-    model = hdp.TruncationFreeSVI(batch_size=min(100, corpus.n_docs), n_epochs=args.epochs,
+    # gamma = 1 ([TF]'s setting): the default gamma = 30 is tuned for corpora of thousands of documents
+    model = hdp.TruncationFreeSVI(gamma=1.0, batch_size=min(100, corpus.n_docs), n_epochs=args.epochs,
                                   random_state=0).fit(corpus)
 
     vocabulary = set(corpus.vocabulary)       # c_v reads the tokens in reading order

@@ -609,7 +609,6 @@ cdef struct HDPWork:
     int32_t *z             # topic of every token
     # k-inner arrays (row stride cap), re-laid out when cap grows
     double *wk             # nv x cap: lambda_kw + n^B_kw
-    int32_t *nkw           # nv x cap: n^B_kw
     int32_t *njk           # S x cap
     # per topic
     double *den            # Lambda_k + n^B_k
@@ -619,16 +618,27 @@ cdef struct HDPWork:
     double *ab             # alpha beta_k
     double ab_new          # alpha beta_new
     double *cw             # cap + 1 cumulative weights
+    # sums over the kept samples, by stick position (zeroed when cap grows)
+    double *acc_kw         # nv x cap: sum_s n^B_kw
+    double *acc_m          # sum_s M_k
+    int64_t *acc_nk        # sum_s n^B_k
+    int64_t acc_L          # positions that held a sample
 
 
 cdef int hdp_reserve(HDPWork *w, int64_t need) except -1 nogil:
-    cdef int64_t cap = w.cap if w.cap > 0 else 8
+    cdef int64_t cap = w.cap if w.cap > 0 else 8, i
     if need <= w.cap:
         return 0
     while cap < need:
         cap *= 2
+    _resize_rows(<void **>&w.acc_kw, w.nv, w.cap, cap, sizeof(double))
+    _resize(<void **>&w.acc_m, cap * sizeof(double))
+    _resize(<void **>&w.acc_nk, cap * sizeof(int64_t))
+    for i in range(w.nv):
+        memset(w.acc_kw + i * cap + w.cap, 0, (cap - w.cap) * sizeof(double))
+    memset(w.acc_m + w.cap, 0, (cap - w.cap) * sizeof(double))
+    memset(w.acc_nk + w.cap, 0, (cap - w.cap) * sizeof(int64_t))
     _resize_rows(<void **>&w.wk, w.nv, w.cap, cap, sizeof(double))
-    _resize_rows(<void **>&w.nkw, w.nv, w.cap, cap, sizeof(int32_t))
     _resize_rows(<void **>&w.njk, w.S, w.cap, cap, sizeof(int32_t))
     _resize(<void **>&w.den, cap * sizeof(double))
     _resize(<void **>&w.inv, cap * sizeof(double))
@@ -642,8 +652,8 @@ cdef int hdp_reserve(HDPWork *w, int64_t need) except -1 nogil:
 
 
 cdef void hdp_free(HDPWork *w) noexcept nogil:
-    free(w.z); free(w.wk); free(w.nkw); free(w.njk); free(w.den); free(w.inv); free(w.nk); free(w.M)
-    free(w.ab); free(w.cw)
+    free(w.z); free(w.wk); free(w.njk); free(w.den); free(w.inv); free(w.nk); free(w.M)
+    free(w.ab); free(w.cw); free(w.acc_kw); free(w.acc_m); free(w.acc_nk)
     sticks_free(&w.st)
 
 
@@ -662,7 +672,6 @@ cdef int hdp_new_stick(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
     hdp_reserve(w, k + 1)
     for i in range(w.nv):
         w.wk[i * w.cap + k] = w.eta
-        w.nkw[i * w.cap + k] = 0
     for i in range(w.S):
         w.njk[i * w.cap + k] = 0
     w.den[k] = w.w_eta
@@ -678,7 +687,6 @@ cdef int hdp_new_stick(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
 cdef inline void hdp_move(HDPWork *w, int64_t j, int64_t t, int64_t k, int sign) noexcept nogil:
     cdef int64_t i = w.tw[t] * w.cap + k
     w.wk[i] += sign
-    w.nkw[i] += sign
     w.njk[j * w.cap + k] += sign
     w.nk[k] += sign
     w.den[k] += sign
@@ -741,6 +749,18 @@ cdef void hdp_sample_tables(HDPWork *w, const bnp_stirling_t *table, bnp_bitgen_
                 w.M[k] += sample_tables(table, n, c, g)
 
 
+cdef void hdp_accumulate(HDPWork *w) noexcept nogil:
+    """Add the current sample (z and the table counts) to the sums, by stick position."""
+    cdef int64_t t, k
+    for t in range(w.ntok):
+        w.acc_kw[w.tw[t] * w.cap + w.z[t]] += 1.0
+        w.acc_nk[w.z[t]] += 1
+    for k in range(w.st.L):
+        w.acc_m[k] += w.M[k]
+    if w.st.L > w.acc_L:
+        w.acc_L = w.st.L
+
+
 cdef int hdp_sample_sticks(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
     """V_k ~ Beta(u_k + M_k, v_k + sum_{l>k} M_l) (E5); drop trailing empty topics beyond K."""
     sticks_sample(&w.st, w.M, w.nk, g)
@@ -752,16 +772,22 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
                    const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
                    const int64_t[::1] rows, double scale, const double[::1] sizes,
                    double eta, double gamma, double alpha, int sweeps, bint exact, rng,
-                   StirlingTable stirling, int32_t[:, ::1] trace=None):
+                   StirlingTable stirling, int32_t[:, ::1] trace=None, int n_samples=1):
     """Truncation-free local step of the HDP topic model on one minibatch ([TF] S.2.2, §5.3).
 
     Collapsed Gibbs over the topics z of all minibatch tokens (q(phi_k)
     integrated out, counts pooled over the minibatch, E14), the table counts
     m_jk (Antoniak) and the sticks V_k (q(V_k) as prior; Beta(1, gamma) beyond
     the K instantiated topics). Initialisation: V_k ~ q(V_k), every token
-    given the earlier ones, tables; then ``sweeps`` times: sticks, tokens,
-    tables. New topics: retrospective walk (``exact``, E17) or the literal
-    next-stick rule.
+    given the earlier ones, tables; then ``sweeps + n_samples - 1`` times:
+    sticks, tokens, tables. New topics: retrospective walk (``exact``, E17) or
+    the literal next-stick rule.
+
+    The statistics are the average over ``n_samples`` samples ([TF] §2.3 "one
+    (or more) samples", S.2.1 footnote 3): the state after sweep ``sweeps``
+    (the initialisation when ``sweeps`` is 0) and after each further sweep,
+    labelled by stick position (the empirical q(z) of the samples). One sample
+    is the last state after ``sweeps`` sweeps.
 
     Parameters
     ----------
@@ -771,26 +797,31 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
     eta, gamma, alpha : float
         Topic Dirichlet prior, top-level and document-level concentrations.
     sweeps : int
+        Burn-in sweeps before the first sample.
     exact : bool
     rng : numpy.random.Generator
     stirling : bnpcore.kernels.stirling.StirlingTable
         Grown here to the longest minibatch document (at most its cap; longer
         counts use the seating sampler).
-    trace : int32 array of shape (sweeps, n_tokens), optional
+    trace : int32 array of shape (sweeps + n_samples - 1, n_tokens), optional
         OUT: topic (stick position) of every token after every sweep.
+    n_samples : int
+        Samples averaged into the statistics (at least 1).
 
     Returns
     -------
     n_new : int
-        Topics instantiated (those holding tokens), appended after the K.
+        Topics instantiated (those holding tokens in some sample), appended
+        after the K.
     block : ndarray of shape (K + n_new, n_batch_words)
-        n^B_kw, minibatch word counts of every topic.
+        n^B_kw, minibatch word counts of every topic (averaged over the samples).
     tables : ndarray of shape (K + n_new,)
-        sum_j m_jk, minibatch table counts of every topic.
+        sum_j m_jk, minibatch table counts of every topic (averaged).
     """
     cdef HDPWork w
     cdef int64_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
-    cdef int64_t j, k, i, p, c, s, t, kout, ntok = 0, longest = 0, n
+    cdef int64_t j, k, i, p, c, s, t, kout, ntok = 0, longest = 0, n, total_sweeps = sweeps + n_samples - 1
+    cdef double inv_samples = 1.0 / n_samples if n_samples > 0 else 0.0
     cdef int64_t[::1] remap
     cdef double[:, ::1] bv
     cdef double[::1] mv
@@ -800,14 +831,16 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
     cdef bnp_bitgen_t *g = bitgen_of(rng)
     if sizes.shape[0] != K or row_tilde.shape[0] != gwords.shape[0]:
         raise ValueError("inconsistent global state")
+    if sweeps < 0 or n_samples < 1:
+        raise ValueError(f"need sweeps >= 0 and n_samples >= 1, got {sweeps} and {n_samples}")
     for j in range(S):
         n = 0
         for p in range(ptr[j], ptr[j + 1]):
             n += counts[p]
         ntok += n
         longest = max(longest, n)
-    if trace is not None and (trace.shape[0] != sweeps or trace.shape[1] != ntok):
-        raise ValueError(f"trace must have shape ({sweeps}, {ntok})")
+    if trace is not None and (trace.shape[0] != total_sweeps or trace.shape[1] != ntok):
+        raise ValueError(f"trace must have shape ({total_sweeps}, {ntok})")
     stirling.reserve(min(longest, BNP_STIRLING_MAX_N))
     tptr = np.empty(S + 1, dtype=np.int64)
     tword = np.empty(ntok, dtype=np.int32)
@@ -833,7 +866,6 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
             for k in range(K):
                 for i in range(nv):
                     w.wk[i * w.cap + k] = eta + scale * gwords[rows[k], vocab[i]]
-                    w.nkw[i * w.cap + k] = 0
                 w.den[k] = w.w_eta + scale * row_tilde[rows[k]]
                 w.inv[k] = 1.0 / w.den[k]
                 w.nk[k] = 0
@@ -841,23 +873,27 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
             hdp_weights(&w)
             hdp_sweep_tokens(&w, True, g)
             hdp_sample_tables(&w, &stirling.table, g)
-            for s in range(sweeps):
+            if sweeps == 0:
+                hdp_accumulate(&w)
+            for s in range(total_sweeps):
                 hdp_sample_sticks(&w, g)
                 hdp_sweep_tokens(&w, False, g)
                 hdp_sample_tables(&w, &stirling.table, g)
+                if s >= sweeps - 1:
+                    hdp_accumulate(&w)
                 if do_trace:
                     for t in range(ntok):
                         trace[s, t] = w.z[t]
-        remap, kout = kept_components(w.nk, w.st.L, K)         # new topics that hold tokens
+        remap, kout = kept_components(w.acc_nk, w.acc_L, K)     # new topics that hold tokens in a sample
         block = np.empty((kout, nv), dtype=np.float64)
         tables = np.empty(kout, dtype=np.float64)
         bv, mv = block, tables
         with nogil:
-            for k in range(w.st.L):
+            for k in range(w.acc_L):
                 if remap[k] >= 0:
-                    mv[remap[k]] = w.M[k]
+                    mv[remap[k]] = w.acc_m[k] * inv_samples
                     for i in range(nv):
-                        bv[remap[k], i] = w.nkw[i * w.cap + k]
+                        bv[remap[k], i] = w.acc_kw[i * w.cap + k] * inv_samples
         return kout - K, block, tables
     finally:
         hdp_free(&w)

@@ -90,15 +90,29 @@ class TruncationFreeSVI(_OnlineHDP):
     ``score`` is document completion, as for every topic model; the papers'
     whole-document metric is ``heldout_document_log_likelihood``.
 
+    The settings of [TF] §3 are ``TruncationFreeSVI(eta=0.01, gamma=1.0,
+    n_samples=1)``. The defaults differ (a study on KOS at 30 s of one core,
+    document completion: ``benchmarks/bench_online.py study``): with
+    gamma = 1 the corpus-scaled table counts leave new topics almost no
+    prior mass and the fit stays at about 18 topics (-7.61/word); gamma = 10
+    keeps 70-100 topics and gamma = 30 about 175 (gamma = 100: 355, too slow
+    to train in 30 s); averaging 5 samples per minibatch instead of keeping
+    the last one reduces the noise of the statistics (-7.56 alone); eta =
+    0.05 helps once there are many topics. The defaults reach -7.49 (the
+    collapsed Gibbs sampler ``hdp.DirectAssignmentGibbs``: -7.32). Batch
+    sizes 20 and 500, and 2 burn-in sweeps instead of 5, did worse.
+
     Parameters
     ----------
-    eta : float, default 0.01
-        Symmetric Dirichlet prior of the topics ([TF] §3); at least 1e-6
+    eta : float, default 0.05
+        Symmetric Dirichlet prior of the topics ([TF] §3: 0.01); at least 1e-6
         (smaller values are lost against the sampler's integer counts).
-    gamma : float, default 1.0
-        Top-level concentration ([TF]'s a): sticks V_k ~ Beta(1, gamma); at
-        most 1000 with ``new_component="exact"`` (the walk over new sticks
-        visits about 1 + gamma).
+    gamma : float, default 30.0
+        Top-level concentration ([TF]'s a, 1 in [TF] §3): sticks
+        V_k ~ Beta(1, gamma); at most 1000 with ``new_component="exact"``
+        (the walk over new sticks visits about 1 + gamma). The default suits
+        corpora of thousands of documents (KOS); on a few dozen documents it
+        splits themes into several topics, where gamma = 1 does not.
     alpha : float, default 1.0
         Document-level concentration ([TF]'s b): pi_j ~ DP(alpha, beta). Like
         every prior, in [1e-300, 1e300] (docs/numerics.md).
@@ -106,7 +120,13 @@ class TruncationFreeSVI(_OnlineHDP):
     n_epochs : int, default 1
     local_sweeps : int, default 5
         Gibbs sweeps (sticks, tokens, tables) after the sequential
-        initialisation (unstated in [TF], E12).
+        initialisation, before the first sample (unstated in [TF]).
+    n_samples : int, default 5
+        Samples of the local sampler averaged into the minibatch statistics
+        ([TF] §2.3: the empirical distribution of "one (or more) samples";
+        [TF] §3 uses one): the state after ``local_sweeps`` sweeps and after
+        each of ``n_samples - 1`` further sweeps, topics labelled by stick
+        position.
     new_component : {"exact", "paper"}, default "exact"
         "exact": retrospective walk over fresh sticks (E17); "paper": the
         literal S.2.2 rule (next stick, not an exact Gibbs step).
@@ -150,7 +170,7 @@ class TruncationFreeSVI(_OnlineHDP):
 
     _truncated = False
 
-    def __init__(self, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1, local_sweeps=5,
+    def __init__(self, eta=0.05, gamma=30.0, alpha=1.0, batch_size=100, n_epochs=1, local_sweeps=5, n_samples=5,
                  new_component="exact", schedule="truncation_free", learning_offset=1.0, learning_decay=0.6,
                  prune_every=20000, prune_threshold=1.0, reorder=True, total_samples=None, heldout_burnin=50,
                  heldout_samples=1000, n_threads=None, random_state=None):
@@ -159,6 +179,7 @@ class TruncationFreeSVI(_OnlineHDP):
     def _check_params(self):
         self._check_common()
         check_local_sampler(self.local_sweeps, self.new_component, self.gamma, "gamma", self.eta)
+        check_int(self.n_samples, "n_samples")
 
     def _local_step(self, batch, rng):
         if getattr(self, "_stirling", None) is None:
@@ -167,7 +188,7 @@ class TruncationFreeSVI(_OnlineHDP):
         n_new, block, sizes = hdp_local_step(
             batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale, st.sizes,
             float(self.eta), float(self.gamma), float(self.alpha), int(self.local_sweeps),
-            self.new_component == "exact", rng, self._stirling)
+            self.new_component == "exact", rng, self._stirling, n_samples=int(self.n_samples))
         return n_new, minibatch_stats(batch, block, sizes)
 
     def __getstate__(self):
@@ -207,6 +228,13 @@ class OnlineVB(_OnlineHDP):
     model; the papers' whole-document metric is
     ``heldout_document_log_likelihood``.
 
+    The baseline as [TF] §3 and the reference code run it is
+    ``OnlineVB(doc_init="uniform")`` (T = 300, kappa = 0.6, tau0 = 1 are the
+    defaults); on KOS it collapses to one topic (see ``doc_init``), which
+    the default ``doc_init="ranked"`` avoids. gensim's ``HdpModel`` defaults
+    are ``OnlineVB(n_components=150, doc_init="uniform", learning_offset=65,
+    learning_decay=1.0, batch_size=256)``.
+
     Parameters
     ----------
     n_components : int, default 300
@@ -219,20 +247,29 @@ class OnlineVB(_OnlineHDP):
     schedule : {"robbins_monro", "truncation_free"}, default "robbins_monro"
     learning_offset, learning_decay : float, default 1.0, 0.6
         tau0 and kappa (gensim's ``tau`` and ``kappa``).
-    doc_init : {"uniform", "ranked"}, default "uniform"
-        Start of the document iterations. "uniform": a uniform word-to-atom
-        distribution, as in the reference code and gensim. Every atom is then
-        the same mixture of topics and stays so until the stick terms enter
-        (fourth iteration), and the document bound has converged before: each
-        document is fitted by one distribution over topics, in two iterations
-        (computed for one atom: exactly the same result, n_atoms times cheaper).
-        "ranked": atom t starts on the document's t-th best topic, so the
-        document-level mixture is used; at least five iterations run (two
-        with the stick terms), several times the work per document. On KOS
-        (T = 300, 3 epochs) "ranked" keeps 20–40 topics and a better held-out
-        likelihood, where "uniform" shrinks to a single used topic (the
-        shrinking truncation [TF] reports); after one epoch at T = 150 the two
-        are on par (``benchmarks/bench_online.py`` prints both).
+    doc_init : {"ranked", "uniform"}, default "ranked"
+        Start of the document iterations. "ranked": atom t starts on the
+        document's t-th best topic (by sum_w c_w E[log phi_kw] + E[log beta_k]),
+        so the document-level mixture is used; at least five iterations run
+        (two with the stick terms). "uniform": a uniform word-to-atom
+        distribution, as in Wang et al.'s reference code and gensim. Every atom
+        is then the same mixture of topics and stays so until the stick terms
+        enter (fourth iteration), but the document bound does not change
+        between the first two iterations, so the convergence test ends them
+        there: each document is fitted by one distribution over topics, the
+        softmax of its log-likelihood tempered by 1/n_atoms (computed for one
+        atom, n_atoms times cheaper than "ranked"). With a first step
+        rho = 1 (the learning rate above), which replaces the random initial
+        topics by the first minibatch's statistics, the larger topics then
+        absorb the others (their E[log phi] is less penalised): on KOS
+        (T = 300, 5 epochs) "uniform" ends with one used topic (document
+        completion -7.93/word; gensim's ``HdpModel`` with kappa = 0.6 and
+        tau = 1 likewise puts 99.8% of the mass in one topic), "ranked" keeps
+        dozens (-7.79 after one epoch, where "uniform" has -7.94;
+        ``benchmarks/bench_online.py`` prints both).
+        gensim's own defaults (tau = 64, kappa = 1, so rho starts at 1/65 and
+        the random topics survive the first minibatches) avoid the collapse
+        with the uniform start: ``learning_offset=65, learning_decay=1.0``.
     max_doc_iter : int, default 100
     doc_tol : float, default 1e-4
         The document iterations stop when the relative change of the document
@@ -268,7 +305,7 @@ class OnlineVB(_OnlineHDP):
     _truncated = True
 
     def __init__(self, n_components=300, n_atoms=15, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1,
-                 schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="uniform",
+                 schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="ranked",
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
                  total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None,
                  n_topics=DEPRECATED):
