@@ -90,9 +90,20 @@ def test_statistics_kernel_matches_numpy():
         np.testing.assert_allclose(ent, -np.nansum(c * r * np.log(r)), rtol=1e-12)
 
 
-def test_sweep_matches_reference():
-    """cv_sweep against a naive per-pair implementation of (15)."""
-    X = _tiny_corpus(3, n_docs=3, n_words=4, length=8)
+def _delayed_blocks(X, n_threads):
+    """The documents of each block of the delayed schedule (about nnz / n_threads pairs each)."""
+    b = np.searchsorted(X.indptr, np.arange(n_threads + 1) * (X.nnz / n_threads))
+    b[0], b[-1] = 0, X.n_docs
+    b = np.maximum.accumulate(np.minimum(b, X.n_docs))
+    return [range(b[t], b[t + 1]) for t in range(n_threads)]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_sweep_matches_reference(n_threads):
+    """cv_sweep against a naive per-pair implementation of (15): sequential with one
+    thread; with more, each block of documents sees the word and topic statistics of
+    the start of the sweep plus its own changes (delayed updates)."""
+    X = _tiny_corpus(3, n_docs=7, n_words=4, length=8)
     K = 3
     rng = np.random.default_rng(2)
     r = rng.dirichlet(np.ones(K), X.nnz)
@@ -100,30 +111,51 @@ def test_sweep_matches_reference():
     doc = np.repeat(np.arange(X.n_docs), np.diff(X.indptr))
     c = X.counts[:, None].astype(float)
 
-    def stats(r):
-        E_jk = np.array([(c * r)[doc == j].sum(0) for j in range(X.n_docs)])
-        V_jk = np.array([(c * r * (1 - r))[doc == j].sum(0) for j in range(X.n_docs)])
-        E_wk = np.array([(c * r)[X.indices == w].sum(0) for w in range(X.n_words)])
-        V_wk = np.array([(c * r * (1 - r))[X.indices == w].sum(0) for w in range(X.n_words)])
-        return E_jk, V_jk, E_wk, V_wk
+    def stats(r, f=lambda r: r, docs=range(X.n_docs)):
+        by_doc = np.array([(c * f(r))[doc == j].sum(0) for j in range(X.n_docs)])
+        mask = np.isin(doc, list(docs))[:, None]
+        by_word = np.array([(mask * c * f(r))[X.indices == w].sum(0) for w in range(X.n_words)])
+        return by_doc, by_word
 
+    var = lambda r: r * (1 - r)  # noqa: E731
     ref = r.copy()
-    for p in range(X.nnz):
-        E_jk, V_jk, E_wk, V_wk = stats(ref)
-        j, w, q = doc[p], X.indices[p], ref[p]
-        a = prior_doc + E_jk[j] - q
-        b = prior_word[w] + E_wk[w] - q
-        d = prior_topic + E_wk.sum(0) - q
-        v1 = q * (1 - q)
-        lw = (np.log(a) + np.log(b) - np.log(d) - (V_jk[j] - v1) / (2 * a ** 2) - (V_wk[w] - v1) / (2 * b ** 2)
-              + (V_wk.sum(0) - v1) / (2 * d ** 2))
-        ref[p] = np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum()
-    E_jk, V_jk, E_wk, V_wk = stats(r)
-    _cvhdp.cv_sweep(X.indptr, X.indices, X.counts, r, E_jk, V_jk, E_wk, V_wk, E_wk.sum(0), V_wk.sum(0),
-                    prior_doc, prior_word, prior_topic)
+    start = {"E": stats(r)[1], "V": stats(r, var)[1]}
+    for block in _delayed_blocks(X, n_threads):
+        own = lambda f: stats(ref, f, block)[1] - stats(r, f, block)[1]  # noqa: E731  this block's changes
+        for p in np.flatnonzero(np.isin(doc, list(block))):
+            (E_jk, E_wk), (V_jk, V_wk) = stats(ref), stats(ref, var)
+            E_wk, V_wk = start["E"] + own(lambda r: r), start["V"] + own(var)
+            j, w, q = doc[p], X.indices[p], ref[p]
+            a = prior_doc + E_jk[j] - q
+            b = prior_word[w] + E_wk[w] - q
+            d = prior_topic + E_wk.sum(0) - q
+            v1 = q * (1 - q)
+            lw = (np.log(a) + np.log(b) - np.log(d) - (V_jk[j] - v1) / (2 * a ** 2) - (V_wk[w] - v1) / (2 * b ** 2)
+                  + (V_wk.sum(0) - v1) / (2 * d ** 2))
+            ref[p] = np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum()
+    (E_jk, E_wk), (V_jk, V_wk) = stats(r), stats(r, var)
+    Z_jk, Z_wk = np.full_like(E_jk, np.nan), np.full_like(E_wk, np.nan)
+    E_k, V_k = E_wk.sum(0), V_wk.sum(0)
+    ent = _cvhdp.cv_sweep(X.indptr, X.indices, X.counts, r, E_jk, V_jk, Z_jk, E_wk, V_wk, Z_wk, E_k, V_k,
+                          prior_doc, prior_word, prior_topic, n_threads)
     np.testing.assert_allclose(r, ref, rtol=1e-12)
-    for got, want in zip((E_jk, V_jk, E_wk, V_wk), stats(ref)):
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    log1m = lambda r: np.log1p(-np.minimum(r, 1 - 1e-15))  # noqa: E731
+    want = [*stats(ref), *stats(ref, var), *stats(ref, log1m)]
+    for got, w in zip((E_jk, E_wk, V_jk, V_wk, Z_jk, Z_wk), want):
+        np.testing.assert_allclose(got, w, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose((E_k, V_k), (want[1].sum(0), want[3].sum(0)), rtol=1e-10)
+    np.testing.assert_allclose(ent, -(c * ref * np.log(ref)).sum(), rtol=1e-12)
+
+
+def test_fast_exp_and_log_within_two_ulp():
+    """The sweep's own exp (x <= 0) and log against libm over their whole ranges."""
+    rng = np.random.default_rng(0)
+    x = np.r_[-rng.random(10 ** 5) * 708, -rng.random(1000) * 1e-6, 0.0, -1e-300, -707.99]
+    np.testing.assert_allclose(_cvhdp.fast_exp_neg(x), np.exp(x), rtol=2.3e-16, atol=0)
+    np.testing.assert_array_equal(_cvhdp.fast_exp_neg(np.array([-708.5, -745.2, -1e10])), 0.0)
+    x = np.r_[np.exp(rng.uniform(-707, 709, 10 ** 5)), 1 + rng.normal(size=1000) * 1e-8, 1.0, np.sqrt(2), np.sqrt(0.5),
+              np.finfo(float).tiny, np.finfo(float).max]
+    np.testing.assert_allclose(_cvhdp.fast_log(x), np.log(x), rtol=2.3e-16, atol=1e-300)
 
 
 def test_printed_alpha_term_is_minus_kl():
