@@ -170,10 +170,22 @@ cdef extern from *:
         return -c * ((h0 + h1) + (h2 + h3));
     }
 
+    /* E += c q and V += c q (1 - q) for the document row and the word row of a pair. */
+    CV_CLONES
+    static void cv__moments(const double *restrict q, double c, double *restrict Ej, double *restrict Vj,
+                            double *restrict Ew, double *restrict Vw, int64_t K) {
+        for (int64_t k = 0; k < K; ++k) {
+            double e = c * q[k], v = e * (1.0 - q[k]);
+            Ej[k] += e; Ew[k] += e; Vj[k] += v; Vw[k] += v;
+        }
+    }
+
     #if defined(__GNUC__) && !defined(__clang__)
     #pragma GCC pop_options
     #endif
     """
+    void add_moments "cv__moments"(const double *q, double c, double *Ej, double *Vj, double *Ew, double *Vw,
+                                   int64_t K) noexcept nogil
     void exp_neg_array "cv__exp_neg_array"(const double *x, double *y, int64_t n) noexcept nogil
     void log_array "cv__log_array"(const double *x, double *y, int64_t n) noexcept nogil
     void pair_weights "cv__weights"(const double *q, double *qn, const double *Ej, const double *Vj,
@@ -337,6 +349,31 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
         V_k_a += dk[1, t]
         ent += ents[t]
     return ent
+
+
+def cv_moments(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+               const double[:, ::1] r,                          # IN  (nnz, K)
+               double[:, ::1] E_jk, double[:, ::1] V_jk,        # OUT (n_docs, K)
+               double[:, ::1] E_wk, double[:, ::1] V_wk):       # OUT (n_words, K)
+    """E and V of n_jk and n_kw from scratch: the first two statistics of
+    :func:`cv_statistics` (no logarithms), which :func:`cv_sweep` only updates
+    incrementally (rounding leaves ~1e-17 where a count is 0, and P+ divides by
+    ~0 there)."""
+    cdef int64_t K = r.shape[1], D = indptr.shape[0] - 1, j, p
+    if (r.shape[0] != indices.shape[0] or E_jk.shape[0] != D or V_jk.shape[0] != D or E_jk.shape[1] != K
+            or V_jk.shape[1] != K or E_wk.shape[1] != K or V_wk.shape[1] != K or V_wk.shape[0] != E_wk.shape[0]):
+        raise ValueError("cv_moments: inconsistent shapes")
+    if K == 0:
+        return
+    with nogil:
+        E_jk[:, :] = 0.0
+        V_jk[:, :] = 0.0
+        E_wk[:, :] = 0.0
+        V_wk[:, :] = 0.0
+        for j in range(D):
+            for p in range(indptr[j], indptr[j + 1]):
+                add_moments(&r[p, 0], counts[p], &E_jk[j, 0], &V_jk[j, 0], &E_wk[indices[p], 0],
+                            &V_wk[indices[p], 0], K)
 
 
 def cv_statistics(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,

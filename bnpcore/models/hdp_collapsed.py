@@ -154,14 +154,19 @@ class _CVState(BatchState):
         return self._predictive()
 
     def _sweep(self):
-        """Update (15) over all pairs; E and V carried incrementally, Z and the entropy
-        accumulated from the new responsibilities (cv_statistics' values, one pass)."""
+        """Update (15) over all pairs (E and V carried incrementally, Z and the entropy
+        accumulated from the new responsibilities), then E and V rebuilt from them:
+        cv_statistics' values without its second pass of logarithms."""
         X = self.corpus
         E_k = self._E_wk.sum(0)
         V_k = self._V_wk.sum(0)
         self._entropy = _cvhdp.cv_sweep(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk, self._Z_jk,
                                         self._E_wk, self._V_wk, self._Z_wk, E_k, V_k, self._prior_doc,
                                         self._prior_word, self._prior_topic, self.sweep_threads)
+        if self._r.dtype == np.float64:
+            _cvhdp.cv_moments(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk, self._E_wk, self._V_wk)
+        else:
+            self._statistics()
         self._E_k = self._E_wk.sum(0)
 
     def _alloc(self, X, K):
