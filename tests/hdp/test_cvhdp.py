@@ -442,10 +442,10 @@ def test_transform_is_the_same_on_any_thread_count(small_fit):
 
 def test_delayed_schedule(small_fit):
     """The delayed-update schedule: one thread is the sequential schedule bit for bit;
-    two threads are reproducible and reach a bound and held-out likelihood close to
-    the sequential ones (the standard approximation), and differ from them."""
+    two threads are reproducible, differ from it (the standard approximation), and
+    converge to a bound and held-out likelihood close to its."""
     model, train, test = small_fit
-    params = {**model.get_params(), "max_iter": 10}
+    params = {**model.get_params(), "max_iter": 40}
     seq = CollapsedVB(**{**params, "n_threads": 2}).fit(train, heldout=test)
     one = CollapsedVB(**{**params, "schedule": "delayed", "n_threads": 1}).fit(train, heldout=test)
     np.testing.assert_array_equal(one.topics_, seq.topics_)
@@ -453,5 +453,5 @@ def test_delayed_schedule(small_fit):
            for _ in range(2)]
     np.testing.assert_array_equal(two[0].topics_, two[1].topics_)
     assert not np.array_equal(two[0].topics_, seq.topics_)
-    assert abs(two[0].bound_ - seq.bound_) < 0.01 * abs(seq.bound_)
+    assert abs(two[0].bound_ - seq.bound_) < 0.01 * train.n_tokens          # per token, nats
     assert abs(two[0].history_[-1]["heldout_loglik"] - seq.history_[-1]["heldout_loglik"]) < 0.05
