@@ -202,21 +202,17 @@ cdef extern from *:
                                 int64_t K) noexcept nogil
 
 
-def fast_exp_neg(const double[::1] x):
-    """The sweep's exp for x <= 0 (0 below -708), elementwise; for tests."""
+def fast_math(const double[::1] x, str function):
+    """The sweep's own elementwise functions, for tests: ``"exp_neg"`` (exp for
+    x <= 0, 0 below -708) or ``"log"`` (for finite normal x > 0)."""
+    if function not in ("exp_neg", "log"):
+        raise ValueError(f"function must be 'exp_neg' or 'log', got {function!r}")
     y = np.empty(x.shape[0])
     cdef double[::1] yv = y
-    if x.shape[0]:
-        exp_neg_array(&x[0], &yv[0], x.shape[0])
-    return y
-
-
-def fast_log(const double[::1] x):
-    """The sweep's log for finite normal x > 0, elementwise; for tests."""
-    y = np.empty(x.shape[0])
-    cdef double[::1] yv = y
-    if x.shape[0]:
+    if x.shape[0] and function == "log":
         log_array(&x[0], &yv[0], x.shape[0])
+    elif x.shape[0]:
+        exp_neg_array(&x[0], &yv[0], x.shape[0])
     return y
 
 
