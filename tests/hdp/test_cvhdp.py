@@ -428,9 +428,10 @@ def test_cv_lda_mode_is_cvb_lda():
 
 def test_transform_is_the_same_on_any_thread_count(small_fit):
     model, train, test = small_fit
-    want = CollapsedVB(**{**model.get_params(), "n_threads": 1}).fit(train).transform(test)
+    many = Corpus(np.vstack([train.matrix.toarray()] * 20))        # enough documents for the threads to overlap
+    want = CollapsedVB(**{**model.get_params(), "n_threads": 1}).fit(train).transform(many)
     for n in (2, 3):
-        got = CollapsedVB(**{**model.get_params(), "n_threads": n}).fit(train).transform(test)
+        got = CollapsedVB(**{**model.get_params(), "n_threads": n}).fit(train).transform(many)
         np.testing.assert_array_equal(got, want)
     m = base.load(model.save(__import__("tempfile").mkdtemp() + "/m.npz"))
     scores = []
