@@ -6,15 +6,16 @@ hyperparameter posteriors (8) and the bound (18), with two corrections to the
 printed text: V+ in (14) squares E+, and (18) gets -KL(q(gamma) || p(gamma))
 and takes the stick term in expectation under q(gamma).
 """
-# Speed (issue 17; KOS training split, K = 120, CPU seconds per iteration of the
-# process, medians, the shared 2-core machine at load 15-19, so CPU not wall time;
-# `OMP_NUM_THREADS=1 python benchmarks/bench_cvhdp.py --k 120 --iters 4`):
-#   before: CV-HDP 2.08 s, CVB0 0.129 s (16x CVB0 per token*topic); cProfile: the
+# Speed (issue 17; KOS training split, K = 120, CPU seconds per iteration after the
+# first, medians; shared 2-core machine at load ~3.5;
+# `OMP_NUM_THREADS=1 python benchmarks/bench_cvhdp.py --k 120 --iters 4`, "before" the
+# same function on the main branch a minute earlier):
+#   before: CV-HDP 2.26 s, CVB0 0.092 s (24.6x CVB0 per token*topic); cProfile: the
 #     sweep (scalar libm log and exp per pair*topic) 46%, the second pass over r for
 #     E, V, Z (log1p and log per pair*topic) 43%, hyperparameter updates and bound 11%.
-#   after: CV-HDP 1.29 s, CVB0 0.103 s (12.6x): sweep ~1.0 s (perf: the weights of
+#   after: CV-HDP 1.42 s, CVB0 0.103 s (13.8x): sweep ~1.0 s (perf: the weights of
 #     (15) 56%, the count updates with log(1 - r) for Z 35%, the E/V rebuild 9%),
-#     updates and bound 0.25 s. The sweep is vectorised (own exp/log, no libm calls,
+#     updates and bound ~0.25 s. The sweep is vectorised (own exp/log, no libm calls,
 #     two divisions per topic) and computes Z and the entropy in the same pass; CVB0
 #     needs one division and no logarithm per topic, and one count array per side
 #     where (15) keeps E, V and Z: the 3x target is not met.
