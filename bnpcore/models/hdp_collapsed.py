@@ -135,6 +135,7 @@ class _CVState(BatchState):
     steps 2-7 of the schedule."""
 
     _transient = ("corpus", "_lengths")
+    sweep_threads = 1          # the delayed schedule's threads (states saved before it: sequential)
 
     def __init__(self, corpus, params, rng, init_from=None):
         self.__dict__.update(params)
