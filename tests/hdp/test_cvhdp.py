@@ -7,6 +7,7 @@ from scipy.special import digamma, gammaln
 from bnpcore import base
 from bnpcore.corpus import Corpus
 from bnpcore.evaluation import token_log_likelihood
+from bnpcore import lda
 from bnpcore.hdp import CollapsedVB, DirectAssignmentGibbs
 from bnpcore.kernels import _cvhdp
 from bnpcore.models.hdp_collapsed import (expected_log_g, expected_stick_kl, expected_tables, gamma_posterior,
@@ -90,9 +91,20 @@ def test_statistics_kernel_matches_numpy():
         np.testing.assert_allclose(ent, -np.nansum(c * r * np.log(r)), rtol=1e-12)
 
 
-def test_sweep_matches_reference():
-    """cv_sweep against a naive per-pair implementation of (15)."""
-    X = _tiny_corpus(3, n_docs=3, n_words=4, length=8)
+def _delayed_blocks(X, n_threads):
+    """The documents of each block of the delayed schedule (about nnz / n_threads pairs each)."""
+    b = np.searchsorted(X.indptr, np.arange(n_threads + 1) * (X.nnz / n_threads))
+    b[0], b[-1] = 0, X.n_docs
+    b = np.maximum.accumulate(np.minimum(b, X.n_docs))
+    return [range(b[t], b[t + 1]) for t in range(n_threads)]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_sweep_matches_reference(n_threads):
+    """cv_sweep against a naive per-pair implementation of (15): sequential with one
+    thread; with more, each block of documents sees the word and topic statistics of
+    the start of the sweep plus its own changes (delayed updates)."""
+    X = _tiny_corpus(3, n_docs=7, n_words=4, length=8)
     K = 3
     rng = np.random.default_rng(2)
     r = rng.dirichlet(np.ones(K), X.nnz)
@@ -100,30 +112,51 @@ def test_sweep_matches_reference():
     doc = np.repeat(np.arange(X.n_docs), np.diff(X.indptr))
     c = X.counts[:, None].astype(float)
 
-    def stats(r):
-        E_jk = np.array([(c * r)[doc == j].sum(0) for j in range(X.n_docs)])
-        V_jk = np.array([(c * r * (1 - r))[doc == j].sum(0) for j in range(X.n_docs)])
-        E_wk = np.array([(c * r)[X.indices == w].sum(0) for w in range(X.n_words)])
-        V_wk = np.array([(c * r * (1 - r))[X.indices == w].sum(0) for w in range(X.n_words)])
-        return E_jk, V_jk, E_wk, V_wk
+    def stats(r, f=lambda r: r, docs=range(X.n_docs)):
+        by_doc = np.array([(c * f(r))[doc == j].sum(0) for j in range(X.n_docs)])
+        mask = np.isin(doc, list(docs))[:, None]
+        by_word = np.array([(mask * c * f(r))[X.indices == w].sum(0) for w in range(X.n_words)])
+        return by_doc, by_word
 
+    var = lambda r: r * (1 - r)  # noqa: E731
     ref = r.copy()
-    for p in range(X.nnz):
-        E_jk, V_jk, E_wk, V_wk = stats(ref)
-        j, w, q = doc[p], X.indices[p], ref[p]
-        a = prior_doc + E_jk[j] - q
-        b = prior_word[w] + E_wk[w] - q
-        d = prior_topic + E_wk.sum(0) - q
-        v1 = q * (1 - q)
-        lw = (np.log(a) + np.log(b) - np.log(d) - (V_jk[j] - v1) / (2 * a ** 2) - (V_wk[w] - v1) / (2 * b ** 2)
-              + (V_wk.sum(0) - v1) / (2 * d ** 2))
-        ref[p] = np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum()
-    E_jk, V_jk, E_wk, V_wk = stats(r)
-    _cvhdp.cv_sweep(X.indptr, X.indices, X.counts, r, E_jk, V_jk, E_wk, V_wk, E_wk.sum(0), V_wk.sum(0),
-                    prior_doc, prior_word, prior_topic)
+    start = {"E": stats(r)[1], "V": stats(r, var)[1]}
+    for block in _delayed_blocks(X, n_threads):
+        own = lambda f: stats(ref, f, block)[1] - stats(r, f, block)[1]  # noqa: E731  this block's changes
+        for p in np.flatnonzero(np.isin(doc, list(block))):
+            (E_jk, E_wk), (V_jk, V_wk) = stats(ref), stats(ref, var)
+            E_wk, V_wk = start["E"] + own(lambda r: r), start["V"] + own(var)
+            j, w, q = doc[p], X.indices[p], ref[p]
+            a = prior_doc + E_jk[j] - q
+            b = prior_word[w] + E_wk[w] - q
+            d = prior_topic + E_wk.sum(0) - q
+            v1 = q * (1 - q)
+            lw = (np.log(a) + np.log(b) - np.log(d) - (V_jk[j] - v1) / (2 * a ** 2) - (V_wk[w] - v1) / (2 * b ** 2)
+                  + (V_wk.sum(0) - v1) / (2 * d ** 2))
+            ref[p] = np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum()
+    (E_jk, E_wk), (V_jk, V_wk) = stats(r), stats(r, var)
+    Z_jk, Z_wk = np.full_like(E_jk, np.nan), np.full_like(E_wk, np.nan)
+    E_k, V_k = E_wk.sum(0), V_wk.sum(0)
+    ent = _cvhdp.cv_sweep(X.indptr, X.indices, X.counts, r, E_jk, V_jk, Z_jk, E_wk, V_wk, Z_wk, E_k, V_k,
+                          prior_doc, prior_word, prior_topic, n_threads)
     np.testing.assert_allclose(r, ref, rtol=1e-12)
-    for got, want in zip((E_jk, V_jk, E_wk, V_wk), stats(ref)):
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    log1m = lambda r: np.log1p(-np.minimum(r, 1 - 1e-15))  # noqa: E731
+    want = [*stats(ref), *stats(ref, var), *stats(ref, log1m)]
+    for got, w in zip((E_jk, E_wk, V_jk, V_wk, Z_jk, Z_wk), want):
+        np.testing.assert_allclose(got, w, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose((E_k, V_k), (want[1].sum(0), want[3].sum(0)), rtol=1e-10)
+    np.testing.assert_allclose(ent, -(c * ref * np.log(ref)).sum(), rtol=1e-12)
+
+
+def test_fast_exp_and_log_within_two_ulp():
+    """The sweep's own exp (x <= 0) and log against libm over their whole ranges."""
+    rng = np.random.default_rng(0)
+    x = np.r_[-rng.random(10 ** 5) * 708, -rng.random(1000) * 1e-6, 0.0, -1e-300, -707.99]
+    np.testing.assert_allclose(_cvhdp.fast_math(x, "exp_neg"), np.exp(x), rtol=4.5e-16, atol=0)
+    np.testing.assert_array_equal(_cvhdp.fast_math(np.array([-708.5, -745.2, -1e10]), "exp_neg"), 0.0)
+    x = np.r_[np.exp(rng.uniform(-707, 709, 10 ** 5)), 1 + rng.normal(size=1000) * 1e-8, 1.0, np.sqrt(2), np.sqrt(0.5),
+              np.finfo(float).tiny, np.finfo(float).max]
+    np.testing.assert_allclose(_cvhdp.fast_math(x, "log"), np.log(x), rtol=4.5e-16, atol=1e-300)
 
 
 def test_printed_alpha_term_is_minus_kl():
@@ -282,11 +315,34 @@ def test_float32_responsibilities_close_to_float64(small_fit):
     np.testing.assert_allclose(m32.bound_, model.bound_, rtol=1e-4)
 
 
-def test_learned_topic_prior_runs(small_fit):
+def test_learned_topic_prior_is_the_coordinate_optimum_and_is_used(small_fit):
+    """With learn_topic_prior, q(eta_tot) and q(tau) are the updates (8) of the
+    statistics, their KL terms enter the bound, and the topics use E[eta_tot] E[tau_w]."""
     model, train, test = small_fit
-    m = CollapsedVB(**{**model.get_params(), "learn_topic_prior": True, "max_iter": 3}).fit(train)
-    assert m.eta_posterior_ is not None and m.tau_posterior_.shape == (100,)
-    assert {"kl_eta", "kl_tau"} <= set(m.history_[-1]["bound"])
+    m = CollapsedVB(**{**model.get_params(), "learn_topic_prior": True, "max_iter": 3})
+    st = fit_keeping_state(m, train)
+    shape, rate = m.eta_posterior_
+    assert (shape, rate) == st._post["eta"]
+    a_tau = 40.0 / train.n_words
+    terms = m.history_[-1]["bound"]
+    np.testing.assert_allclose(terms["kl_eta"], -kl_gamma(shape, rate, *m.eta_prior), rtol=1e-12)
+    np.testing.assert_allclose(terms["kl_tau"], -kl_dirichlet(m.tau_posterior_, np.full(train.n_words, a_tau)),
+                               rtol=1e-12)
+    # eq 16 with the learned prior: E[eta_tot] = shape / rate, E[tau] = tau / sum(tau)
+    assert m.eta_tot_ == shape / rate and m.eta_tot_ != model.eta_tot
+    tau = m.tau_posterior_ / m.tau_posterior_.sum()
+    want_topics = (m.eta_tot_ * tau[None, :] + st._E_wk.T[st._order]) / (m.eta_tot_ + m.expected_counts_)[:, None]
+    np.testing.assert_allclose(m.topics_, want_topics, rtol=1e-12)
+    # update (8) from the statistics, with the E[eta_tot] and G[eta_tot tau_w] of the iteration
+    E_eta, prior_word = st._h["E_eta"], st._prior_word.copy()
+    E_k, V_k, Z_k = st._E_wk.sum(0), st._V_wk.sum(0), st._Z_wk.sum(0)
+    E_t = expected_tables(prior_word[:, None], st._E_wk, st._V_wk, st._Z_wk)
+    st._update_all()
+    want = gamma_posterior(m.eta_prior, E_t.sum(), expected_log_g(E_eta, E_k, V_k, Z_k).sum())
+    np.testing.assert_allclose(st._post["eta"], want, rtol=1e-12)
+    np.testing.assert_allclose(st._tau_post, a_tau + E_t.sum(1), rtol=1e-12)
+    np.testing.assert_allclose(st._prior_word, np.exp(digamma(want[0])) / want[1]
+                               * np.exp(digamma(st._tau_post) - digamma(st._tau_post.sum())), rtol=1e-12)
 
 
 def test_warm_start_from_gibbs(small_fit):
@@ -312,6 +368,10 @@ def test_save_load(small_fit, tmp_path):
     ({"n_components": 0}, "n_components"), ({"alpha": -1.0}, "alpha"), ({"init": "x"}, "init"),
     ({"r_dtype": "float16"}, "r_dtype"), ({"learn_weights": False}, "fixed alpha"),
     ({"eta_prior": (0, 1)}, "eta_prior"),
+    ({"learn_weights": False, "alpha": 1.0, "gamma": 2.0}, "gamma has no effect"),
+    ({"learn_weights": False, "alpha": 1.0, "gamma_prior": (2.0, 1.0)}, "gamma_prior has no effect"),
+    ({"schedule": "async"}, "schedule"), ({"n_threads": 0}, "n_threads"), ({"n_threads": -2}, "n_threads"),
+    ({"n_threads": 1.5}, "n_threads"),
 ])
 def test_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
@@ -333,3 +393,66 @@ def test_heldout_log_likelihood_uses_the_fitted_state_for_training_documents(sma
     assert model.heldout_log_likelihood(train, test) == want
     other = model.heldout_log_likelihood(train[:20], test[:20])      # new documents: fold-in
     assert np.isfinite(other) and other != want
+
+
+def test_gamma_prior_of_cv_lda_is_the_initial_samplers():
+    """In CV-LDA mode gamma_prior is accepted only with init='gibbs', where the initial
+    DirectAssignmentGibbs uses it."""
+    X = _tiny_corpus(1, n_docs=6, n_words=5, length=6)
+    m = CollapsedVB(n_components=3, max_iter=1, alpha=1.0, learn_weights=False, init="gibbs", init_gibbs_iter=2,
+                    gamma_prior=(2.0, 1.0), random_state=0).fit(X)
+    assert m.gamma_posterior_ is None and np.allclose(m.weights_, 1 / m.n_components_)
+
+
+def test_cv_lda_mode_is_cvb_lda():
+    """learn_weights=False with a fixed alpha is CVB LDA (Teh, Newman & Welling 2006) with
+    alpha_k = alpha / K and eta_w = eta_tot / W: from the same responsibilities, every
+    sweep gives the same responsibilities as lda.CollapsedVB(order=2)."""
+    X = _tiny_corpus(5, n_docs=8, n_words=6, length=9)
+    K, alpha, eta_tot = 3, 0.6, 2.0
+    hdp = fit_keeping_state(CollapsedVB(n_components=K, max_iter=1, alpha=alpha, eta_tot=eta_tot,
+                                        learn_weights=False, random_state=0), X)
+    ref = fit_keeping_state(lda.CollapsedVB(n_components=K, order=2, alpha=alpha / K, eta=eta_tot / X.n_words,
+                                            max_iter=1, random_state=1), X)
+    r0 = np.random.default_rng(3).dirichlet(np.ones(K), X.nnz)
+    hdp._r[:], ref.r[:] = r0, r0
+    hdp._statistics()
+    ref._recount()
+    np.testing.assert_allclose(hdp._prior_doc, alpha / K, rtol=1e-15)
+    for _ in range(25):
+        hdp.sweep()
+        ref.sweep()
+        np.testing.assert_allclose(hdp._r, ref.r, rtol=1e-9, atol=1e-12)
+    assert np.abs(r0 - hdp._r).max() > 0.1            # it moved: a fixed point of both, not of neither
+
+
+def test_transform_is_the_same_on_any_thread_count(small_fit):
+    model, train, test = small_fit
+    many = Corpus(np.vstack([train.matrix.toarray()] * 20))        # enough documents for the threads to overlap
+    want = CollapsedVB(**{**model.get_params(), "n_threads": 1}).fit(train).transform(many)
+    for n in (2, 3):
+        got = CollapsedVB(**{**model.get_params(), "n_threads": n}).fit(train).transform(many)
+        np.testing.assert_array_equal(got, want)
+    m = base.load(model.save(__import__("tempfile").mkdtemp() + "/m.npz"))
+    scores = []
+    for n in (1, 2):
+        m.set_params(n_threads=n)
+        scores.append(m.score(test))
+    assert scores[0] == scores[1]
+
+
+def test_delayed_schedule(small_fit):
+    """The delayed-update schedule: one thread is the sequential schedule bit for bit;
+    two threads are reproducible, differ from it (the standard approximation), and
+    converge to a bound and held-out likelihood close to its."""
+    model, train, test = small_fit
+    params = {**model.get_params(), "max_iter": 40}
+    seq = CollapsedVB(**{**params, "n_threads": 2}).fit(train, heldout=test)
+    one = CollapsedVB(**{**params, "schedule": "delayed", "n_threads": 1}).fit(train, heldout=test)
+    np.testing.assert_array_equal(one.topics_, seq.topics_)
+    two = [CollapsedVB(**{**params, "schedule": "delayed", "n_threads": 2}).fit(train, heldout=test)
+           for _ in range(2)]
+    np.testing.assert_array_equal(two[0].topics_, two[1].topics_)
+    assert not np.array_equal(two[0].topics_, seq.topics_)
+    assert abs(two[0].bound_ - seq.bound_) < 0.01 * train.n_tokens          # per token, nats
+    assert abs(two[0].history_[-1]["heldout_loglik"] - seq.history_[-1]["heldout_loglik"]) < 0.05
