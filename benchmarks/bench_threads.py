@@ -3,15 +3,15 @@
 
     python benchmarks/bench_threads.py                          # KOS, every registered model
     python benchmarks/bench_threads.py --path docword.nips.txt --vocab vocab.nips.txt
-    python benchmarks/bench_threads.py --models lda-cvb0 lda-cvb0/parallel --iterations 50
+    python benchmarks/bench_threads.py --models lda-cvb0 lda-cvb0/delayed --iterations 50
 
 For each model: training seconds and tokens/s (training tokens x iterations /
 seconds), the seconds of the held-out evaluation (``transform`` of the
 observed tokens plus the scoring kernel: the per-document kernels every
 estimator runs in parallel), the speed-up of both at 2 threads over 1, and the
 held-out per-word log-likelihood (document completion, ``harness``'s neutral
-protocol: 10% of each document's tokens held out). ``name/parallel`` runs a
-registered model with ``schedule="parallel"`` (the delayed-update CVB/CVB0).
+protocol: 10% of each document's tokens held out). ``name/delayed`` runs a
+registered model with ``schedule="delayed"`` (the delayed-update CVB/CVB0).
 Iterations: ``--iterations`` for every model with an iteration parameter
 (burn-in and kept samples shrunk to fit), the registry's settings otherwise.
 
@@ -28,9 +28,9 @@ from bench_peers import installed, tomotopy_hdp, tomotopy_lda  # noqa: E402
 from harness import threads_note, token_split  # noqa: E402
 
 THREADS = (1, 2)
-# registered model with schedule="parallel" (delayed-update CVB / CVB0)
-VARIANTS = {"lda-cvb0/parallel": ("lda-cvb0", {"schedule": "parallel"}),
-            "lda-cvb/parallel": ("lda-cvb", {"schedule": "parallel"})}
+# registered model with schedule="delayed" (delayed-update CVB / CVB0)
+VARIANTS = {"lda-cvb0/delayed": ("lda-cvb0", {"schedule": "delayed"}),
+            "lda-cvb/delayed": ("lda-cvb", {"schedule": "delayed"})}
 
 
 def make_estimator(name, threads, cfg):
@@ -101,7 +101,7 @@ def parse_args(argv=None):
     p.add_argument("--path", default="kos", help="a UCI docword file (default: the bundled KOS)")
     p.add_argument("--vocab", help="UCI vocabulary file")
     p.add_argument("--models", nargs="+", default=sorted(MODELS) + sorted(VARIANTS), metavar="MODEL",
-                   help="registered models (bnpcore list) and name/parallel variants (default: all)")
+                   help="registered models (bnpcore list) and name/delayed variants (default: all)")
     p.add_argument("--iterations", type=int, default=20,
                    help="iterations of every model with an iteration parameter (default 20; 0: the registry's)")
     p.add_argument("--topics", type=int, default=10, help="K of tomotopy's LDA (default 10, the registry's LDA K)")

@@ -326,7 +326,7 @@ class SequentialState(_State):
 
 
 class DelayedCVBState(SequentialState):
-    """CVB / CVB0 with the parallel schedule: documents in ``n_threads`` blocks,
+    """CVB / CVB0 with the delayed schedule: documents in ``n_threads`` blocks,
     each thread updating its own copy of the word-topic and topic counts (and
     variances), the copies' changes merged after every sweep
     (``_lda.cvb_parallel_sweep``; Asuncion et al. 2009, section 5)."""
@@ -570,14 +570,15 @@ _SAMPLER_ITER = """
 """
 
 
-def _warn_sequential(est):
-    """Check ``est.schedule``; warn when a thread count is asked for a fit that
-    the sequential schedule runs on one thread."""
-    if est.schedule not in ("parallel", "sequential"):
-        raise ValueError(f"schedule must be 'parallel' or 'sequential', got {est.schedule!r}")
+def _warn_sequential(est, parallel):
+    """Check ``est.schedule`` ("sequential" or the estimator's ``parallel``
+    schedule); warn when a thread count is asked for a fit that the sequential
+    schedule runs on one thread."""
+    if est.schedule not in (parallel, "sequential"):
+        raise ValueError(f"schedule must be '{parallel}' or 'sequential', got {est.schedule!r}")
     if est.schedule == "sequential" and est.n_threads not in (None, 1):
         warnings.warn(f"{type(est).__name__}(schedule='sequential') fits on one thread: n_threads={est.n_threads} "
-                      "only parallelises transform and score (use schedule='parallel' for a parallel fit)",
+                      f"only parallelises transform and score (use schedule='{parallel}' for a parallel fit)",
                       UserWarning, stacklevel=4)
 
 
@@ -646,7 +647,7 @@ class StandardVB(_LDA):
 
     def _check_params(self):
         self._check_common()
-        _warn_sequential(self)
+        _warn_sequential(self, "parallel")
         return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1), "tol": _check_tol(self.tol)}
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
@@ -680,22 +681,22 @@ class CollapsedVB(_LDA):
     tol : float or None, default 1e-6
         Stop when the mean absolute change of the responsibilities per token
         falls below ``tol``; None runs ``max_iter``.
-    schedule : {"sequential", "parallel"}, default "sequential"
+    schedule : {"sequential", "delayed"}, default "sequential"
         "sequential": pair by pair in corpus order, every count updated at
         once (the exact schedule of Teh et al. 2006), on one thread;
-        "parallel": the standard delayed-update approximation (Asuncion,
+        "delayed": the standard delayed-update approximation (Asuncion,
         Welling, Smyth & Teh 2009, section 5): the documents are split into
         ``n_threads`` blocks, each thread updates its own copy of the
         word-topic counts (and variances) and sees the other threads'
         updates only after the sweep, when the copies' changes are merged
         (document counts stay exact). The result then depends on the number
         of threads (with one thread it is the sequential schedule). Default
-        "sequential": exact and the same on every machine, and the parallel
+        "sequential": exact and the same on every machine, and the delayed
         schedule has not yet shown a gain: on KOS (K = 50, CVB0, 30 sweeps,
         a 2-cpu machine shared with other jobs) it took 9.4 s at 2 threads
         against 5.8 s sequentially, held-out per-word log-likelihood -7.284
         against -7.274 (benchmarks/bench_threads.py measures both).
-""" + _THREADS.format(what="The parallel schedule's sweeps run document\n        blocks in parallel.") + _ATTRS + """
+""" + _THREADS.format(what="The delayed schedule's sweeps run document\n        blocks in parallel.") + _ATTRS + """
     References
     ----------
     Y. W. Teh, D. Newman and M. Welling (2006). A collapsed variational
@@ -716,11 +717,11 @@ class CollapsedVB(_LDA):
     def _check_params(self):
         self._check_common()
         self._mode()
-        _warn_sequential(self)
+        _warn_sequential(self, "delayed")
         return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1), "tol": _check_tol(self.tol)}
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
-        if self.schedule == "parallel" and self._n_threads > 1:
+        if self.schedule == "delayed" and self._n_threads > 1:
             return DelayedCVBState(corpus, len(alpha), alpha, eta, rng, self._mode(), self._n_threads, optimize)
         return SequentialState(corpus, len(alpha), alpha, eta, rng, self._mode(), _NONE_SAMPLED, optimize=optimize)
 

@@ -12,16 +12,9 @@ from bnpcore import cli, load
 
 from .conftest import make_tiny_corpus
 
-# hdp.CollapsedVB gets its n_threads on another branch of issue #14 (the CV-HDP kernels)
-_PENDING = {"hdp-cvb"}
 # fits that are parallel and not exact: the per-thread partial counts are summed
 # in an order that depends on the number of threads (equal to rounding only)
 _INEXACT_FIT = {"lda-svb"}
-
-
-def _registered(names=None):
-    return [pytest.param(name, marks=pytest.mark.xfail(reason="n_threads pending (#14, CV-HDP branch)"))
-            if name in _PENDING else name for name in sorted(names or cli.MODELS)]
 
 
 def _fitted_arrays(est):
@@ -29,12 +22,12 @@ def _fitted_arrays(est):
             if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)}
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", sorted(cli.MODELS))
 def test_every_registered_estimator_takes_n_threads(name):
     assert "n_threads" in cli.get_model(name).load_class()._param_names()
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", sorted(cli.MODELS))
 @pytest.mark.parametrize("bad", [0, -2, 1.5, "2"])
 def test_bad_thread_counts_are_rejected(name, bad):
     est = cli.get_model(name).make(test=True, n_threads=bad, random_state=0)
@@ -42,7 +35,7 @@ def test_bad_thread_counts_are_rejected(name, bad):
         est.fit(make_tiny_corpus())
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", sorted(cli.MODELS))
 def test_same_result_at_one_and_two_threads(name):
     """Same seed: bit-identical transform at 1 and 2 threads, and bit-identical
     fitted arrays where the fit is exact."""
@@ -62,7 +55,7 @@ def test_same_result_at_one_and_two_threads(name):
     assert np.isfinite(one.score(new))
 
 
-@pytest.mark.parametrize("name", _registered())
+@pytest.mark.parametrize("name", sorted(cli.MODELS))
 def test_cli_threads_reaches_every_model(capsys, tmp_path, monkeypatch, name):
     monkeypatch.setattr("bnpcore.datasets.load_kos", make_tiny_corpus)
     spec = cli.get_model(name)

@@ -172,7 +172,7 @@ def test_second_order_cvb_sweep_agrees_with_exact_cvb(ref):
 @pytest.mark.skipif(bool(os.environ.get("BNPCORE_NO_OPENMP")), reason="serial build: one thread runs every block")
 @pytest.mark.parametrize("mode, order", [(_lda.MODE_CVB0, 0), (_lda.MODE_CVB, 2)])
 def test_delayed_update_sweep_matches_reference(ref, counts, mode, order):
-    """schedule="parallel" with 2 threads: each half of the documents (OpenMP's
+    """schedule="delayed" with 2 threads: each half of the documents (OpenMP's
     static split of 20 documents) is swept sequentially against the rows of the
     other half as they were at the start of the sweep."""
     corpus = Corpus(counts)
@@ -199,23 +199,23 @@ def test_delayed_update_sweep_matches_reference(ref, counts, mode, order):
 
 
 @pytest.mark.parametrize("order", [0, 2])
-def test_parallel_schedule_on_one_thread_is_the_sequential_schedule(counts, order):
+def test_delayed_schedule_on_one_thread_is_the_sequential_schedule(counts, order):
     kw = dict(n_components=K, order=order, max_iter=5, tol=None, random_state=1, n_threads=1)
     seq = CollapsedVB(schedule="sequential", **kw).fit(counts)
-    par = CollapsedVB(schedule="parallel", **kw).fit(counts)
+    par = CollapsedVB(schedule="delayed", **kw).fit(counts)
     np.testing.assert_array_equal(par.components_, seq.components_)
 
 
-@pytest.mark.parametrize("est", [CollapsedVB(schedule="sequential", n_threads=2),
-                                 StandardVB(schedule="sequential", n_threads=2)])
-def test_sequential_schedule_warns_that_threads_do_not_speed_the_fit(counts, est):
+@pytest.mark.parametrize("est, parallel", [(CollapsedVB(schedule="sequential", n_threads=2), "delayed"),
+                                           (StandardVB(schedule="sequential", n_threads=2), "parallel")])
+def test_sequential_schedule_warns_that_threads_do_not_speed_the_fit(counts, est, parallel):
     """#17: n_threads was silently ignored by the sequential schedule."""
     with pytest.warns(UserWarning, match="n_threads=2 only parallelises transform and score"):
         est.set_params(max_iter=2, n_components=K).fit(counts)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         est.set_params(n_threads=None).fit(counts)
-        est.set_params(schedule="parallel", n_threads=2).fit(counts)
+        est.set_params(schedule=parallel, n_threads=2).fit(counts)
 
 
 @pytest.mark.slow
@@ -223,7 +223,7 @@ def test_delayed_update_cvb0_is_within_seed_noise_on_kos():
     """KOS (K = 20, 40 sweeps, 20% of each document's tokens held out): the
     held-out per-word log-likelihood of delayed-update CVB0 at 2 threads lies
     within the spread of the sequential schedule over three seeds (plus the
-    same spread again as the parallel run's own seed noise)."""
+    same spread again as the delayed run's own seed noise)."""
     from bnpcore.datasets import load_kos
     observed, heldout = load_kos().split_tokens(0.2, random_state=0)
 
@@ -236,5 +236,5 @@ def test_delayed_update_cvb0_is_within_seed_noise_on_kos():
 
     seq = [heldout_ll("sequential", seed) for seed in range(3)]
     spread = max(seq) - min(seq)
-    par = heldout_ll("parallel", 0)
+    par = heldout_ll("delayed", 0)
     assert min(seq) - spread <= par <= max(seq) + spread, (seq, par)
