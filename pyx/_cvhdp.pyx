@@ -1,9 +1,9 @@
 """Kernels of collapsed variational inference for the HDP (CV-HDP; Teh, Kurihara &
-Welling 2007; ALGORITHMS.md 4.2).
+Welling 2007, section 3).
 
 Responsibilities are stored per (document, word) pair: ``r[p, k]`` for the p-th
-non-zero of the CSR corpus, shared by its ``counts[p]`` copies (ALGORITHMS.md
-3.4 "per-pair"). Count statistics of the Bernoulli sums n_jk, n_kw, n_k are
+non-zero of the CSR corpus, shared by its ``counts[p]`` copies (as for CVB
+LDA). Count statistics of the Bernoulli sums n_jk, n_kw, n_k are
 ``E`` (mean), ``V`` (variance) and ``Z`` (sum of log(1 - q)), document-major
 ``(n_docs, K)`` and word-major ``(n_words, K)``; the topic totals are the column
 sums of the word-major ones. ``r`` may be float32 or float64; statistics are

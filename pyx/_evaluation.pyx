@@ -1,4 +1,4 @@
-"""Kernels of ``bnpcore.evaluation`` (held-out metrics, ALGORITHMS.md section 8).
+"""Kernels of ``bnpcore.evaluation`` (held-out metrics).
 
 Every kernel runs over documents in parallel (OpenMP ``prange``; serially when
 bnpcore was built without OpenMP) and writes one value per document or per
@@ -113,7 +113,7 @@ def mixture_doc_log_likelihood(const double[::1] log_weights,   # IN  (K,)
     ``L_dk = sum_w c_dw params[k, w]`` (``params`` = log topic-word
     probabilities; a multinomial component) when ``dirichlet`` is false, and
     ``L_dk = log DM(c_d | params[k])`` (``params`` = Dirichlet parameters,
-    ``totals`` their row sums; ALGORITHMS.md 2.3, token-sequence probability)
+    ``totals`` their row sums; the token-sequence probability)
     when it is true. NumPy: ``logsumexp(log_weights + X @ params.T, axis=1)``
     for the multinomial case. Components of weight 0 (-inf) are skipped.
     """
@@ -203,7 +203,7 @@ def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = top
     ``r_jwk ∝ phi_kw exp(psi(gamma_jk))`` and
     ``gamma_jk = alpha_k + sum_w c_jw r_jwk``, from ``gamma_jk = alpha_k + N_j / K``,
     until the mean absolute change of ``gamma_j`` is below ``tol`` or after
-    ``max_iter`` iterations (the [SM] E-step, ALGORITHMS.md 7.2, with
+    ``max_iter`` iterations (the [SM] E-step, eqs. 3-4, with
     E[log phi] replaced by log phi). Empty documents get ``gamma_j = alpha``.
     One iteration in NumPy: ``e = np.exp(psi(g)); r = phi[:, w].T * e;
     g = alpha + (c[:, None] * r / r.sum(1, keepdims=True)).sum(0)``.

@@ -1,5 +1,5 @@
 """Kernels of the direct-assignment HDP Gibbs sampler (G-HDP; Teh, Jordan, Beal &
-Blei 2006, section 5.3; ALGORITHMS.md 4.4).
+Blei 2006, section 5.3).
 
 State layout (owned by :class:`bnpcore.hdp.DirectAssignmentGibbs`): topic slots
 0..k_used-1 of capacity kcap; ``n_jk`` (n_docs x kcap) and ``n_wk`` (n_words x
@@ -239,7 +239,7 @@ def gibbs_sweep(const int32_t[::1] words,        # IN  word id of every token
                 double[::1] beta,                # IN/OUT (kcap,) global weights of the slots
                 double beta_new, int64_t k_used, double alpha, double gamma, double eta,
                 int64_t start_tok, generator):
-    """One sweep of topic indicators with the new-topic option (ALGORITHMS.md 4.4 step 1).
+    """One sweep of topic indicators with the new-topic option (Teh et al. 2006, section 5.3, first step).
 
     For each token: remove it (an emptied topic is deleted, its weight returned to
     beta_new), draw ``k`` with probability proportional to
@@ -329,7 +329,7 @@ def draw_tables(const int32_t[:, ::1] n_jk,      # IN  (n_docs, kcap)
                 int64_t k_used, StirlingTable table, generator,
                 int64_t[::1] m_k):               # OUT (kcap,) tables per topic
     """Table counts m_jk ~ Antoniak(n_jk, alpha beta_k) for every n_jk > 0, summed over
-    documents into ``m_k`` (ALGORITHMS.md 4.4 step 2). Draws use the Stirling table
+    documents into ``m_k`` (Teh et al. 2006, section 5.3, second step). Draws use the Stirling table
     where it serves n_jk (grow it to the longest document first), CRP seating beyond.
     Equivalent to ``m_k[k] = sum_j antoniak_sample(n_jk[j, k], ab[k])``.
     """

@@ -1,5 +1,5 @@
 """Kernels of the LDA family: collapsed Gibbs, standard VB, collapsed VB and the
-hybrids of Welling, Teh & Kappen (2008) (shared/ALGORITHMS.md section 3).
+hybrids of Welling, Teh & Kappen (2008), [HYB] sections 3-5.
 
 Each kernel is one call per sweep over all documents, releases the GIL, and
 updates caller-owned arrays in place. Shapes and types:
@@ -31,7 +31,7 @@ from bnpcore.kernels.special cimport bnp_digamma
 
 cnp.import_array()
 
-# variational update of a pair (ALGORITHMS.md 3.3, 3.4)
+# variational update of a pair ([HYB] eqs 11, 21)
 cdef enum:
     M_SVB = 0    # standard VB: psi of expected counts, own contribution included
     M_CVB0 = 1   # collapsed VB, zero order: expected counts without the token
@@ -120,7 +120,7 @@ cdef extern from *:
         return bnp__apply_row_impl(r, w, scale, c, nd, nw, nk, K);
     }
 
-    /* One CVB0 pair update (ALGORITHMS.md 3.4, zero order): weights from the
+    /* One CVB0 pair update (Asuncion et al. 2009, zero order): weights from the
      * counts without one copy of the pair, clamped at 0, normalised into r. */
     BNP_SIMD_CLONES
     static double bnp__cvb0_pair(double *restrict r, double *restrict w, double *restrict nd,
@@ -568,7 +568,7 @@ cdef struct Sequential:
     int32_t *cg_dk       # live sampled counts (NULL without sampled pairs)
     int32_t *cg_wk
     int64_t *cg_k
-    # samples the variational update averages over ([HYB] eq 21 with <psi>, E62):
+    # samples the variational update averages over ([HYB] eq 21 with <psi>: digammas averaged over samples, not of averaged counts):
     # n_samples x (D K | W K | K) arrays, or the live arrays themselves (1 sample)
     int64_t n_samples
     const int32_t *st_dk
@@ -634,7 +634,7 @@ cdef inline void _vb_pair(Sequential *a, int64_t j, int32_t w, double c, double 
         for k in range(K):
             lw[k] *= inv
     else:
-        # averages over samples of psi (SVB, E62) or of the CVB log terms
+        # averages over samples of psi (SVB) or of the CVB log terms
         for k in range(K):
             ro = rrow[k]
             x = 0.0
@@ -725,11 +725,11 @@ def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, cons
     update of every pair with c_jw > threshold (if ``do_vb``) and a Gibbs draw of
     every token of the other pairs (if ``do_cg``). Counts change immediately.
 
-    Variational update of row r_jw by ``mode`` (ALGORITHMS.md 3.3-3.6), with
+    Variational update of row r_jw by ``mode`` ([HYB] sections 3-5), with
     N = vb + sampled counts and N^- = N minus one copy of the pair:
 
     * MODE_SVB: ``r ∝ exp(psi(N_kw + eta_w) - psi(N_k + eta_tot) + psi(N_jk + alpha_k))``
-      ([HYB] eq 11/21), each psi averaged over the ``st_*`` samples (E62);
+      ([HYB] eq 11/21), each psi averaged over the ``st_*`` samples;
     * MODE_CVB0: ``r ∝ (N^-_kw + eta_w)(N^-_jk + alpha_k) / (N^-_k + eta_tot)``
       (requires no sampled pairs);
     * MODE_CVB: the log of the CVB0 factors minus ``V^-/(2 (N^- + prior)^2)`` for

@@ -1,4 +1,4 @@
-"""Kernels of the NGGP mixture of multinomials ([NRM] 002; ALGORITHMS.md section 6).
+"""Kernels of the NGGP mixture of multinomials ([NRM], Tank, Foti & Fox 2015).
 
 ADF-NRM (Alg. 1), EP-NRM (supp Alg. 2) and the collapsed Gibbs sampler, each one
 call over many documents with the GIL released. Cluster state lives in arrays
@@ -114,7 +114,7 @@ cdef inline double lap_exponent(double v, const nrm_cfg *c) noexcept nogil:
 
 
 cdef inline double u_exponent(double m, double ke, const nrm_cfg *c) noexcept nogil:
-    """The power m - sigma Ke of 1/(U + tau) in q(U) (E28), or the printed m - a Ke."""
+    """The power m - sigma Ke of 1/(U + tau) in q(U) (derived from supp eq. 20), or the printed m - a Ke."""
     return m - (c.a if c.paper else c.sigma) * ke
 
 
@@ -364,7 +364,7 @@ def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
 
     ``state`` (``new_state()``) carries the scalar state: n_slots, n_alive,
     n_obs (m, the observations already absorbed: document n uses the
-    predictive rule of the first n - 1, E30), n_sites (site entries written),
+    predictive rule of the first n - 1: Alg. 1 starts at n = 2), n_sites (site entries written),
     log_u (warm start of the mode of q(U)) and u_last. ``scratch`` has at least cap + 1 entries. With a non-empty
     ``site_ptr`` (length n_docs + 1, ``site_ptr[start]`` set) the
     responsibilities of each document are appended to ``site_k``/``site_q``
@@ -437,7 +437,7 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     E[K] over the other documents needs prod_{l != i} (1 - q_lk): log P_k is
     kept as a sum of log(1 - q) with q clamped at 1 - 1e-15, so removing a site
     is a subtraction in log space, stable even for q_ik ~ 1 (no division by
-    1 - q_ik, ALGORITHMS.md 6.4).
+    1 - q_ik).
 
     Equivalent, for document i (dense)::
 
@@ -506,7 +506,7 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
 def dm_matrix(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
               const double[:, ::1] rows, const double[::1] row_tot, double offset,               # IN
               double[:, ::1] out, int n_threads=1):                                              # OUT
-    """out[d, k] = log DM(x_d | offset + rows[k]) of the token sequence (ALGORITHMS.md 2.3).
+    """out[d, k] = log DM(x_d | offset + rows[k]) of the token sequence.
 
     Equivalent::
 

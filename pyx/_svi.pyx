@@ -1,5 +1,5 @@
 """Kernels of truncation-free stochastic variational inference ([TF] 000) and of
-its truncated stochastic mean-field baselines (shared/ALGORITHMS.md §5, §8.4).
+its truncated stochastic mean-field baselines (Wang & Blei 2012 and its supplement S.1-S.3).
 
 One call handles one minibatch (or one set of documents); loops run without
 the GIL. The global variational state is passed in the lazily scaled form of
@@ -105,7 +105,7 @@ def gather_batch(const int64_t[::1] indptr, const int32_t[::1] indices, const in
 
 def add_block(double[:, ::1] gwords, double[::1] row_tilde, const int64_t[::1] rows,
               const int32_t[::1] vocab, const double[:, ::1] block, double coef):  # OUT x2, IN x3
-    """Sparse part of the lazily decayed natural-gradient step (ALGORITHMS.md §2.9).
+    """Sparse part of the lazily decayed natural-gradient step.
 
     Equivalent NumPy: ``gwords[rows[:, None], vocab] += coef * block`` and
     ``row_tilde[rows] += coef * block.sum(axis=1)``.
@@ -223,7 +223,7 @@ cdef inline bint sticks_taken(const Sticks *s, bint exact, bnp_bitgen_t *g) noex
     """After instantiating stick L-1 for an observation that chose the
     unrepresented mass: does the observation take it? Walking down freshly drawn
     sticks and taking stick k with probability V_k picks k in proportion to
-    pi_k (retrospective sampling, E17); ``exact`` False is the paper's rule
+    pi_k (retrospective sampling, exact); ``exact`` False is the paper's rule
     (always the next stick)."""
     return not exact or bnp_rng_uniform(g) < exp(s.logv[s.L - 1])
 
@@ -389,7 +389,7 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
     K instantiated ones: Beta(1, a), lambda = eta). Initialisation: V_k ~ q(V_k),
     then each z_j given the earlier documents; then ``sweeps`` times: all
     sticks given z, all z_j given the sticks. A document choosing the
-    unrepresented mass walks down fresh sticks (``exact``, E17) or takes the
+    unrepresented mass walks down fresh sticks (``exact``) or takes the
     next one (``exact=False``, the literal [TF] S.2.2 rule).
 
     Parameters
@@ -694,7 +694,7 @@ cdef inline void hdp_move(HDPWork *w, int64_t j, int64_t t, int64_t k, int sign)
 
 
 cdef int64_t hdp_sample_token(HDPWork *w, int64_t j, int64_t t, bnp_bitgen_t *g) except -1 nogil:
-    """Draw z of token t of document j (removed from the counts) ([TF] S.2.2, E14):
+    """Draw z of token t of document j (removed from the counts) ([TF] S.2.2, counts over the whole minibatch):
     p(k) ∝ (n_jk + alpha beta_k)(n^B_kw + lambda_kw)/(n^B_k + Lambda_k), new ∝ alpha beta_new / W."""
     cdef int64_t k, L = w.st.L, lo, hi, mid
     cdef const double *row_w = w.wk + w.tw[t] * w.cap
@@ -762,7 +762,7 @@ cdef void hdp_accumulate(HDPWork *w) noexcept nogil:
 
 
 cdef int hdp_sample_sticks(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
-    """V_k ~ Beta(u_k + M_k, v_k + sum_{l>k} M_l) (E5); drop trailing empty topics beyond K."""
+    """V_k ~ Beta(u_k + M_k, v_k + sum_{l>k} M_l) (the conjugate update of S.2.2, with its printed exponent v_k - a read as v_k - 1); drop trailing empty topics beyond K."""
     sticks_sample(&w.st, w.M, w.nk, g)
     hdp_weights(w)
     return 0
@@ -776,11 +776,11 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
     """Truncation-free local step of the HDP topic model on one minibatch ([TF] S.2.2, §5.3).
 
     Collapsed Gibbs over the topics z of all minibatch tokens (q(phi_k)
-    integrated out, counts pooled over the minibatch, E14), the table counts
+    integrated out, counts pooled over the minibatch), the table counts
     m_jk (Antoniak) and the sticks V_k (q(V_k) as prior; Beta(1, gamma) beyond
     the K instantiated topics). Initialisation: V_k ~ q(V_k), every token
     given the earlier ones, tables; then ``sweeps + n_samples - 1`` times:
-    sticks, tokens, tables. New topics: retrospective walk (``exact``, E17) or
+    sticks, tokens, tables. New topics: retrospective walk (``exact``) or
     the literal next-stick rule.
 
     The statistics are the average over ``n_samples`` samples ([TF] §2.3 "one

@@ -33,7 +33,7 @@ class _OnlineDPMixture(ResultsMixin, OnlineEstimator, TopicMixin):
         effective_n_threads(self.n_threads)
 
     def _size_key(self):
-        # u_k - 1: expected number of documents (E10, E11)
+        # u_k - 1: expected number of documents, what [TF] section 3 prunes and orders by
         return self._state.sizes
 
     _component_sizes = _size_key
@@ -78,10 +78,11 @@ class TruncationFreeSVI(_OnlineDPMixture):
         Passes over the corpus in ``fit``.
     local_sweeps : int, default 5
         Gibbs sweeps of the local sampler after its sequential initialisation
-        (unstated in [TF], E12).
+        (unstated in [TF]).
     new_component : {"exact", "paper"}, default "exact"
         How a document taking the unrepresented mass picks its new component:
-        "exact" walks down freshly drawn sticks (retrospective sampling, E17);
+        "exact" walks down freshly drawn sticks (retrospective sampling: exact, where the literal
+        rule is not with ordered sticks);
         "paper" takes the next stick, as printed in [TF] S.2.2 (not an exact
         Gibbs step).
     schedule : {"truncation_free", "robbins_monro"}, default "truncation_free"
@@ -187,7 +188,7 @@ class StochasticVB(_OnlineDPMixture):
         tau0 and kappa ([TF] §3, after Wang et al. 2011).
     init_scale : float, default 100.0
         Initial lambda_kw = eta + Gamma(1, 1) * init_scale * n / (T W) (the
-        initialisation of Wang et al.'s online HDP code; unstated in [TF], E16).
+        initialisation of Wang et al.'s online HDP code; unstated in [TF]).
     prune_every : int or None, default 20000
         [TF] §3 prunes "components with fewer than 1 document ... each time
         when we process 20K documents"; the text does not say whether this

@@ -42,7 +42,7 @@ class _OnlineHDP(ResultsMixin, OnlineEstimator, TopicMixin):
         return float(self.eta), float(self.gamma), self._truncated
 
     def _size_key(self):
-        # expected number of words, sum_w (lambda_kw - eta) (E10, E11)
+        # expected number of words, sum_w (lambda_kw - eta): what [TF] section 3 prunes and orders by
         return self._state.word_mass()
 
     _component_sizes = _size_key
@@ -52,7 +52,7 @@ class _OnlineHDP(ResultsMixin, OnlineEstimator, TopicMixin):
         ([TF] supplement S.3).
 
         ``sum_j log p(x_j | pihat, phihat) / sum_j N_j`` over the instantiated
-        topics (E13), the document proportions integrated out by importance
+        topics (the rest of the stick dropped, as [TF] S.3), the document proportions integrated out by importance
         sampling
         (:func:`bnpcore.evaluation.hdp_heldout_log_likelihood`):
         ``heldout_burnin`` Gibbs sweeps, then ``heldout_samples`` samples per
@@ -128,7 +128,7 @@ class TruncationFreeSVI(_OnlineHDP):
         each of ``n_samples - 1`` further sweeps, topics labelled by stick
         position.
     new_component : {"exact", "paper"}, default "exact"
-        "exact": retrospective walk over fresh sticks (E17); "paper": the
+        "exact": retrospective walk over fresh sticks (exact); "paper": the
         literal S.2.2 rule (next stick, not an exact Gibbs step).
     schedule, learning_offset, learning_decay : as in ``mixture.TruncationFreeSVI``
     prune_every : int or None, default 20000
@@ -140,7 +140,7 @@ class TruncationFreeSVI(_OnlineHDP):
         D, the number of documents the data represent.
     heldout_burnin, heldout_samples : int, default 50, 1000
         Gibbs sweeps and importance samples per document of
-        ``heldout_document_log_likelihood`` ([TF] S.3, E13); ``transform`` (so
+        ``heldout_document_log_likelihood`` ([TF] S.3); ``transform`` (so
         ``score``) runs ``heldout_burnin`` sweeps.
     n_threads : int, optional
         Threads of ``transform``, ``score`` and

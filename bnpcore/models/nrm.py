@@ -1,5 +1,5 @@
 """NGGP mixtures of multinomials: streaming ADF-NRM, EP-NRM and the collapsed
-Gibbs sampler ([NRM] Tank, Foti & Fox 2015; shared/ALGORITHMS.md section 6).
+Gibbs sampler ([NRM] Tank, Foti & Fox 2015).
 
 Model ([NRM] (3)-(4)): mixture weights from a normalised generalised gamma
 process with mass ``a``, discount ``sigma`` and tilting ``tau`` (sigma = 0: the
@@ -9,7 +9,7 @@ word distributions phi_k ~ Dirichlet(eta 1_W), documents x_d ~ Mult(N_d, phi_{z_
 The kernels are in ``pyx/_nrm.pyx``; this module owns the cluster state (arrays
 with spare capacity), the merge step, the EP sites and the estimators.
 
-Posterior of the auxiliary variable U (E28): bnpcore uses the derived
+Posterior of the auxiliary variable U: bnpcore uses the derived
 ``p(U | z) ∝ U^(n-1) (U + tau)^(sigma K - n) exp(-lap(U))``
 (``u_posterior="corrected"``); the exponent printed in [NRM] (6), (21) and supp
 (17), (34), ``n - a K``, is available as ``u_posterior="paper"``.
@@ -313,7 +313,7 @@ def _recompute_from_sites(state, sites, corpus, p):
 
 class _NRMMixin(ResultsMixin, TopicMixin):
     """Prediction shared by the three estimators: responsibilities, predictive
-    log-likelihood ([NRM] section 4; ALGORITHMS.md 8.5)."""
+    log-likelihood ([NRM] section 4, the predictive of eq. 23)."""
 
     _requires_tokens = False     # a corpus of empty documents is a valid (degenerate) dataset
     _size_unit = "documents"
@@ -341,7 +341,8 @@ class _NRMMixin(ResultsMixin, TopicMixin):
         """log p(x_d | training data) of each held-out document: the probability of
         its count vector (multinomial coefficient included), new-cluster term
         included. ``score_samples(X).sum()`` is the total predictive
-        log-likelihood that [NRM] Table 1 reports (ALGORITHMS.md 8.5, E40)."""
+        log-likelihood that [NRM] Table 1 reports (the paper does not define it;
+        this reading matches the scale of its totals)."""
         return self._log_predictive(self._check_input(X), multinomial_coef=True)
 
     def score(self, X, y=None):
@@ -761,12 +762,12 @@ class _EPState(BatchState):
 
 class CollapsedGibbs(_NRMMixin, BatchEstimator):
     """Marginal (collapsed) Gibbs sampler for NGGP mixtures of multinomials
-    ([NRM] section 4.3's gold standard; Favaro & Teh 2013; ALGORITHMS.md 6.5).
+    ([NRM] section 4.3's gold standard; Favaro & Teh 2013).
 
     The cluster weights and word distributions are integrated out; the state is
     the assignment z_j of every document and the auxiliary variable U. Each
     sweep updates U by slice sampling on log U given the partition
-    (p(U | z) ∝ U^(n-1) (U + tau)^(sigma K - n) exp(-lap(U)), E28), then
+    (p(U | z) ∝ U^(n-1) (U + tau)^(sigma K - n) exp(-lap(U)), the derived exponent), then
     reassigns every document with the partial urn scheme [NRM] (5):
     P(z_j = k) ∝ (n_k - sigma) DM(x_j | eta + C_k), P(new) ∝ a (U + tau)^sigma
     DM(x_j | eta). sigma = 0 is the CRP sampler (Neal 2000, algorithm 3) and U
@@ -989,10 +990,10 @@ class _GibbsState(BatchState):
 
 def grid_search(X, sigma=0.5, a_grid=(1.0, 10.0, 100.0, 1000.0), tau_grid=(0.1, 1.0, 10.0, 100.0, 1000.0),
                 eta=0.1, subset_fraction=0.1, test_fraction=0.2, random_state=None, **adf_params):
-    """Choose (a, tau) of an NGGP mixture on a subset of the data ([NRM] supp 4.1; ALGORITHMS.md 6.7).
+    """Choose (a, tau) of an NGGP mixture on a subset of the data ([NRM] supp 4.1).
 
     A random ``subset_fraction`` of the documents of X (pass the training
-    documents: the subset then never touches a test set, E43) is split into
+    documents: the subset then never touches a test set; the paper does not say) is split into
     ``1 - test_fraction`` / ``test_fraction``; ADF-NRM is run once on the first
     part for every a in ``a_grid`` and (sigma > 0 only) every tau in
     ``tau_grid``, and scored by the total predictive log-likelihood of the
