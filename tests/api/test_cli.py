@@ -173,12 +173,15 @@ def test_help_exits_zero(capsys):
 
 
 def test_python_dash_m(tmp_path):
-    """``python -m bnpcore`` is the same program (on the real registry)."""
+    """``python -m bnpcore`` is the same program (on the real registry). The
+    subprocesses run in ``tmp_path``: ``-m`` puts the working directory first on
+    sys.path, and a source checkout there would shadow the installed package."""
     proc = subprocess.run([sys.executable, "-m", "bnpcore", "topics", str(tmp_path / "none.npz")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("bnpcore: error: model file")
-    proc = subprocess.run([sys.executable, "-m", "bnpcore", "list"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "bnpcore", "list"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout
 
 
@@ -256,11 +259,9 @@ def test_output_path_checked_before_fitting_and_model_saved_before_scoring(capsy
     assert code == 2 and (tmp_path / "m.npz").exists()   # the fit is on disk although scoring failed
 
 
-def test_list_into_a_closed_pipe_exits_quietly():
-    import subprocess
-    import sys
+def test_list_into_a_closed_pipe_exits_quietly(tmp_path):
     proc = subprocess.run(f"{sys.executable} -m bnpcore list | head -1", shell=True, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, cwd=tmp_path)      # not in a source checkout (test_python_dash_m)
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1 and "Error" not in proc.stderr, proc.stderr
 
 
