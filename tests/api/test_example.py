@@ -19,12 +19,14 @@ def test_em_objective_never_decreases_and_pruning_removes_components():
 
 
 def test_compare_estimators_scores_each_model_under_one_budget(capsys):
+    """Two fast LDA fits (they converge on the bars well within the budget, so the
+    check does not depend on the machine's speed) scored by the example's protocol."""
     main = _load_example("compare_estimators").main
-    rows = main(["--data", "bars", "--models", "lda-cvb0", "hdp-tf-svi", "--seconds", "1"])
-    assert [r[0] for r in rows] == ["lda-cvb0", "hdp-tf-svi"]
+    rows = main(["--data", "bars", "--models", "lda-cvb0", "lda-cgs", "--seconds", "2"])
+    assert [r[0] for r in rows] == ["lda-cvb0", "lda-cgs"]
     uniform = -np.log(100)          # the bars have 100 words
     for name, used, heldout, umass, seconds in rows:
-        assert 1 <= used and np.isfinite(umass) and seconds < 30
-        assert heldout > uniform, (name, heldout)       # the topics predict better than no model
+        assert used == 10 and np.isfinite(umass) and seconds < 30
+        assert heldout > uniform + 0.05, (name, heldout)       # the topics predict better than no model
     out = capsys.readouterr().out
     assert "held-out" in out and "lda-cvb0" in out
