@@ -35,12 +35,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default="", help="run only the estimators whose name contains this text")
     args = parser.parse_args(argv)
     train, test = load_kos().split_documents(0.1, random_state=args.seed)
     observed, heldout = test.split_tokens(0.2, random_state=args.seed)
     print(f"# KOS, {args.seconds:g} s per estimator, held-out by document completion")
     print(f"{'estimator':34} {'topics':>6} {'heldout':>9} {'iterations':>10}")
     for name, est in estimators(args.seed):
+        if args.only not in name:
+            continue
         est.fit(train, max_seconds=args.seconds)
         print(f"{name:34} {est.n_components_:6d} {est.heldout_log_likelihood(observed, heldout):9.4f} "
               f"{len(est.history_):10d}", flush=True)

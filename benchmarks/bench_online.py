@@ -88,12 +88,15 @@ def gensim_row(train, test, args, n_docs):
 
 
 # the study's configurations: changes from the [TF] settings (eta = 0.01, S = 100, 5 local sweeps, one sample)
+PAPER_SETTINGS = dict(eta=0.01, gamma=1.0, batch_size=100, local_sweeps=5, n_samples=1)
 STUDY = ({}, {"n_samples": 5}, {"batch_size": 500}, {"batch_size": 20}, {"local_sweeps": 2, "n_samples": 4},
          {"eta": 0.05}, {"gamma": 10.0}, {"gamma": 10.0, "n_samples": 5},
          {"eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "n_samples": 5},
          {"gamma": 10.0, "eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "local_sweeps": 2, "n_samples": 5},
          {"gamma": 30.0, "eta": 0.05, "n_samples": 5}, {"gamma": 10.0, "eta": 0.05, "n_samples": 10},
-         {"gamma": 100.0, "eta": 0.05, "n_samples": 5}, {"gamma": 30.0, "eta": 0.05, "n_samples": 3})
+         {"gamma": 100.0, "eta": 0.05, "n_samples": 5}, {"gamma": 30.0, "eta": 0.05, "n_samples": 3},
+         {"gamma": 30.0, "eta": 0.05, "n_samples": 5, "alpha": 3.0}, {"gamma": 30.0, "eta": 0.1, "n_samples": 5},
+         {"gamma": 50.0, "eta": 0.05, "n_samples": 5})
 
 
 def study(argv):
@@ -118,7 +121,8 @@ def study(argv):
              f"{'epochs':>6} {'cpu s':>6} {'wall s':>7}"]
     print("\n".join(lines), flush=True)
     for change in rows:
-        est = hdp.TruncationFreeSVI(**{**dict(n_epochs=10 ** 6, random_state=args.seed, n_threads=1), **change})
+        est = hdp.TruncationFreeSVI(**{**PAPER_SETTINGS, **dict(n_epochs=10 ** 6, random_state=args.seed, n_threads=1),
+                                       **change})
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with est.reporting(lambda e, rec: time.process_time() - cpu0 >= args.seconds):
             est.fit(train)

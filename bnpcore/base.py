@@ -264,15 +264,6 @@ class BaseEstimator:
             seed = self.__dict__.setdefault("_scoring_entropy", np.random.SeedSequence().entropy)
         return np.random.default_rng(seed)
 
-    def _document_generators(self, X):
-        """One generator per document of the Corpus ``X`` for randomised inference
-        in ``transform``: seeded by the scoring stream and by the document's own
-        words and counts, so a document's draws, and its result, do not depend
-        on the other documents of ``X`` or on its position among them."""
-        _, doc_keys = self._document_keys(X)
-        base = [int(v) for v in self._scoring_rng().integers(2 ** 63, size=2)]
-        return [np.random.default_rng(base + [int(k)]) for k in doc_keys]
-
     def _document_keys(self, X):
         """``(key, doc_keys)`` for the C core's keyed streams in ``transform``:
         document j draws from stream ``(key, doc_keys[j], 0)``, ``key`` from the

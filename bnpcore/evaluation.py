@@ -378,24 +378,6 @@ def mixture_log_predictive(log_weights, lam, docs, multinomial_coef=True, n_thre
 _IS_CHUNK = 4   # documents per random stream: results do not depend on the number of threads
 
 
-def _hdp_importance_sampling(topics, prior, docs, burnin, n_samples, random_state, n_threads, doc_counts=False,
-                             defensive=0.0, generators=None):
-    """Run the [TF] S.3 kernel: per-document log-likelihoods (and the topic counts
-    of the final Gibbs sweep when ``doc_counts``). ``generators``: one per
-    document instead of a stream per chunk of documents spawned from
-    ``random_state``."""
-    topics = np.ascontiguousarray(topics, dtype=np.float64)
-    prior = np.ascontiguousarray(prior, dtype=np.float64)
-    chunk = _IS_CHUNK if generators is None else 1
-    if generators is None:
-        generators = spawn_generators(check_random_state(random_state), (docs.n_docs + chunk - 1) // chunk)
-    loglik = np.empty(docs.n_docs)
-    counts = np.empty((docs.n_docs if doc_counts else 0, topics.shape[0]))
-    hdp_heldout(docs.indptr, docs.indices, docs.counts, topics, prior, int(burnin), int(n_samples), float(defensive),
-                generators, chunk, loglik, counts, effective_n_threads(n_threads))
-    return loglik, counts
-
-
 def hdp_heldout_log_likelihood(topics, weights, alpha, docs, burnin=50, n_samples=1000, random_state=None,
                                n_threads=None, per_document=False, defensive=0.0):
     """[TF] S.3 held-out per-word log-likelihood of an HDP topic model.
@@ -460,8 +442,12 @@ def hdp_heldout_log_likelihood(topics, weights, alpha, docs, burnin=50, n_sample
         raise ValueError("topics must be non-negative and weights positive")
     if not 0.0 <= defensive < 1.0:
         raise ValueError(f"defensive must be in [0, 1), got {defensive!r}")
-    loglik, _ = _hdp_importance_sampling(topics, alpha * weights, docs, burnin, n_samples, random_state, n_threads,
-                                         defensive=defensive)
+    topics = np.ascontiguousarray(topics, dtype=np.float64)
+    prior = np.ascontiguousarray(alpha * weights, dtype=np.float64)
+    generators = spawn_generators(check_random_state(random_state), (docs.n_docs + _IS_CHUNK - 1) // _IS_CHUNK)
+    loglik = np.empty(docs.n_docs)
+    hdp_heldout(docs.indptr, docs.indices, docs.counts, topics, prior, int(burnin), int(n_samples), float(defensive),
+                generators, _IS_CHUNK, loglik, effective_n_threads(n_threads))
     if per_document:
         return loglik
     if docs.n_tokens == 0:

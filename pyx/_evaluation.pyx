@@ -227,7 +227,7 @@ def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = top
 cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, const double *topics, int64_t K,
                              int64_t W, const double *prior, double prior_total, int burnin, int n_samples,
                              double defensive, bnp_bitgen_t *g, double *phid, int32_t *tokp, int32_t *z, double *nk, double *cw,
-                             double *lg, double *lw, double *counts_out) noexcept nogil:
+                             double *lg, double *lw) noexcept nogil:
     """log p(x | topics, Dir(prior)) of one document by importance sampling.
 
     Gibbs on the topic of every token with the topics fixed (``burnin`` sweeps
@@ -272,9 +272,6 @@ cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, 
         if s == 0:
             for i in range(n):
                 nk[z[i]] += 1.0
-    if counts_out != NULL:
-        for k in range(K):
-            counts_out[k] = nk[k]
     if n == 0 or n_samples == 0:
         return 0.0
     base = bnp_dlgamma(prior_total, <double>n)
@@ -303,25 +300,23 @@ cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, 
 
 def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
                 const double[:, ::1] topics, const double[::1] prior, int burnin, int n_samples, double defensive,
-                list generators, int chunk, double[::1] loglik, double[:, ::1] doc_counts, int n_threads=1):
+                list generators, int chunk, double[::1] loglik, int n_threads=1):
     """Per-document log p(x_j | topics, pi_j ~ Dir(prior)) by importance sampling ([TF] S.3).
 
     Documents are processed in chunks of ``chunk``; chunk c draws from
     ``generators[c]``, so the result does not depend on ``n_threads``.
-    ``doc_counts`` (n_docs x K, or shape (0, K) to skip) receives the topic
-    counts of the last Gibbs sweep. ``defensive`` in [0, 1): weight of the
+    ``defensive`` in [0, 1): weight of the
     prior in the proposal mixture (see ``heldout_document``).
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1, K = topics.shape[0], W = topics.shape[1]
     cdef Py_ssize_t n_chunks = (D + chunk - 1) // chunk if chunk > 0 else 0, c, j
     cdef int64_t maxnnz = 0, maxlen = 0, n, p
-    cdef bint keep = doc_counts.shape[0] == D
     cdef double prior_total = 0.0
     cdef int failed[1]
     if chunk < 1 or len(generators) != n_chunks:
         raise ValueError(f"need one generator per chunk of {chunk} documents ({n_chunks}), got {len(generators)}")
-    if prior.shape[0] != K or loglik.shape[0] != D or doc_counts.shape[0] not in (0, D) or doc_counts.shape[1] != K:
-        raise ValueError("shapes of prior, loglik or doc_counts do not match")
+    if prior.shape[0] != K or loglik.shape[0] != D:
+        raise ValueError("shapes of prior or loglik do not match")
     if K == 0:
         raise ValueError("no topics")
     if not 0.0 <= defensive < 1.0:
@@ -356,8 +351,7 @@ def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int
                             &counts[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
                             indptr[j + 1] - indptr[j], &topics[0, 0], K, W, &prior[0], prior_total, burnin,
                             n_samples, defensive, gens[c], buf, ibuf, ibuf + maxlen, buf + maxnnz * K,
-                            buf + maxnnz * K + K, buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K,
-                            &doc_counts[j, 0] if keep else NULL)
+                            buf + maxnnz * K + K, buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K)
             free(buf)
             free(ibuf)
     finally:

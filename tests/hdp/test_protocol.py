@@ -127,9 +127,9 @@ def test_score_is_document_completion_of_the_documents_passed(data, cls, params)
 
 
 def test_sampled_transform_does_not_depend_on_the_batch(data):
-    """G-HDP and TF-SVI sample each document's proportions from a stream of its own
-    (scoring seed and words): reordered, subset or repeated, a document gets the
-    same row."""
+    """G-HDP samples each document's proportions from a stream of its own (scoring
+    seed and words), TF-SVI's fold-in is deterministic per document: reordered,
+    subset or repeated, a document gets the same row."""
     from bnpcore import hdp
     train, _, new = data
     for model in (hdp.DirectAssignmentGibbs(n_components=5, max_iter=5, burn_in=2, random_state=3).fit(train),

@@ -477,6 +477,32 @@ def test_transform_and_score_contract():
         np.testing.assert_allclose(est.topics_.sum(axis=1), 1.0)
 
 
+def cvb0_proportions(doc_words, doc_counts, topics, prior, sweeps=2000):
+    """NumPy transcription of the CVB0 fold-in: r_ik ∝ phi_k,w_i (n_k - r_ik + prior_k)."""
+    P = topics[:, doc_words].T
+    r = P * prior
+    r /= r.sum(axis=1, keepdims=True)
+    for _ in range(sweeps):
+        n = doc_counts @ r
+        r = P * (n - r + prior)
+        r /= r.sum(axis=1, keepdims=True)
+    n = doc_counts @ r
+    return (n + prior) / (n.sum() + prior.sum())
+
+
+def test_tfsvi_transform_is_the_cvb0_fixed_point():
+    X, _ = bars_corpus(7, n_docs=60, length=20)
+    est = hdp.TruncationFreeSVI(batch_size=10, alpha=2.0, random_state=0).fit(X)
+    got = est.transform(X[:8], max_iter=5000, tol=0.0)
+    prior = est.alpha * est.weights_
+    for j in range(8):
+        lo, hi = X.indptr[j], X.indptr[j + 1]
+        ref = cvb0_proportions(X.indices[lo:hi], X.counts[lo:hi].astype(float), est.topics_, prior)
+        np.testing.assert_allclose(got[j], ref, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="max_iter"):
+        est.transform(X, max_iter=0)
+
+
 # -- held-out likelihood by importance sampling ------------------------------------------
 
 def exact_document_likelihood(doc, topics, prior):
