@@ -201,6 +201,10 @@ def test_cli_scheduler(client, capsys):
     assert cli.main(["fit", "--model", "lda-svb", "--data", "bars", "--iterations", "3", "--n-topics", "4",
                      "--scheduler", address, "-q"]) == 0
     assert "fitted in" in capsys.readouterr().out
+    for model in ("lda-pcgs", "dp-svb"):
+        assert cli.main(["fit", "--model", model, "--data", "bars", "--iterations", "2", "--scheduler", address,
+                         "-q"]) == 0
+        assert "fitted in" in capsys.readouterr().out
     assert cli.main(["fit", "--model", "lda-cgs", "--data", "bars", "--scheduler", address, "-q"]) == 2
     err = capsys.readouterr().err
     assert "--scheduler" in err and "StandardVB" in err
