@@ -191,9 +191,10 @@ class _SVB:
     documents on the workers."""
 
     @staticmethod
-    def partition(corpus, state, start, stop):
-        lo, hi = corpus.indptr[start], corpus.indptr[stop]
-        return dict(_documents(corpus, start, stop), alpha=state.alpha, r=state.r[lo:hi], ndk=state.ndk[start:stop])
+    def partition(state, start, stop):
+        c = state.corpus
+        lo, hi = c.indptr[start], c.indptr[stop]
+        return dict(_documents(c, start, stop), alpha=state.alpha, r=state.r[lo:hi], ndk=state.ndk[start:stop])
 
     @staticmethod
     def prepare(state, n_partitions):
@@ -228,9 +229,9 @@ class _PartiallyCollapsed:
     ``collect`` with z and n_jk on the workers."""
 
     @staticmethod
-    def partition(corpus, state, start, stop):
+    def partition(state, start, stop):
         tp = state.tok_ptr
-        return dict(_documents(corpus, start, stop), alpha=state.alpha, first_doc=int(start),
+        return dict(_documents(state.corpus, start, stop), alpha=state.alpha, first_doc=int(start),
                     tok_ptr=tp[start:stop + 1] - tp[start], z=state.z[tp[start]:tp[stop]],
                     ndk=state.ndk[start:stop], sum_dk=state.sum_dk[start:stop] if state.n_collected else 0.0)
 
@@ -274,7 +275,7 @@ class _Partitions:
     def root(self):
         """Start the lineage at the client's state: each partition a task holding its arrays."""
         b = self.bounds
-        self.futures = [self.client.submit(_identity, self.plan.partition(self.state.corpus, self.state, b[p], b[p + 1]))
+        self.futures = [self.client.submit(_identity, self.plan.partition(self.state, b[p], b[p + 1]))
                         for p in range(len(b) - 1)]
 
     def step(self, task, *args):

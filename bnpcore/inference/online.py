@@ -390,9 +390,10 @@ class OnlineEstimator(BaseEstimator):
       size n); by default it starts empty (K = 0);
     * ``_local_step(batch, state, rng)``: the local step on a :class:`Minibatch`
       given the global :class:`StickState` ``state`` (read only), drawing
-      from ``rng``; it may use the estimator's parameters but no other
-      fitted attribute (``bnpcore.distributed`` calls it on a worker's copy
-      of the unfitted estimator); returns ``(n_new, stats)``: the number of components it instantiated
+      from ``rng``; it may use the estimator's parameters but no fitted
+      attribute (``bnpcore.distributed`` calls it on a worker's copy of the
+      unfitted estimator); returns ``(n_new, stats)``: the number of
+      components it instantiated
       (appended after the existing ones) and the minibatch statistics in stick
       order, a :class:`~bnpcore.inference.stats.SuffStats` with ``words`` of
       shape (K + n_new, len(batch.vocab)) over the minibatch vocabulary
