@@ -176,13 +176,25 @@ def _online_local_step(estimator, state, rng, n_words, pieces, order):
     seconds). ``rng`` is copied: a recomputed task draws the same numbers."""
     tick = time.perf_counter()
     rng = copy.deepcopy(rng)
+    n_new, stats = estimator._local_step(_minibatch(pieces, order, n_words), state, rng)
+    return n_new, stats, rng, time.perf_counter() - tick
+
+
+def _partition_local_step(estimator, state, docs, rows, n_words):
+    """The local step of a sum-over-documents estimator on the documents
+    ``rows`` of a partition: (statistics, seconds)."""
+    tick = time.perf_counter()
+    _, stats = estimator._local_step(_minibatch([_take(docs, rows)], np.arange(len(rows)), n_words), state, None)
+    return stats, time.perf_counter() - tick
+
+
+def _minibatch(pieces, order, n_words):
+    """The Minibatch of the documents ``order`` of the concatenated ``pieces`` (``_take``)."""
     lengths = np.concatenate([p[0] for p in pieces])
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     sub = Corpus._from_arrays(indptr, np.concatenate([p[1] for p in pieces]), np.concatenate([p[2] for p in pieces]),
                               n_words)
-    batch = Minibatch(sub, order, np.full(n_words, -1, dtype=np.int32))
-    n_new, stats = estimator._local_step(batch, state, rng)
-    return n_new, stats, rng, time.perf_counter() - tick
+    return Minibatch(sub, order, np.full(n_words, -1, dtype=np.int32))
 
 
 # -- batch estimators: one plan per algorithm ---------------------------------------------
@@ -351,12 +363,19 @@ class _RemoteLocalStep:
         part = np.searchsorted(b, ids, side="right") - 1
         # the minibatch in partition order (a stable sort keeps the drawn order inside a partition) ...
         by_part = np.argsort(part, kind="stable")
-        pieces = [client.submit(_take, self.parts[p], ids[by_part[part[by_part] == p]] - b[p], pure=False)
-                  for p in np.unique(part)]
-        # ... whose position k holds document ids[by_part[k]]: the drawn order is argsort(by_part)
-        n_new, stats, rng, worker = client.submit(_online_local_step, self.copy, est._state, est._rng, self.n_words,
-                                                  pieces, np.argsort(by_part), pure=False).result()
-        est._rng.bit_generator.state = rng.bit_generator.state
+        rows = {p: ids[by_part[part[by_part] == p]] - b[p] for p in np.unique(part)}
+        if est._sum_over_documents:
+            # each partition's share where it lives, summed here (the sum's order differs from the local fit's)
+            state = client.submit(_identity, est._state, pure=False)
+            shares = client.gather([client.submit(_partition_local_step, self.copy, state, self.parts[p], r,
+                                                  self.n_words, pure=False) for p, r in rows.items()])
+            n_new, stats, worker = 0, sum(share[0] for share in shares), max(share[1] for share in shares)
+        else:
+            pieces = [client.submit(_take, self.parts[p], r, pure=False) for p, r in rows.items()]
+            # ... whose position k holds document ids[by_part[k]]: the drawn order is argsort(by_part)
+            n_new, stats, rng, worker = client.submit(_online_local_step, self.copy, est._state, est._rng,
+                                                      self.n_words, pieces, np.argsort(by_part), pure=False).result()
+            est._rng.bit_generator.state = rng.bit_generator.state
         return n_new, stats, {"driver_seconds": time.perf_counter() - tick - worker}
 
 

@@ -399,7 +399,12 @@ class OnlineEstimator(BaseEstimator):
       shape (K + n_new, len(batch.vocab)) over the minibatch vocabulary
       ``batch.vocab`` and ``sizes`` of shape (K + n_new,) (see
       :func:`minibatch_stats`);
-    * ``_size_key()``: the component sizes used for reordering and pruning.
+    * ``_size_key()``: the component sizes used for reordering and pruning;
+    * ``_sum_over_documents`` (class attribute, default False): True when the
+      local step draws no random numbers, adds no components and its
+      statistics are a sum over the minibatch's documents, each computed from
+      the global state alone (mean-field local steps): ``bnpcore.distributed``
+      then runs it on every partition's share of a minibatch and sums.
 
     The driver state (updates t, documents n_t, the random generator, the
     stream position) is saved with ``save``: a checkpoint written mid-stream
@@ -432,6 +437,8 @@ class OnlineEstimator(BaseEstimator):
 
     def _size_key(self):
         raise NotImplementedError
+
+    _sum_over_documents = False
 
     # -- validation -----------------------------------------------------------
     def _check_driver_params(self):

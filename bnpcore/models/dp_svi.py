@@ -209,6 +209,8 @@ class StochasticVB(_OnlineDPMixture):
         (``weights_`` sums to one: the last stick takes the rest).
     """
 
+    _sum_over_documents = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
+
     def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs=1, schedule="robbins_monro",
                  learning_offset=1.0, learning_decay=0.6, init_scale=100.0, prune_every=20000,
                  prune_threshold=1.0, reorder=True, total_samples=None, random_state=None, n_threads=None):

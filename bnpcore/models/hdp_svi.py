@@ -303,6 +303,8 @@ class OnlineVB(_OnlineHDP):
 
     _truncated = True
 
+    _sum_over_documents = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
+
     def __init__(self, n_components=300, n_atoms=15, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1,
                  schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="ranked",
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
