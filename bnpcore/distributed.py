@@ -41,9 +41,12 @@ Supported (``SUPPORTED``):
   global state (K x W doubles) and random generator; the client applies the
   global step with the returned statistics and takes the advanced generator
   back. The local fit calls the same hook in the same order, so the fit
-  equals it bit for bit. A minibatch is one task: the truncation-free local
-  steps are one Gibbs sampler over the whole minibatch, and the estimator's
-  ``n_threads`` parallelises the mean-field ones inside the task.
+  equals it bit for bit. The truncation-free local steps are one Gibbs
+  sampler over the whole minibatch, so a minibatch is one task; the
+  mean-field ones (``_sum_over_documents``: ``hdp.OnlineVB``,
+  ``mixture.StochasticVB``) run on each partition's share of the minibatch
+  where it lives, and the client sums the shares: the fit equals the local
+  one up to the order of those sums (within 1e-10).
 
 Fault tolerance: every task is a pure function of its inputs (a partition's
 state in, a new state out; the random generator travels as a copy) and the
