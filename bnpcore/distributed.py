@@ -403,7 +403,8 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         Contiguous document partitions (default: the cluster's worker threads;
         at most the number of documents). StandardVB: the fit equals
         ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly;
-        the other estimators equal their local fit for any ``n_partitions``.
+        the others equal their local fit for any ``n_partitions`` (bit for
+        bit; the mean-field online ones to 1e-10).
     checkpoint : str or path, optional
         Model file written every ``checkpoint_every`` iterations (online
         estimators: documents) and when a callback stops the fit;
