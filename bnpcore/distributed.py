@@ -8,44 +8,80 @@ documents split into contiguous partitions that live on the Dask workers::
     client = Client("tcp://scheduler:8786")            # or None: a LocalCluster for the call
     est = distributed.fit(lda.StandardVB(n_components=20, random_state=0), datasets.load_kos(), client)
 
-Supported: ``lda.StandardVB`` with the parallel schedule (the batch E-step and
-M-step of Blei, Ng & Jordan 2003, "Latent Dirichlet allocation", section 5.3).
-Each partition keeps its responsibility rows r and document-topic counts N_jk
-on a worker; per iteration the client broadcasts the word factor
-psi(N_kw + eta_w) - psi(N_k + sum(eta)) (K x W doubles), every partition runs
-the estimator's own kernel on its documents with one thread and returns its
-word-topic counts (K x W doubles) with its share of delta and of the bound,
-and the client sums them in partition order. The partitions are OpenMP's
-static chunks, so the fit equals the local one with ``n_threads =
-n_partitions`` bit for bit (topics, proportions, delta); only the
-"documents" term of the recorded bound, a sum over D x K entries, is summed
-per partition and may differ from the local one in the last digits.
+Supported (``SUPPORTED``):
+
+* ``lda.StandardVB`` with the parallel schedule (the batch E-step and M-step
+  of Blei, Ng & Jordan 2003, "Latent Dirichlet allocation", section 5.3).
+  Each partition keeps its responsibility rows r and document-topic counts
+  N_jk on a worker; per iteration the client broadcasts the word factor
+  psi(N_kw + eta_w) - psi(N_k + sum(eta)) (K x W doubles), every partition
+  runs the estimator's own kernel on its documents with one thread and
+  returns its word-topic counts (K x W doubles) with its share of delta and
+  of the bound, and the client sums them in partition order. The partitions
+  are OpenMP's static chunks, so the fit equals the local one with
+  ``n_threads = n_partitions`` bit for bit (topics, proportions, delta); only
+  the "documents" term of the recorded bound, a sum over D x K entries, is
+  summed per partition and may differ from the local one in the last digits.
+* ``lda.PartiallyCollapsedGibbs`` (Magnusson, Jonsson, Villani & Broman 2018,
+  "Sparse partially collapsed MCMC for parallel inference in topic models").
+  Each partition keeps its topic indicators z and counts n_jk; per sweep the
+  client draws Phi | n_kw (its own threads) and broadcasts it (W x K
+  doubles), every partition builds the alias tables and resamples its z with
+  the keyed stream of each document (seed, sweep, global document number),
+  and returns the moves of its word-topic counts (W x K int32), which the
+  client adds. Every draw comes from the same stream as in the threaded
+  sampler and the counts are integers, so the fit equals the local one for
+  any ``n_threads`` and any number of partitions, bit for bit.
+* the online estimators (``bnpcore.inference.online.OnlineEstimator``:
+  ``hdp.TruncationFreeSVI``, ``hdp.OnlineVB``, ``mixture.TruncationFreeSVI``,
+  ``mixture.StochasticVB``). The partitions hold the documents; per minibatch
+  the client draws the document ids (as the local fit does), the partitions
+  holding them cut them out, and one worker assembles the minibatch in the
+  drawn order and runs the estimator's ``_local_step`` on the broadcast
+  global state (K x W doubles) and random generator; the client applies the
+  global step with the returned statistics and takes the advanced generator
+  back. The local fit calls the same hook in the same order, so the fit
+  equals it bit for bit. The truncation-free local steps are one Gibbs
+  sampler over the whole minibatch, so a minibatch is one task; the
+  mean-field ones (``_sum_over_documents``: ``hdp.OnlineVB``,
+  ``mixture.StochasticVB``) run on each partition's share of the minibatch
+  where it lives, and the client sums the shares: the fit equals the local
+  one up to the order of those sums (within 1e-10).
 
 Fault tolerance: every task is a pure function of its inputs (a partition's
-state in, a new state out) and the initial partitions are tasks too, so Dask
-recomputes the state of a partition whose worker died from its inputs; with
-``checkpoint_every`` the client gathers the state every that many
-iterations (writing it to ``checkpoint`` if given, a file that ``fit(...,
-resume=True)`` here or the estimator's own ``fit(X, resume=True)`` continue)
-and restarts the lineage from it, which bounds the recomputation.
+state in, a new state out; the random generator travels as a copy) and the
+initial partitions are tasks too, so Dask recomputes the state of a partition
+whose worker died from its inputs. Batch estimators: with
+``checkpoint_every`` the client gathers the state every that many iterations
+(writing it to ``checkpoint`` if given, a file that ``fit(..., resume=True)``
+here or the estimator's own ``fit(X, resume=True)`` continue) and restarts the
+lineage from it, which bounds the recomputation. Online estimators keep their
+whole state on the client and checkpoint every ``checkpoint_every``
+documents, as their own ``fit``.
 """
 import contextlib
+import copy
 import operator
 import time
 
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import check_int, check_random_state
-from bnpcore.corpus import as_corpus
-from bnpcore.kernels import _lda
+from bnpcore._validation import check_int
+from bnpcore.corpus import Corpus, as_corpus
+from bnpcore.inference.online import Minibatch, OnlineEstimator
+from bnpcore.kernels import _lda, _pclda
 from bnpcore.kernels.special import digamma
 from bnpcore.models.lda import StandardVB, svb_bound
+from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
 
 __all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_bounds"]
 
 #: What the driver runs, as shown in errors.
-SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparameters=False)",)
+SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparameters=False)",
+             "bnpcore.lda.PartiallyCollapsedGibbs (optimize_hyperparameters=False)",
+             "the online estimators bnpcore.hdp.TruncationFreeSVI, bnpcore.hdp.OnlineVB, "
+             "bnpcore.mixture.TruncationFreeSVI, bnpcore.mixture.StochasticVB")
 
 
 def import_dask():
@@ -59,13 +95,18 @@ def import_dask():
 
 def check_supported(estimator):
     """Raise a TypeError/ValueError naming what the driver runs unless it runs ``estimator``."""
-    if not isinstance(estimator, StandardVB):
+    if isinstance(estimator, OnlineEstimator):
+        return
+    if not isinstance(estimator, (StandardVB, PartiallyCollapsedGibbs)):
         raise TypeError(f"bnpcore.distributed cannot fit {type(estimator).__name__}; it supports "
                         + "; ".join(SUPPORTED))
-    if estimator.schedule != "parallel" or estimator.optimize_hyperparameters:
-        raise ValueError("bnpcore.distributed runs StandardVB with schedule='parallel' and "
-                         f"optimize_hyperparameters=False only, got schedule={estimator.schedule!r}, "
-                         f"optimize_hyperparameters={estimator.optimize_hyperparameters!r}")
+    name = type(estimator).__name__
+    if estimator.optimize_hyperparameters:
+        raise ValueError(f"bnpcore.distributed runs {name} with optimize_hyperparameters=False only "
+                         "(the updates need every document's counts on the client)")
+    if isinstance(estimator, StandardVB) and estimator.schedule != "parallel":
+        raise ValueError(f"bnpcore.distributed runs StandardVB with schedule='parallel' only, "
+                         f"got schedule={estimator.schedule!r}")
 
 
 def partition_bounds(n_docs, n_partitions):
@@ -77,18 +118,18 @@ def partition_bounds(n_docs, n_partitions):
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-# -- worker tasks (pure: new arrays out, inputs untouched) ----------------------------
-def _partition(corpus, state, start, stop):
-    """The arrays of documents [start, stop): a worker's share of the state."""
+def _documents(corpus, start, stop):
+    """The CSR arrays of documents [start, stop) (read from disk for an opened corpus)."""
     lo, hi = corpus.indptr[start], corpus.indptr[stop]
-    return {"indptr": corpus.indptr[start:stop + 1] - lo, "indices": corpus.indices[lo:hi],
-            "counts": corpus.counts[lo:hi], "alpha": state.alpha, "r": state.r[lo:hi], "ndk": state.ndk[start:stop]}
+    return {"indptr": np.array(corpus.indptr[start:stop + 1] - lo), "indices": np.array(corpus.indices[lo:hi]),
+            "counts": np.array(corpus.counts[lo:hi])}
 
 
 def _identity(value):
     return value
 
 
+# -- worker tasks (pure: new arrays out, inputs untouched) ----------------------------
 def _svb_step(part, log_word):
     """One parallel-schedule SVB iteration of a partition: (new partition,
     (its word-topic counts, delta, entropy, documents term of the bound, seconds))."""
@@ -104,80 +145,275 @@ def _svb_step(part, log_word):
     return new, (nwk[0], delta, entropy, documents, time.perf_counter() - tick)
 
 
-# -- the driver ------------------------------------------------------------------------
+def _pc_step(part, phi, key, sweep, collect):
+    """One z | Phi sweep of a partition (``PartiallyCollapsedState.sweep`` after
+    the Phi draw): (new partition, (the moves of the word-topic counts, seconds)).
+    ``collect``: add the new n_jk to the partition's running sum (past burn-in)."""
+    tick = time.perf_counter()
+    W, K = phi.shape
+    prob, alias, mass = np.empty((W, K)), np.empty((W, K), dtype=np.int32), np.empty(W)
+    _pclda.build_alias(phi, part["alpha"], prob, alias, mass, 1)
+    z, ndk = part["z"].copy(), part["ndk"].copy()
+    moves = np.zeros((W, K), dtype=np.int32)
+    _pclda.z_step(part["indptr"], part["indices"], part["counts"], part["tok_ptr"], phi, prob, alias, mass, key,
+                  sweep, z, np.empty_like(z), ndk, moves, np.zeros(K, dtype=np.int64), 1, part["first_doc"])
+    new = dict(part, z=z, ndk=ndk)
+    if collect:
+        new["sum_dk"] = part["sum_dk"] + ndk        # _State.collect's sum, row by row
+    return new, (moves, time.perf_counter() - tick)
+
+
+def _take(docs, rows):
+    """Documents ``rows`` (in that order) of a partition: (lengths, indices, counts)."""
+    ptr = docs["indptr"]
+    lengths = ptr[rows + 1] - ptr[rows]
+    spans = [np.arange(ptr[r], ptr[r + 1]) for r in rows]
+    at = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+    return lengths, docs["indices"][at], docs["counts"][at]
+
+
+def _online_local_step(estimator, state, rng, n_words, pieces, order):
+    """The online estimator's local step on the minibatch made of ``pieces``
+    (documents of consecutive partitions) in the order ``order`` (positions
+    in the concatenated pieces): (n_new, statistics, the advanced generator,
+    seconds). ``rng`` is copied: a recomputed task draws the same numbers."""
+    tick = time.perf_counter()
+    rng = copy.deepcopy(rng)
+    n_new, stats = estimator._local_step(_minibatch(pieces, order, n_words), state, rng)
+    return n_new, stats, rng, time.perf_counter() - tick
+
+
+def _partition_local_step(estimator, state, docs, rows, n_words):
+    """The local step of a sum-over-documents estimator on the documents
+    ``rows`` of a partition: (statistics, seconds)."""
+    tick = time.perf_counter()
+    _, stats = estimator._local_step(_minibatch([_take(docs, rows)], np.arange(len(rows)), n_words), state, None)
+    return stats, time.perf_counter() - tick
+
+
+def _minibatch(pieces, order, n_words):
+    """The Minibatch of the documents ``order`` of the concatenated ``pieces`` (``_take``)."""
+    lengths = np.concatenate([p[0] for p in pieces])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    sub = Corpus._from_arrays(indptr, np.concatenate([p[1] for p in pieces]), np.concatenate([p[2] for p in pieces]),
+                              n_words)
+    return Minibatch(sub, order, np.full(n_words, -1, dtype=np.int32))
+
+
+# -- batch estimators: one plan per algorithm ---------------------------------------------
+class _SVB:
+    """``lda.StandardVB``, parallel schedule: ``ParallelSVBState.sweep`` with the
+    documents on the workers."""
+
+    @staticmethod
+    def partition(state, start, stop):
+        c = state.corpus
+        lo, hi = c.indptr[start], c.indptr[stop]
+        return dict(_documents(c, start, stop), alpha=state.alpha, r=state.r[lo:hi], ndk=state.ndk[start:stop])
+
+    @staticmethod
+    def prepare(state, n_partitions):
+        state.n_threads = n_partitions      # what a local resume of a checkpoint continues with
+
+    @staticmethod
+    def iterate(state, parts, sampling):
+        """One iteration; updates ``state.nwk``/``nk``; returns (diagnostics, kernel seconds per partition)."""
+        log_word = digamma(state.nwk + state.eta[:, None]) - digamma(state.nk + state.eta_tot)
+        log_word -= log_word.max(axis=1, keepdims=True)
+        stats = parts.step(_svb_step, log_word)
+        # the same reductions as the threaded kernel: partition order, np.sum over axis 0
+        np.sum(np.stack([s[0] for s in stats]), axis=0, out=state.nwk)
+        state.nk = state.nwk.sum(axis=0)
+        delta, entropy, documents, worker = (np.array([s[i] for s in stats]) for i in range(1, 5))
+        A, lengths = state.alpha.sum(), state.lengths
+        # the topics and entropy terms as svb_bound computes them (no documents: ndk lives on the workers)
+        bound = svb_bound(state.alpha, state.eta, lengths[:0], state.ndk[:0], state.nwk, entropy.sum())
+        bound["documents"] = float(len(lengths) * gammaln(A) - gammaln(lengths + A).sum() + documents.sum())
+        return {"delta": float(delta.sum()) / state.corpus.n_tokens, "bound": bound}, worker
+
+    @staticmethod
+    def gather_into(state, parts, bounds):
+        indptr = state.corpus.indptr
+        for p, part in enumerate(parts):
+            state.r[indptr[bounds[p]]:indptr[bounds[p + 1]]] = part["r"]
+            state.ndk[bounds[p]:bounds[p + 1]] = part["ndk"]
+
+
+class _PartiallyCollapsed:
+    """``lda.PartiallyCollapsedGibbs``: ``PartiallyCollapsedState.sweep`` and
+    ``collect`` with z and n_jk on the workers."""
+
+    @staticmethod
+    def partition(state, start, stop):
+        tp = state.tok_ptr
+        return dict(_documents(state.corpus, start, stop), alpha=state.alpha, first_doc=int(start),
+                    tok_ptr=tp[start:stop + 1] - tp[start], z=state.z[tp[start]:tp[stop]],
+                    ndk=state.ndk[start:stop], sum_dk=state.sum_dk[start:stop] if state.n_collected else 0.0)
+
+    @staticmethod
+    def prepare(state, n_partitions):
+        """Nothing: the sampler's draws do not depend on the partitions."""
+
+    @staticmethod
+    def iterate(state, parts, sampling):
+        _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, state.phi, state.n_threads)
+        stats = parts.step(_pc_step, state.phi, state.key, state.n_sweeps, sampling)
+        for moves, _ in stats:          # integer sums: exact in any order
+            state.nwk += moves
+        state.nk = state.nwk.sum(axis=0, dtype=np.int64)
+        state.n_sweeps += 1
+        if sampling:                    # _State.collect; the partitions add their n_jk
+            state.sum_wk = state.sum_wk + state.nwk
+            state.n_collected += 1
+        return {}, np.array([s[1] for s in stats])
+
+    @staticmethod
+    def gather_into(state, parts, bounds):
+        tp = state.tok_ptr
+        if state.n_collected and np.ndim(state.sum_dk) == 0:
+            state.sum_dk = np.zeros(state.ndk.shape)
+        for p, part in enumerate(parts):
+            first, end = bounds[p], bounds[p + 1]
+            state.z[tp[first]:tp[end]] = part["z"]
+            state.ndk[first:end] = part["ndk"]
+            if state.n_collected:
+                state.sum_dk[first:end] = part["sum_dk"]
+
+
 class _Partitions:
     """The futures of the partitions' states and the client-side gather/reroot."""
 
-    def __init__(self, client, corpus, state, bounds):
-        self.client, self.corpus, self.bounds = client, corpus, bounds
-        self.root(state)
+    def __init__(self, client, plan, state, bounds):
+        self.client, self.plan, self.state, self.bounds = client, plan, state, bounds
+        self.root()
 
-    def root(self, state):
-        """Start the lineage at ``state``: each partition a task holding its arrays."""
+    def root(self):
+        """Start the lineage at the client's state: each partition a task holding its arrays."""
         b = self.bounds
-        self.futures = [self.client.submit(_identity, _partition(self.corpus, state, b[p], b[p + 1]))
+        self.futures = [self.client.submit(_identity, self.plan.partition(self.state, b[p], b[p + 1]))
                         for p in range(len(b) - 1)]
 
-    def step(self, log_word):
-        """Run one iteration on every partition; returns the gathered statistics."""
-        lw = self.client.submit(_identity, log_word)
-        steps = [self.client.submit(_svb_step, part, lw) for part in self.futures]
+    def step(self, task, *args):
+        """``task(partition, *args)`` on every partition (arrays in ``args`` sent
+        once); the partitions become the first items of the results, the
+        second items are gathered and returned."""
+        args = [self.client.submit(_identity, a) if isinstance(a, np.ndarray) else a for a in args]
+        steps = [self.client.submit(task, part, *args) for part in self.futures]
         self.futures = [self.client.submit(operator.getitem, s, 0) for s in steps]
         return self.client.gather([self.client.submit(operator.getitem, s, 1) for s in steps])
 
-    def gather_into(self, state):
-        """Copy the partitions' r and N_jk into ``state`` (checkpoints, the end)."""
-        b, indptr = self.bounds, self.corpus.indptr
-        for p, part in enumerate(self.client.gather(self.futures)):
-            state.r[indptr[b[p]]:indptr[b[p + 1]]] = part["r"]
-            state.ndk[b[p]:b[p + 1]] = part["ndk"]
+    def gather(self):
+        """Copy the partitions' arrays into the client's state (checkpoints, the end)."""
+        self.plan.gather_into(self.state, self.client.gather(self.futures), self.bounds)
 
 
-def _iterate(state, parts, n_tokens):
-    """One iteration on the cluster: ParallelSVBState.sweep with the documents
-    on the workers; updates ``state.nwk``/``nk``, returns (diagnostics, seconds,
-    seconds outside the slowest partition's kernel)."""
-    tick = time.perf_counter()
-    log_word = digamma(state.nwk + state.eta[:, None]) - digamma(state.nk + state.eta_tot)
-    log_word -= log_word.max(axis=1, keepdims=True)
-    stats = parts.step(log_word)
-    # the same reductions as the threaded kernel: partition order, np.sum over axis 0
-    np.sum(np.stack([s[0] for s in stats]), axis=0, out=state.nwk)
-    state.nk = state.nwk.sum(axis=0)
-    delta, entropy, documents, worker = (np.array([s[i] for s in stats]) for i in range(1, 5))
-    A, lengths = state.alpha.sum(), state.lengths
-    # the topics and entropy terms as svb_bound computes them (no documents: ndk lives on the workers)
-    bound = svb_bound(state.alpha, state.eta, lengths[:0], state.ndk[:0], state.nwk, entropy.sum())
-    bound["documents"] = float(len(lengths) * gammaln(A) - gammaln(lengths + A).sum() + documents.sum())
-    seconds = time.perf_counter() - tick
-    return {"delta": float(delta.sum()) / n_tokens, "bound": bound}, seconds, seconds - worker.max()
+def _fit_batch(estimator, X, client, n_partitions, checkpoint, checkpoint_every, resume):
+    """The batch loop of ``BatchEstimator.fit`` with the plan's iterations on the cluster."""
+    plan = _SVB if isinstance(estimator, StandardVB) else _PartiallyCollapsed
+    loop = estimator._check_params()
+    max_iter, burn_in, tol = loop["max_iter"], loop.get("burn_in"), loop.get("tol")
+    state, start, seconds = estimator._start_or_resume(X, resume)
+    plan.prepare(state, n_partitions)
+    state.restore(X)
+    estimator.n_features_in_ = X.n_words
+    stopped, it = False, start
+    parts = _Partitions(client, plan, state, partition_bounds(X.n_docs, n_partitions))
+    for it in range(start + 1, max_iter + 1):
+        tick = time.perf_counter()
+        metrics, worker = plan.iterate(state, parts, burn_in is not None and it > burn_in)
+        spent = time.perf_counter() - tick
+        seconds += spent
+        stopped = estimator._report(it, n_documents=it * X.n_docs, fit_seconds=seconds,
+                                    n_components=int(state.n_components), driver_seconds=spent - worker.max(),
+                                    **metrics)
+        if stopped or (tol is not None and metrics["delta"] < tol):
+            break
+        if checkpoint_every and it % checkpoint_every == 0:
+            parts.gather()
+            if checkpoint is not None:
+                estimator._checkpoint(state, X, it, seconds, checkpoint)
+            parts.root()
+    parts.gather()
+    estimator.n_iter_ = it
+    if stopped and it < max_iter:
+        if checkpoint is not None:
+            estimator._checkpoint(state, X, it, seconds, checkpoint)
+        else:
+            estimator._keep_resumable(state, X, it, seconds)
+    else:
+        for name in ("_resume", "_batch_state", "_average"):
+            estimator.__dict__.pop(name, None)
+    estimator._set_fitted(state, X)
 
 
+# -- online estimators -------------------------------------------------------------------
+class _RemoteLocalStep:
+    """``stats_of(ids)`` of ``OnlineEstimator._fit``: the local step of the
+    minibatch ``ids`` on a worker (see the module docstring), and the driver's
+    seconds (the round trip's time outside the local step) for the record."""
+
+    def __init__(self, client, estimator, corpus, n_partitions):
+        self.client, self.estimator, self.n_words = client, estimator, corpus.n_words
+        self.bounds = partition_bounds(corpus.n_docs, n_partitions)
+        b = self.bounds
+        self.parts = [client.submit(_identity, _documents(corpus, b[p], b[p + 1])) for p in range(len(b) - 1)]
+        # the worker's copy: parameters only (the hook reads no fitted attribute)
+        self.copy = client.submit(_identity, type(estimator)(**estimator.get_params()), pure=False)
+
+    def __call__(self, ids):
+        tick = time.perf_counter()
+        est, b, client = self.estimator, self.bounds, self.client
+        part = np.searchsorted(b, ids, side="right") - 1
+        # the minibatch in partition order (a stable sort keeps the drawn order inside a partition) ...
+        by_part = np.argsort(part, kind="stable")
+        rows = {p: ids[by_part[part[by_part] == p]] - b[p] for p in np.unique(part)}
+        if est._sum_over_documents:
+            # each partition's share where it lives, summed here (the sum's order differs from the local fit's)
+            state = client.submit(_identity, est._state, pure=False)
+            shares = client.gather([client.submit(_partition_local_step, self.copy, state, self.parts[p], r,
+                                                  self.n_words, pure=False) for p, r in rows.items()])
+            n_new, stats, worker = 0, sum(share[0] for share in shares), max(share[1] for share in shares)
+        else:
+            pieces = [client.submit(_take, self.parts[p], r, pure=False) for p, r in rows.items()]
+            # ... whose position k holds document ids[by_part[k]]: the drawn order is argsort(by_part)
+            n_new, stats, rng, worker = client.submit(_online_local_step, self.copy, est._state, est._rng,
+                                                      self.n_words, pieces, np.argsort(by_part), pure=False).result()
+            est._rng.bit_generator.state = rng.bit_generator.state
+        return n_new, stats, {"driver_seconds": time.perf_counter() - tick - worker}
+
+
+# -- the entry point ------------------------------------------------------------------
 def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, checkpoint_every=None, resume=False):
     """Fit ``estimator`` to ``corpus`` on a Dask cluster; returns the fitted estimator.
 
     Parameters
     ----------
-    estimator : lda.StandardVB
-        With ``schedule="parallel"`` (its ``n_threads`` is not used: each
-        partition runs on one worker thread). Other estimators raise a
-        TypeError listing the supported ones (``SUPPORTED``).
+    estimator : one of ``SUPPORTED``
+        ``lda.StandardVB`` with ``schedule="parallel"`` (its ``n_threads`` is
+        not used: each partition runs on one worker thread),
+        ``lda.PartiallyCollapsedGibbs`` (its ``n_threads`` draws Phi on the
+        client), or an online estimator (its ``n_threads`` runs the local
+        step on the worker). Other estimators raise a TypeError listing the
+        supported ones.
     corpus : Corpus or anything ``bnpcore.as_corpus`` accepts
     client : dask.distributed.Client, optional
         None: a ``LocalCluster`` with one thread per worker, made for this call
         and closed after.
     n_partitions : int, optional
         Contiguous document partitions (default: the cluster's worker threads;
-        at most the number of documents). The fit equals
-        ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly.
+        at most the number of documents). StandardVB: the fit equals
+        ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly;
+        the others equal their local fit for any ``n_partitions`` (bit for
+        bit; the mean-field online ones to 1e-10).
     checkpoint : str or path, optional
-        Model file written every ``checkpoint_every`` iterations and when a
-        callback stops the fit; ``bnpcore.load`` it and call this function (or
-        the estimator's ``fit``) with ``resume=True`` to continue.
+        Model file written every ``checkpoint_every`` iterations (online
+        estimators: documents) and when a callback stops the fit;
+        ``bnpcore.load`` it and call this function (or the estimator's
+        ``fit``) with ``resume=True`` to continue.
     checkpoint_every : int, optional
-        Also gathers the state to the client that often and restarts the
-        task lineage there (a lost worker then costs at most that many
-        iterations of recomputation of its partition).
+        Batch estimators also gather the state to the client that often and
+        restart the task lineage there (a lost worker then costs at most that
+        many iterations of recomputation of its partition).
     resume : bool, default False
         Continue an interrupted fit (a callback stopped it, or ``estimator``
         was loaded from a checkpoint) on the same corpus.
@@ -185,10 +421,10 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
     Returns
     -------
     estimator
-        Fitted as by its own ``fit``: ``components_``, ``topics_``,
-        ``doc_topic_``, ``history_`` (``delta``, ``bound``, ``fit_seconds``,
-        plus ``driver_seconds``: the iteration's time outside the slowest
-        partition's kernel, i.e. scheduling, communication and reduction).
+        Fitted as by its own ``fit``, with ``history_`` records that also
+        hold ``driver_seconds``: the iteration's (minibatch's) time outside
+        the slowest partition's kernel (the local step), i.e. scheduling,
+        communication and the client's reduction and global step.
     """
     check_supported(estimator)
     Client, LocalCluster = import_dask()
@@ -199,51 +435,18 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
     X = as_corpus(corpus)
     if X.n_tokens == 0:
         raise ValueError("the training corpus has no tokens")
-    loop = estimator._check_params()
-    max_iter, tol = loop["max_iter"], loop["tol"]
     if n_partitions is None:
         n_partitions = sum(client.nthreads().values())
     n_partitions = min(check_int(n_partitions, "n_partitions", minimum=1), X.n_docs)
     if checkpoint_every is not None:
         check_int(checkpoint_every, "checkpoint_every", minimum=1)
-    state, start, seconds = estimator._resume_state(X, None) if resume else (_fresh_state(estimator, X), 0, 0.0)
-    state.n_threads = n_partitions      # what a local resume of a checkpoint continues with
-    state.restore(X)
-    estimator.n_features_in_ = X.n_words
-    stopped, it = False, start
     with _quiet_large_graphs():
-        parts = _Partitions(client, X, state, partition_bounds(X.n_docs, n_partitions))
-        for it in range(start + 1, max_iter + 1):
-            metrics, spent, driver = _iterate(state, parts, X.n_tokens)
-            seconds += spent
-            stopped = estimator._report(it, n_documents=it * X.n_docs, fit_seconds=seconds,
-                                        n_components=int(state.n_components), driver_seconds=driver, **metrics)
-            if stopped or (tol is not None and metrics["delta"] < tol):
-                break
-            if checkpoint_every and it % checkpoint_every == 0:
-                parts.gather_into(state)
-                if checkpoint is not None:
-                    estimator._checkpoint(state, X, it, seconds, checkpoint)
-                parts.root(state)
-        parts.gather_into(state)
-    estimator.n_iter_ = it
-    if stopped and it < max_iter:
-        if checkpoint is not None:
-            estimator._checkpoint(state, X, it, seconds, checkpoint)
+        if isinstance(estimator, OnlineEstimator):
+            estimator._fit(X, _RemoteLocalStep(client, estimator, X, n_partitions), checkpoint=checkpoint,
+                           checkpoint_every=checkpoint_every, resume=resume)
         else:
-            estimator._keep_resumable(state, X, it, seconds)
-    else:
-        estimator.__dict__.pop("_resume", None)
-        estimator.__dict__.pop("_batch_state", None)
-    estimator._set_fitted(state, X)
+            _fit_batch(estimator, X, client, n_partitions, checkpoint, checkpoint_every, resume)
     return estimator
-
-
-def _fresh_state(estimator, X):
-    """A new state, the estimator's previous fit forgotten (as ``BatchEstimator.fit`` starts)."""
-    estimator._forget()
-    estimator.history_ = []
-    return estimator._init_state(X, check_random_state(estimator.random_state))
 
 
 @contextlib.contextmanager

@@ -268,11 +268,11 @@ cdef struct ZArgs:
     double *cum          # n_threads x stride: cumulative weights of the document bucket
     int32_t *dlist       # n_threads x stride: topics with n_jk > 0
     int32_t *dpos        # n_threads x stride: position in dlist, -1 if absent (restored after each document)
-    uint64_t key, sweep
+    uint64_t key, sweep, first_doc
 
 
 cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
-    """Resample the topics of document j from stream (key, 2 sweep, j).
+    """Resample the topics of document j from stream (key, 2 sweep, first_doc + j).
 
     p(k) ∝ phi_wk (n_jk + alpha_k) = phi_wk n_jk + alpha_k phi_wk: the first
     bucket sums over the document's topics only, the second is the word's alias
@@ -286,7 +286,7 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
     cdef const double *prow
     cdef double q, u, x
     cdef bnp_stream_t st
-    bnp_stream_init(&st, a.key, 2 * a.sweep, <uint64_t>j)
+    bnp_stream_init(&st, a.key, 2 * a.sweep, a.first_doc + <uint64_t>j)
     for i in range(K):
         if nd[i] > 0:
             dpos[i] = <int32_t>n
@@ -338,11 +338,13 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
            const double[::1] mass, uint64_t key, uint64_t sweep,                               # IN
            int32_t[::1] z, int32_t[::1] z_prev,                                                # IN/OUT, OUT
            int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk,                          # IN/OUT counts
-           int n_threads=1):
+           int n_threads=1, uint64_t first_doc=0):
     """Resample every token's topic given Phi with theta integrated out
     (Magnusson et al. 2018), documents in parallel, then move the
     topic-word counts of the tokens that changed (``z_prev`` gets the old
-    topics). Equivalent NumPy for token i of document j, word w, in order::
+    topics). ``first_doc``: the corpus is documents ``first_doc, ...`` of a
+    larger one (a partition of ``bnpcore.distributed``), whose streams
+    document j uses. Equivalent NumPy for token i of document j, word w, in order::
 
         ndk[j, z[i]] -= 1
         p = phi[w] * (ndk[j] + alpha);  z[i] = rng.choice(K, p=p / p.sum())
@@ -375,7 +377,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     a.phi, a.prob, a.alias, a.mass = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0]
     a.z, a.z_prev, a.ndk = &z[0], &z_prev[0], &ndk[0, 0]
     a.cum, a.dlist, a.dpos = &cv[0, 0], &lv[0, 0], &pv[0, 0]
-    a.key, a.sweep = key, sweep
+    a.key, a.sweep, a.first_doc = key, sweep, first_doc
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=8):
             _z_doc(ap, j, threadid())

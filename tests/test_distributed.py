@@ -1,6 +1,7 @@
 """bnpcore.distributed on a LocalCluster of 2 worker processes: the same model as
-the local fit (bit for bit), through a lost worker, a checkpoint and a resume;
-clear errors for what it does not run."""
+the local fit (bit for bit: StandardVB, the partially collapsed LDA sampler and
+the online estimators), through a lost worker, a checkpoint and a resume; clear
+errors for what it does not run."""
 import os
 import signal
 
@@ -10,10 +11,23 @@ import pytest
 distributed = pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
 
 import bnpcore  # noqa: E402
-from bnpcore import cli, datasets, lda  # noqa: E402
+from bnpcore import cli, datasets, hdp, lda, mixture  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
 
 PARAMS = {"n_components": 5, "max_iter": 8, "tol": None, "random_state": 3}
+# 8 sweeps, the last 4 averaged: the sample averages live on the workers too
+PC_PARAMS = {"n_components": 5, "max_iter": 8, "burn_in": 4, "random_state": 3}
+# 2 epochs of 301 documents in minibatches of 40: 16 local steps, pruning after 200 documents
+ONLINE = {
+    "hdp.TruncationFreeSVI": lambda: hdp.TruncationFreeSVI(batch_size=40, n_epochs=2, local_sweeps=2, n_samples=2,
+                                                           prune_every=200, random_state=4, n_threads=1),
+    "hdp.OnlineVB": lambda: hdp.OnlineVB(n_components=8, batch_size=40, n_epochs=2, prune_every=200, random_state=4,
+                                         n_threads=1),
+    "mixture.TruncationFreeSVI": lambda: mixture.TruncationFreeSVI(batch_size=40, n_epochs=2, prune_every=200,
+                                                                   random_state=4, n_threads=1),
+    "mixture.StochasticVB": lambda: mixture.StochasticVB(n_components=8, batch_size=40, n_epochs=2, prune_every=200,
+                                                         random_state=4, n_threads=1),
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +59,63 @@ def assert_same_model(dist, local):
         assert hd["bound"]["documents"] == pytest.approx(hl["bound"]["documents"], rel=1e-12, abs=0)
 
 
+def assert_same_sampler(dist, local):
+    """The partially collapsed sampler: the averaged samples bit for bit."""
+    np.testing.assert_array_equal(dist.components_, local.components_)
+    np.testing.assert_array_equal(dist.doc_topic_, local.doc_topic_)
+    assert dist.n_iter_ == local.n_iter_ == len(dist.history_)
+
+
+def assert_same_online(dist, local):
+    """Online estimators: the global state and every record's trajectory. The
+    truncation-free ones bit for bit (one task runs the hook on the same
+    minibatch, state and generator); the mean-field ones to 1e-10 (each
+    partition's share of a minibatch runs where it lives and the client sums
+    the shares: the sums' order differs)."""
+    if dist._sum_over_documents:
+        np.testing.assert_allclose(dist.components_, local.components_, rtol=1e-10, atol=0)
+        np.testing.assert_allclose(dist.weights_, local.weights_, rtol=1e-10, atol=0)
+    else:
+        np.testing.assert_array_equal(dist.components_, local.components_)
+        np.testing.assert_array_equal(dist.weights_, local.weights_)
+    assert [(h["n_documents"], h["n_components"], h["rho"]) for h in dist.history_] == \
+        [(h["n_documents"], h["n_components"], h["rho"]) for h in local.history_]
+
+
+def local_pc(corpus, n_threads=2):
+    return lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=n_threads).fit(corpus)
+
+
+# name -> (a new estimator, its local fit on the corpus, the comparison)
+CASES = {"StandardVB": (lambda: lda.StandardVB(**PARAMS), lambda c: local_fit(c, 2), assert_same_model),
+         "PartiallyCollapsedGibbs": (lambda: lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=1), local_pc,
+                                     assert_same_sampler),
+         **{name: (make, lambda c, make=make: make().fit(c), assert_same_online) for name, make in ONLINE.items()}}
+
+
 @pytest.mark.parametrize("n_partitions", [2, 3])
 def test_equals_local_fit_with_as_many_threads(client, corpus, n_partitions):
     dist = bnpdist.fit(lda.StandardVB(**PARAMS), corpus, client, n_partitions=n_partitions)
     assert_same_model(dist, local_fit(corpus, n_partitions))
     assert all(h["fit_seconds"] > 0 and 0 <= h["driver_seconds"] <= h["fit_seconds"] for h in dist.history_)
+
+
+@pytest.mark.parametrize("n_partitions", [2, 3])
+def test_partially_collapsed_equals_local_fit(client, corpus, n_partitions):
+    """Any partitions, any client threads: the keyed streams of the threaded sampler."""
+    dist = bnpdist.fit(lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=1), corpus, client,
+                       n_partitions=n_partitions)
+    assert_same_sampler(dist, local_pc(corpus))
+    assert all(h["fit_seconds"] > 0 and 0 <= h["driver_seconds"] <= h["fit_seconds"] for h in dist.history_)
+
+
+@pytest.mark.parametrize("name", sorted(ONLINE))
+def test_online_equals_local_fit(client, corpus, name):
+    dist = bnpdist.fit(ONLINE[name](), corpus, client, n_partitions=3)
+    local = ONLINE[name]().fit(corpus)
+    assert len(dist.history_) == 16 and dist.n_components_ > 1
+    assert_same_online(dist, local)
+    assert all(h["driver_seconds"] >= 0 for h in dist.history_)
 
 
 def test_stops_at_tol_like_local(client, corpus):
@@ -59,23 +125,27 @@ def test_stops_at_tol_like_local(client, corpus):
     assert_same_model(dist, local)
 
 
-def test_lost_worker_changes_nothing(client, corpus):
+@pytest.mark.parametrize("name", ["StandardVB", "PartiallyCollapsedGibbs", "hdp.TruncationFreeSVI",
+                                  "mixture.StochasticVB"])
+def test_lost_worker_changes_nothing(client, corpus, name):
+    make, local, assert_same = CASES[name]
     killed = []
 
     def kill_a_worker(est, record):
         if record["iteration"] == 5:
-            # a worker holding a partition's state (the getitem of its last step)
-            holders = [w for w, keys in client.has_what().items() if any(k.startswith("getitem") for k in keys)]
+            # a worker holding a partition (the getitem of a batch step, the documents of an online fit)
+            holders = [w for w, keys in client.has_what().items()
+                       if any(k.startswith(("getitem", "_identity")) for k in keys)]
             assert holders, "no worker holds a partition"
             pid = client.run(os.getpid, workers=holders[:1])[holders[0]]
             os.kill(pid, signal.SIGKILL)         # the LocalCluster's workers are local processes
             killed.append(pid)
 
-    est = lda.StandardVB(**PARAMS)
+    est = make()
     with est.reporting(kill_a_worker):
         bnpdist.fit(est, corpus, client, n_partitions=2)
     assert killed
-    assert_same_model(est, local_fit(corpus, 2))
+    assert_same(est, local(corpus))
 
 
 def test_checkpoint_resume_after_a_killed_client(client, corpus, tmp_path):
@@ -96,6 +166,26 @@ def test_checkpoint_resume_after_a_killed_client(client, corpus, tmp_path):
     np.testing.assert_array_equal(bnpcore.load(path).fit(corpus, resume=True).components_, local.components_)
 
 
+@pytest.mark.parametrize("name", ["PartiallyCollapsedGibbs", "hdp.TruncationFreeSVI"])
+def test_checkpoint_resume_other_estimators(client, corpus, tmp_path, name):
+    """Past burn-in (the sample averages gathered) / mid-epoch (the stream and generator saved)."""
+    make, local, assert_same = CASES[name]
+    path = tmp_path / "model.npz"
+
+    def crash(est, record):
+        if record["iteration"] == 7:
+            raise KeyboardInterrupt("client killed")
+
+    est = make()
+    with est.reporting(crash), pytest.raises(KeyboardInterrupt):
+        # every 6 iterations; online: every 240 documents (after the 6th minibatch of 40)
+        bnpdist.fit(est, corpus, client, n_partitions=2, checkpoint=path,
+                    checkpoint_every=240 if name.startswith("hdp") else 6)
+    resumed = bnpdist.fit(bnpcore.load(path), corpus, client, n_partitions=2, resume=True)
+    assert [h["iteration"] for h in resumed.history_] == list(range(1, len(resumed.history_) + 1))
+    assert_same(resumed, local(corpus))
+
+
 def test_resume_needs_an_interrupted_fit(client, corpus):
     with pytest.raises(ValueError, match="resume=True needs an interrupted fit"):
         bnpdist.fit(lda.StandardVB(**PARAMS), corpus, client, resume=True)
@@ -106,6 +196,8 @@ def test_unsupported_estimators_are_named(client, corpus):
         bnpdist.fit(lda.CollapsedGibbs(), corpus, client)
     with pytest.raises(ValueError, match="schedule='parallel'"):
         bnpdist.fit(lda.StandardVB(schedule="sequential"), corpus, client)
+    with pytest.raises(ValueError, match="PartiallyCollapsedGibbs with optimize_hyperparameters=False"):
+        bnpdist.fit(lda.PartiallyCollapsedGibbs(optimize_hyperparameters=True), corpus, client)
     with pytest.raises(ValueError, match="n_partitions"):
         bnpdist.fit(lda.StandardVB(), corpus, client, n_partitions=0)
 
@@ -115,6 +207,10 @@ def test_cli_scheduler(client, capsys):
     assert cli.main(["fit", "--model", "lda-svb", "--data", "bars", "--iterations", "3", "--n-topics", "4",
                      "--scheduler", address, "-q"]) == 0
     assert "fitted in" in capsys.readouterr().out
+    for model in ("lda-pcgs", "dp-svb"):
+        assert cli.main(["fit", "--model", model, "--data", "bars", "--iterations", "2", "--scheduler", address,
+                         "-q"]) == 0
+        assert "fitted in" in capsys.readouterr().out
     assert cli.main(["fit", "--model", "lda-cgs", "--data", "bars", "--scheduler", address, "-q"]) == 2
     err = capsys.readouterr().err
     assert "--scheduler" in err and "StandardVB" in err

@@ -215,15 +215,7 @@ class BatchEstimator(BaseEstimator):
             check_positive(max_seconds, "max_seconds")
         if heldout is not None:
             heldout = self._check_heldout(heldout, X)
-        if resume:
-            state, start, seconds = self._resume_state(X, heldout)
-        else:
-            self._forget()
-            state = self._init_state(X, check_random_state(self.random_state))
-            start, seconds = 0, 0.0
-            self._average = (PredictiveAverage(heldout, getattr(self, "n_threads", None))
-                             if heldout is not None and burn_in is not None else None)
-            self.history_ = []
+        state, start, seconds = self._start_or_resume(X, resume, heldout, burn_in)
         self.n_features_in_ = X.n_words
         start_seconds = seconds
         self._batch_state = state           # callbacks may inspect the state during the fit
@@ -287,6 +279,19 @@ class BatchEstimator(BaseEstimator):
             if resume is not None:
                 resume.pop("state")
                 resume.pop("average")
+
+    def _start_or_resume(self, X, resume, heldout=None, burn_in=None):
+        """``(state, iterations done, fit seconds so far)``: the interrupted fit's
+        (``resume``) or a new state, the previous fit forgotten (also the start
+        of ``bnpcore.distributed.fit``)."""
+        if resume:
+            return self._resume_state(X, heldout)
+        self._forget()
+        state = self._init_state(X, check_random_state(self.random_state))
+        self._average = (PredictiveAverage(heldout, getattr(self, "n_threads", None))
+                         if heldout is not None and burn_in is not None else None)
+        self.history_ = []
+        return state, 0, 0.0
 
     def _resume_state(self, X, heldout):
         resume = self.__dict__.get("_resume")

@@ -28,8 +28,12 @@ that makes a global step cost O(nnz of the minibatch) instead of O(K W).
 Estimators subclass :class:`OnlineEstimator` and implement a few hooks
 (``_check_params``, ``_state_prior``, ``_local_step``, ``_size_key``, and
 optionally ``_init_state``); the base class owns ``fit``, ``partial_fit``,
-checkpoints, ``history_`` and the fitted attributes.
+checkpoints, ``history_`` and the fitted attributes. The local step is a
+function of the minibatch, the global state and the random generator only, so
+``bnpcore.distributed`` runs the same hook on a Dask worker that holds the
+minibatch's documents and this loop applies the global step.
 """
+import functools
 import math
 import time
 
@@ -384,14 +388,23 @@ class OnlineEstimator(BaseEstimator):
     * ``_init_state(state, rng, n_docs)`` (optional): initialise a fresh state
       (e.g. the random topics of a truncated model; ``n_docs`` is the corpus
       size n); by default it starts empty (K = 0);
-    * ``_local_step(batch, rng)``: the local step on a :class:`Minibatch`;
-      returns ``(n_new, stats)``: the number of components it instantiated
+    * ``_local_step(batch, state, rng)``: the local step on a :class:`Minibatch`
+      given the global :class:`StickState` ``state`` (read only), drawing
+      from ``rng``; it may use the estimator's parameters but no fitted
+      attribute (``bnpcore.distributed`` calls it on a worker's copy of the
+      unfitted estimator); returns ``(n_new, stats)``: the number of
+      components it instantiated
       (appended after the existing ones) and the minibatch statistics in stick
       order, a :class:`~bnpcore.inference.stats.SuffStats` with ``words`` of
       shape (K + n_new, len(batch.vocab)) over the minibatch vocabulary
       ``batch.vocab`` and ``sizes`` of shape (K + n_new,) (see
       :func:`minibatch_stats`);
-    * ``_size_key()``: the component sizes used for reordering and pruning.
+    * ``_size_key()``: the component sizes used for reordering and pruning;
+    * ``_sum_over_documents`` (class attribute, default False): True when the
+      local step draws no random numbers, adds no components and its
+      statistics are a sum over the minibatch's documents, each computed from
+      the global state alone (mean-field local steps): ``bnpcore.distributed``
+      then runs it on every partition's share of a minibatch and sums.
 
     The driver state (updates t, documents n_t, the random generator, the
     stream position) is saved with ``save``: a checkpoint written mid-stream
@@ -419,11 +432,13 @@ class OnlineEstimator(BaseEstimator):
         self._init_state(state, rng, n_docs)
         return state
 
-    def _local_step(self, batch, rng):
+    def _local_step(self, batch, state, rng):
         raise NotImplementedError
 
     def _size_key(self):
         raise NotImplementedError
+
+    _sum_over_documents = False
 
     # -- validation -----------------------------------------------------------
     def _check_driver_params(self):
@@ -481,7 +496,15 @@ class OnlineEstimator(BaseEstimator):
             ``max_documents``, ``max_seconds`` or a callback) on the same
             corpus, until ``n_epochs`` passes are complete.
         """
-        X = as_corpus(X)
+        return self._fit(as_corpus(X), None, heldout, eval_every, progress, checkpoint, checkpoint_every,
+                         max_documents, max_seconds, resume)
+
+    def _fit(self, X, stats_of, heldout=None, eval_every=None, progress=False, checkpoint=None, checkpoint_every=None,
+             max_documents=None, max_seconds=None, resume=False):
+        """``fit`` on the Corpus ``X``, with the local step of the minibatch of
+        documents ``ids`` from ``stats_of(ids) -> (n_new, stats, record)``
+        (``record``: more entries of its ``history_`` record; None:
+        ``_local_step`` here; ``bnpcore.distributed`` runs it on a worker)."""
         if X.n_tokens == 0:
             raise ValueError("the training corpus has no tokens")
         self._check_params()
@@ -502,7 +525,7 @@ class OnlineEstimator(BaseEstimator):
                 yield stream.next(self._rng)
 
         self._run(X, batches(), heldout, X.n_docs if eval_every is None else eval_every, progress, checkpoint,
-                  checkpoint_every, max_documents, max_seconds, total=target - stream.documents_done)
+                  checkpoint_every, max_documents, max_seconds, total=target - stream.documents_done, stats_of=stats_of)
         return self
 
     @exclusive
@@ -553,8 +576,10 @@ class OnlineEstimator(BaseEstimator):
         self._finalize()
 
     def _run(self, X, batches, heldout, eval_every, progress, checkpoint, checkpoint_every, max_documents,
-             max_seconds, total):
+             max_seconds, total, stats_of=None):
         drv = self._driver
+        if stats_of is None:
+            stats_of = functools.partial(self._stats_here, X)
         if eval_every is not None:
             check_int(eval_every, "eval_every")
         if checkpoint_every is not None:
@@ -567,12 +592,12 @@ class OnlineEstimator(BaseEstimator):
             for ids in batches:
                 tick = time.perf_counter()
                 before = drv["documents"]
-                self._step(Minibatch(X, ids, self._word_map))
-                X._drop_pages()     # an opened on-disk corpus: keep only the next minibatch's pages resident
+                n_new, stats, extra = stats_of(ids)
+                self._global_step(len(ids), n_new, stats)
                 drv["seconds"] += time.perf_counter() - tick
                 now = drv["documents"]
                 metrics = {"n_documents": now, "fit_seconds": drv["seconds"], "n_components": self._state.n_components,
-                           "rho": drv["rho"], "n_used": int((self._size_key() >= 1.0).sum())}
+                           "rho": drv["rho"], "n_used": int((self._size_key() >= 1.0).sum()), **extra}
                 if heldout is not None and eval_every is not None and now // eval_every > before // eval_every:
                     self._finalize()
                     metrics["heldout_loglik"] = float(self.score(heldout))
@@ -590,11 +615,17 @@ class OnlineEstimator(BaseEstimator):
             self._stream = None     # the fit is complete: nothing left to resume
         self._finalize()
 
-    def _step(self, batch):
-        """One minibatch: local step, natural-gradient step, reorder, prune."""
+    def _stats_here(self, X, ids):
+        """The local step on the documents ``ids`` of ``X`` in this process."""
+        n_new, stats = self._local_step(Minibatch(X, ids, self._word_map), self._state, self._rng)
+        X._drop_pages()     # an opened on-disk corpus: keep only the next minibatch's pages resident
+        return n_new, stats, {}
+
+    def _global_step(self, S, n_new, stats):
+        """The rest of a minibatch of ``S`` documents after its local step
+        (``n_new`` new components, statistics ``stats``): natural-gradient
+        step, reorder, prune."""
         drv, state = self._driver, self._state
-        n_new, stats = self._local_step(batch, self._rng)
-        S = batch.n_docs
         drv["documents"] += S
         total = drv["total"] if drv["total"] is not None else drv["documents"]
         rho = learning_rate(self.schedule, drv["updates"], drv["documents"], S, total,

@@ -142,8 +142,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
     def _state_prior(self):
         return float(self.eta), float(self.a), False
 
-    def _local_step(self, batch, rng):
-        st = self._state
+    def _local_step(self, batch, st, rng):
         n_new, _, block, docs = dp_local_step(
             batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale,
             st.sizes, float(self.eta), float(self.a), int(self.local_sweeps), self.new_component == "exact", rng)
@@ -210,6 +209,8 @@ class StochasticVB(_OnlineDPMixture):
         (``weights_`` sums to one: the last stick takes the rest).
     """
 
+    _sum_over_documents = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
+
     def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs=1, schedule="robbins_monro",
                  learning_offset=1.0, learning_decay=0.6, init_scale=100.0, prune_every=20000,
                  prune_threshold=1.0, reorder=True, total_samples=None, random_state=None, n_threads=None):
@@ -229,8 +230,7 @@ class StochasticVB(_OnlineDPMixture):
         state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
         state.row_tilde[rows] = state.words[rows].sum(axis=1)
 
-    def _meanfield(self, batch, resp):
-        st = self._state
+    def _meanfield(self, batch, st, resp):
         K = st.n_components
         block = np.empty((K, len(batch.vocab)))
         docs = np.empty(K)
@@ -239,13 +239,13 @@ class StochasticVB(_OnlineDPMixture):
                           effective_n_threads(self.n_threads))
         return block, docs
 
-    def _local_step(self, batch, rng):
-        block, docs = self._meanfield(batch, np.empty((0, self._state.n_components)))
+    def _local_step(self, batch, state, rng):
+        block, docs = self._meanfield(batch, state, np.empty((0, state.n_components)))
         return 0, minibatch_stats(batch, block, docs)
 
     def transform(self, X):
         """Mean-field responsibilities r_jk (rows sum to 1)."""
         X = self._check_input(X)
         resp = np.empty((X.n_docs, self._state.n_components))
-        self._meanfield(Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32)), resp)
+        self._meanfield(Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32)), self._state, resp)
         return resp

@@ -181,10 +181,9 @@ class TruncationFreeSVI(_OnlineHDP):
         check_local_sampler(self.local_sweeps, self.new_component, self.gamma, "gamma", self.eta)
         check_int(self.n_samples, "n_samples")
 
-    def _local_step(self, batch, rng):
+    def _local_step(self, batch, st, rng):
         if getattr(self, "_stirling", None) is None:
             self._stirling = StirlingTable()        # cache of log Stirling numbers, never saved
-        st = self._state
         n_new, block, sizes = hdp_local_step(
             batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale, st.sizes,
             float(self.eta), float(self.gamma), float(self.alpha), int(self.local_sweeps),
@@ -320,6 +319,8 @@ class OnlineVB(_OnlineHDP):
 
     _truncated = True
 
+    _sum_over_documents = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
+
     def __init__(self, n_components=300, n_atoms=15, eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, n_epochs=1,
                  schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="ranked",
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
@@ -343,8 +344,7 @@ class OnlineVB(_OnlineHDP):
         state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
         state.row_tilde[rows] = state.words[rows].sum(axis=1)
 
-    def _estep(self, batch, doc_topic):
-        st = self._state
+    def _estep(self, batch, st, doc_topic):
         K = st.n_components
         block, sizes = np.empty((K, len(batch.vocab))), np.empty(K)
         bound, n_iter = np.empty(batch.n_docs), np.empty(batch.n_docs, dtype=np.int32)
@@ -354,8 +354,8 @@ class OnlineVB(_OnlineHDP):
                            block, sizes, doc_topic, bound, n_iter, effective_n_threads(self.n_threads))
         return block, sizes
 
-    def _local_step(self, batch, rng):
-        block, sizes = self._estep(batch, np.empty((0, self._state.n_components)))
+    def _local_step(self, batch, state, rng):
+        block, sizes = self._estep(batch, state, np.empty((0, state.n_components)))
         return 0, minibatch_stats(batch, block, sizes)
 
     def transform(self, X, chunk=256):
@@ -367,7 +367,7 @@ class OnlineVB(_OnlineHDP):
         word_map = np.full(X.n_words, -1, dtype=np.int32)
         for s in range(0, X.n_docs, chunk):
             ids = np.arange(s, min(s + chunk, X.n_docs))
-            self._estep(Minibatch(X, ids, word_map), out[ids[0]:ids[-1] + 1])
+            self._estep(Minibatch(X, ids, word_map), self._state, out[ids[0]:ids[-1] + 1])
         total = out.sum(axis=1, keepdims=True)
         empty = total[:, 0] == 0
         out[empty] = self.weights_
