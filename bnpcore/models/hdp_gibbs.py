@@ -286,16 +286,20 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
 
     Notes
     -----
-    The number of topics is not stationary for hundreds of sweeps, and where
-    it goes depends on the rate of ``gamma_prior`` (gamma's posterior rate is
+    The number of topics is not stationary for hundreds of sweeps, and its
+    level depends on the rate of ``gamma_prior`` (gamma's posterior rate is
     that rate plus about log(m.. / gamma), ~8 on KOS). On KOS (90% of each
-    document's tokens, eta_tot = 100), seed 0, 600 sweeps: from 1 topic 240
-    and from 100 topics 316, still rising by ~0.3 topics a sweep, with the
-    defaults; 131 and 251 with ``gamma_prior=(5, 10), alpha_prior=(2, 6)``;
-    549 from 100 topics with Gamma(1, 1) priors. Teh, Kurihara & Welling
-    (2007) report 113.2 ± 11.4 topics from 1 and 168.3 ± 3.9 from 100: the
-    counts the defaults reach after ~1.75e4 steps (about 340 and 120 sweeps),
-    which :meth:`paper_preset` reproduces.
+    document's tokens, eta_tot = 100, seed 0), after 600 sweeps from 1 / from
+    100 topics: 240 / 316 with the defaults, still rising by 0.2-0.6 topics
+    a sweep; 131 / 251 with ``gamma_prior=(5, 10), alpha_prior=(2, 6)``;
+    543 / 549 with Gamma(1, 1) priors. Teh, Kurihara & Welling (2007) report
+    113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100): with the defaults both
+    are reached after about the same 1.7e4 steps (about 340 and 115 sweeps);
+    with the other two, when one matches the other is off (113 with 149, 113
+    with ~175). :meth:`paper_preset` stops there: over seeds 0-2 it ends with
+    118 ± 3 and 161 ± 2 topics. Longer runs predict held-out tokens better
+    (-7.17 / -7.07 per word after 600 sweeps against -7.32 / -7.19 for the
+    preset).
 
     References
     ----------
@@ -326,10 +330,12 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
           defaults;
         * ``max_steps=17_500``: they report the topic counts of runs whose cost
           Figure 2 measures in steps (iterations x topics), without giving the
-          budget; on KOS the counts reach 113 (from 1) and 168 (from 100) after
-          ~1.75e4 steps: calibrated on seed 0, checked on other seeds in
-          benchmarks/repro_001.py --ghdp-presets; ``max_iter=10_000`` only
-          bounds the run;
+          budget or the number of sweeps; on KOS the defaults' counts reach
+          their 113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100) after about
+          the same number of steps (calibrated on one seed; 118 ± 3 and
+          161 ± 2 over three: benchmarks/repro_001.py --ghdp-presets). The
+          counts are not stationary there: longer runs keep adding topics
+          (see Notes); ``max_iter=10_000`` only bounds the run;
         * ``burn_in=50``: samples after the first 50 sweeps enter the held-out
           average (the paper: "after an initial burn-in period").
 
