@@ -328,14 +328,14 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
           the ranges they state for CV-HDP (shapes and rates in [2, 6] and
           [5, 10]; the priors of their G-HDP runs are not stated), also the
           defaults;
-        * ``max_steps=17_500``: they report the topic counts of runs whose cost
+        * ``max_steps=17500``: they report the topic counts of runs whose cost
           Figure 2 measures in steps (iterations x topics), without giving the
           budget or the number of sweeps; on KOS the defaults' counts reach
           their 113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100) after about
           the same number of steps (calibrated on one seed; 118 ± 3 and
           161 ± 2 over three: benchmarks/repro_001.py --ghdp-presets). The
           counts are not stationary there: longer runs keep adding topics
-          (see Notes); ``max_iter=10_000`` only bounds the run;
+          (see Notes); ``max_iter=10000`` only bounds the run;
         * ``burn_in=50``: samples after the first 50 sweeps enter the held-out
           average (the paper: "after an initial burn-in period").
 
