@@ -98,6 +98,11 @@ def run_ghdp_preset(preset, train, test, k0, n_iter, burn_in, seed):
             "topics_trace": [r["n_components"] for r in h], "steps_trace": [r["steps"] for r in h]}
 
 
+def _mean_se(values):
+    v = np.asarray(values, dtype=float)
+    return v.mean(), (v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else float("nan"))
+
+
 def summarise_presets(rows, every):
     """Held-out and topic counts per preset, then every run's topic-count trace."""
     budget = DirectAssignmentGibbs.paper_preset().max_steps
@@ -107,9 +112,8 @@ def summarise_presets(rows, every):
     for r in rows:
         groups.setdefault(r["method"], []).append(r)
     for method, rs in sorted(groups.items()):
-        ll, k = np.array([r["heldout"] for r in rs]), np.array([r["topics"] for r in rs], dtype=float)
-        se = (lambda v: v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else float("nan"))
-        print(f"{method:22} {len(rs):5d} {ll.mean():9.4f} ± {se(ll):.4f} {k.mean():7.1f} ± {se(k):4.1f} "
+        ll, k = _mean_se([r["heldout"] for r in rs]), _mean_se([r["topics"] for r in rs])
+        print(f"{method:22} {len(rs):5d} {ll[0]:9.4f} ± {ll[1]:.4f} {k[0]:7.1f} ± {k[1]:4.1f} "
               f"{np.mean([r['iterations'] for r in rs]):7.0f} {np.mean([r['steps'] for r in rs]):7.0f} "
               f"{np.mean([r['seconds'] for r in rs]):6.0f}  {PAPER_TOPICS.get(method.split()[0], '')}")
     print(f"\nTopics every {every} sweeps (per seed); 'at budget': topics when the steps first reach the "
@@ -183,7 +187,10 @@ def main(argv=None):
         print("# OMP_NUM_THREADS=%s python %s" % (os.environ.get("OMP_NUM_THREADS", ""),
                                                  shlex.join(sys.argv if argv is None else [__file__, *argv])))
     if args.summary_only:
-        (summarise_presets(rows, args.trace_every) if args.ghdp_presets else summarise(rows))
+        if args.ghdp_presets:
+            summarise_presets(rows, args.trace_every)
+        else:
+            summarise(rows)
         return
     done = {(r["method"], r["K"], r["seed"]) for r in rows}
 
