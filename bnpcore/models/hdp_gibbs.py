@@ -296,9 +296,9 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
     113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100): with the defaults both
     are reached after about the same 1.7e4 steps (about 340 and 115 sweeps);
     with the other two, when one matches the other is off (113 with 149, 113
-    with ~175). :meth:`paper_preset` stops there: over seeds 0-2 it ends with
-    118 ± 3 and 161 ± 2 topics. Longer runs predict held-out tokens better
-    (-7.17 / -7.07 per word after 600 sweeps against -7.32 / -7.19 for the
+    with ~175). :meth:`paper_preset` stops there: over seeds 0-3 it ends with
+    117 ± 2 and 165 ± 4 topics. Longer runs predict held-out tokens better
+    (-7.18 / -7.07 per word after 600 sweeps against -7.32 / -7.19 for the
     preset).
 
     References
@@ -332,8 +332,8 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
           Figure 2 measures in steps (iterations x topics), without giving the
           budget or the number of sweeps; on KOS the defaults' counts reach
           their 113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100) after about
-          the same number of steps (calibrated on one seed; 118 ± 3 and
-          161 ± 2 over three: benchmarks/repro_001.py --ghdp-presets). The
+          the same number of steps (calibrated on one seed; 117 ± 2 and
+          165 ± 4 over four: benchmarks/repro_001.py --ghdp-presets). The
           counts are not stationary there: longer runs keep adding topics
           (see Notes); ``max_iter=10000`` only bounds the run;
         * ``burn_in=50``: samples after the first 50 sweeps enter the held-out
