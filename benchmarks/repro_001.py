@@ -16,6 +16,14 @@ method. Runs, per seed:
 * with ``--fig3``, Fig. 3: CV-LDA and CV-HDP started from the last G-HDP100
   state, against the same methods from the random initialisation at the same K.
 
+``--ghdp-presets`` runs only G-HDP1 and G-HDP100, once with the estimator's
+defaults for ``--gibbs-iter`` sweeps (``--burn-in``) and once as
+``DirectAssignmentGibbs.paper_preset`` (a budget of steps, iterations x topics),
+and prints held-out, topic counts and the topic-count trace every
+``--trace-every`` sweeps (the command line first, for a results file):
+
+    OMP_NUM_THREADS=1 python benchmarks/repro_001.py --ghdp-presets --seeds 3 --out ghdp.json
+
 Results are appended to a JSON file as they arrive (a rerun continues it) and
 summarised as a table (mean and standard error over seeds) beside the paper's
 statements (its Figure 2 gives curves, not numbers, except the G-HDP topic counts).
@@ -25,6 +33,8 @@ statements (its Figure 2 gives curves, not numbers, except the G-HDP topic count
 import argparse
 import json
 import os
+import shlex
+import sys
 import time
 
 import numpy as np
@@ -71,6 +81,49 @@ def run_gibbs(name, train, test, init_topics, n_iter, burn_in, seed):
            "seconds": time.perf_counter() - t,
            "topics_trace": [h["n_components"] for h in m.history_[::max(1, n_iter // 20)]]}
     return row, m
+
+
+def run_ghdp_preset(preset, train, test, k0, n_iter, burn_in, seed):
+    """G-HDP from ``k0`` topics: the estimator's defaults for ``n_iter`` sweeps, or its paper preset."""
+    if preset == "paper":
+        m = DirectAssignmentGibbs.paper_preset(k0, random_state=seed)
+    else:
+        m = DirectAssignmentGibbs(n_components=k0, max_iter=n_iter, burn_in=burn_in, random_state=seed)
+    t = time.perf_counter()
+    m.fit(train, heldout=test)
+    h = m.history_
+    return {"method": f"G-HDP{k0} {preset}", "K": k0, "seed": seed, "heldout": m.heldout_loglik_,
+            "topics": m.n_components_, "alpha": m.alpha_, "gamma": m.gamma_, "iterations": len(h),
+            "burn_in": m.burn_in, "steps": h[-1]["steps"], "seconds": time.perf_counter() - t,
+            "topics_trace": [r["n_components"] for r in h], "steps_trace": [r["steps"] for r in h]}
+
+
+def _mean_se(values):
+    v = np.asarray(values, dtype=float)
+    return v.mean(), (v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else float("nan"))
+
+
+def summarise_presets(rows, every):
+    """Held-out and topic counts per preset, then every run's topic-count trace."""
+    budget = DirectAssignmentGibbs.paper_preset().max_steps
+    print(f"{'run':22} {'seeds':>5} {'test ll/word':>18} {'topics':>14} {'sweeps':>7} {'steps':>7} "
+          f"{'s/run':>6}  paper topics")
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["method"], []).append(r)
+    for method, rs in sorted(groups.items()):
+        ll, k = _mean_se([r["heldout"] for r in rs]), _mean_se([r["topics"] for r in rs])
+        print(f"{method:22} {len(rs):5d} {ll[0]:9.4f} ± {ll[1]:.4f} {k[0]:7.1f} ± {k[1]:4.1f} "
+              f"{np.mean([r['iterations'] for r in rs]):7.0f} {np.mean([r['steps'] for r in rs]):7.0f} "
+              f"{np.mean([r['seconds'] for r in rs]):6.0f}  {PAPER_TOPICS.get(method.split()[0], '')}")
+    print(f"\nTopics every {every} sweeps (per seed); 'at budget': topics when the steps first reach the "
+          f"paper preset's {budget}; 'last 100': change over the last 100 sweeps")
+    for r in sorted(rows, key=lambda r: (r["method"], r["seed"])):
+        trace, steps = r["topics_trace"], np.array(r["steps_trace"])
+        at = trace[int(np.searchsorted(steps, budget))] if steps[-1] >= budget else "-"
+        last = trace[-1] - trace[max(0, len(trace) - 101)]
+        points = " ".join(str(trace[i - 1]) for i in range(every, len(trace) + 1, every))
+        print(f"{r['method']:22} seed {r['seed']}: at budget {at}, last 100 {last:+d}, trace {points}")
 
 
 def summarise(rows):
@@ -123,12 +176,21 @@ def main(argv=None):
     ap.add_argument("--vlda-iter", type=int, default=60, help="iterations of V-LDA")
     ap.add_argument("--fig3", action="store_true", help="also the Fig. 3 runs (G-HDP100 initialisation)")
     ap.add_argument("--fig3-iter", type=int, default=40)
+    ap.add_argument("--ghdp-presets", action="store_true",
+                    help="only G-HDP1/G-HDP100 with the defaults and with paper_preset (see above)")
+    ap.add_argument("--trace-every", type=int, default=50, help="sweeps between trace points (--ghdp-presets)")
     ap.add_argument("--out", default="repro_001.json")
     ap.add_argument("--summary-only", action="store_true", help="print the table of an existing --out file")
     args = ap.parse_args(argv)
     rows = json.load(open(args.out)) if os.path.exists(args.out) else []
+    if args.ghdp_presets:
+        print("# OMP_NUM_THREADS=%s python %s" % (os.environ.get("OMP_NUM_THREADS", ""),
+                                                 shlex.join(sys.argv if argv is None else [__file__, *argv])))
     if args.summary_only:
-        summarise(rows)
+        if args.ghdp_presets:
+            summarise_presets(rows, args.trace_every)
+        else:
+            summarise(rows)
         return
     done = {(r["method"], r["K"], r["seed"]) for r in rows}
 
@@ -136,9 +198,18 @@ def main(argv=None):
         rows.append(row)
         with open(args.out, "w") as fh:
             json.dump(rows, fh, indent=1)
-        print(json.dumps({k: v for k, v in row.items() if k != "topics_trace"}), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if not k.endswith("_trace")}), file=sys.stderr, flush=True)
 
     X = load_data("kos")
+    if args.ghdp_presets:
+        for seed in range(args.seeds):
+            train, test = X.split_tokens(0.1, random_state=seed, mode="doc_tokens")
+            for preset in ("paper", "default"):
+                for k0 in (1, 100):
+                    if (f"G-HDP{k0} {preset}", k0, seed) not in done:
+                        record(run_ghdp_preset(preset, train, test, k0, args.gibbs_iter, args.burn_in, seed))
+        summarise_presets(rows, args.trace_every)
+        return
     for seed in range(args.seeds):
         train, test = X.split_tokens(0.1, random_state=seed, mode="doc_tokens")
         for K in args.ks:

@@ -194,10 +194,45 @@ def test_reproducible_and_save_load(small_fit, tmp_path):
 @pytest.mark.parametrize("params, match", [
     ({"max_iter": 0}, "max_iter"), ({"burn_in": 300}, "burn_in"), ({"eta_tot": -1.0}, "eta_tot"),
     ({"alpha": 0.0}, "alpha"), ({"gamma_prior": (1.0, 0.0)}, "gamma_prior"), ({"n_components": 0}, "n_components"),
+    ({"max_steps": 0}, "max_steps"),
 ])
 def test_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
         DirectAssignmentGibbs(**params).fit(Corpus([[0, 1]], n_words=2))
+
+
+def test_paper_preset_parameters_are_the_documented_ones():
+    documented = {"n_components": 1, "eta_tot": 100.0, "alpha_prior": (4.0, 4.0), "gamma_prior": (7.5, 7.5),
+                  "max_steps": 17_500, "max_iter": 10_000, "burn_in": 50}
+    params = DirectAssignmentGibbs.paper_preset().get_params()
+    assert {k: params[k] for k in documented} == documented
+    doc = " ".join(DirectAssignmentGibbs.paper_preset.__doc__.split())
+    for name, value in documented.items():
+        assert f"``{name}={value!r}``" in doc, name
+    # the rest are the defaults; the first argument and keywords override
+    defaults = DirectAssignmentGibbs().get_params()
+    assert {k: v for k, v in params.items() if k not in documented} == {k: v for k, v in defaults.items()
+                                                                          if k not in documented}
+    g100 = DirectAssignmentGibbs.paper_preset(100, burn_in=10, random_state=3)
+    assert (g100.n_components, g100.burn_in, g100.random_state, g100.max_steps) == (100, 10, 3, 17_500)
+
+
+def test_paper_preset_stops_the_default_chain_at_its_step_budget():
+    # same seed, same priors: the preset is the defaults' chain cut where the steps (topics summed
+    # over the sweeps) first reach max_steps; from one topic it has fewer topics than the longer run
+    rng = np.random.default_rng(0)
+    counts, _ = make_bars(300, 100, rng, alpha=0.1)
+    X = Corpus(counts)
+    default = DirectAssignmentGibbs(n_components=1, max_iter=60, burn_in=0, random_state=0).fit(X)
+    preset = DirectAssignmentGibbs.paper_preset(1, max_steps=60, burn_in=0, random_state=0).fit(X)
+    topics = [h["n_components"] for h in default.history_]
+    steps = np.cumsum(topics)
+    assert [h["steps"] for h in default.history_] == steps.tolist()
+    cut = int(np.searchsorted(steps, 60)) + 1                # sweeps until steps >= 60
+    assert preset.n_iter_ == cut < 60
+    drop = lambda h: {k: v for k, v in h.items() if k != "fit_seconds"}      # noqa: E731
+    assert [drop(h) for h in preset.history_] == [drop(h) for h in default.history_[:cut]]
+    assert preset.n_components_ == topics[cut - 1] < default.n_components_
 
 
 def test_bad_input():
