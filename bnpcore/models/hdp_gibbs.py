@@ -138,6 +138,7 @@ class _GibbsState(BatchState):
         self.words, self.tok_ptr = corpus.tokens()
         self.doc_lengths = np.diff(self.tok_ptr)
         self.table = StirlingTable(int(min(self.doc_lengths.max(), _STIRLING_MAX_N)))
+        self.__dict__.setdefault("steps", 0)     # checkpoints older than max_steps count from here
         saved = getattr(self, "topics", None)
         if isinstance(saved, dict):              # from a checkpoint
             n = saved.pop("n")
