@@ -96,7 +96,7 @@ STUDY = ({}, {"n_samples": 5}, {"batch_size": 500}, {"batch_size": 20}, {"local_
          {"gamma": 30.0, "eta": 0.05, "n_samples": 5}, {"gamma": 10.0, "eta": 0.05, "n_samples": 10},
          {"gamma": 100.0, "eta": 0.05, "n_samples": 5}, {"gamma": 30.0, "eta": 0.05, "n_samples": 3},
          {"gamma": 30.0, "eta": 0.05, "n_samples": 5, "alpha": 3.0}, {"gamma": 30.0, "eta": 0.1, "n_samples": 5},
-         {"gamma": 50.0, "eta": 0.05, "n_samples": 5})
+         {"gamma": 50.0, "eta": 0.05, "n_samples": 5}, {"gamma": 30.0, "eta": 0.05, "n_samples": 5, "alpha": 10.0})
 
 
 def study(argv):

@@ -93,15 +93,18 @@ class TruncationFreeSVI(_OnlineHDP):
 
     The settings of [TF] §3 are ``TruncationFreeSVI(eta=0.01, gamma=1.0,
     n_samples=1)``. The defaults differ (a study on KOS at 30 s of one core,
-    document completion: ``benchmarks/bench_online.py study``): with
-    gamma = 1 the corpus-scaled table counts leave new topics almost no
-    prior mass and the fit stays at about 18 topics (-7.61/word); gamma = 10
-    keeps 70-100 topics and gamma = 30 about 175 (gamma = 100: 355, too slow
-    to train in 30 s); averaging 5 samples per minibatch instead of keeping
-    the last one reduces the noise of the statistics (-7.56 alone); eta =
-    0.05 helps once there are many topics. The defaults reach -7.49 (the
-    collapsed Gibbs sampler ``hdp.DirectAssignmentGibbs``: -7.32). Batch
-    sizes 20 and 500, and 2 burn-in sweeps instead of 5, did worse.
+    document completion: ``benchmarks/bench_online.py study``, table in
+    ``benchmarks/results/tfsvi_study_kos.txt``): with gamma = 1 the
+    corpus-scaled table counts leave new topics almost no prior mass and the
+    fit stays at about 18 topics (-7.58/word); gamma = 10 keeps 80-100 topics,
+    gamma = 30 about 200, gamma = 100 about 400 (too slow to train in 30 s);
+    averaging 5 samples per minibatch instead of keeping the last one reduces
+    the noise of the statistics; eta = 0.05 helps once there are many topics.
+    The defaults reach -7.44 (the collapsed Gibbs sampler
+    ``hdp.DirectAssignmentGibbs``: -7.33). Batch sizes 20 and 500, and 2
+    burn-in sweeps instead of 5, did worse. A larger document concentration
+    did better on KOS (alpha = 3: -7.38, alpha = 10: -7.36, one seed): worth
+    trying on corpora of long documents.
 
     Parameters
     ----------
