@@ -2,7 +2,7 @@
 the same way.
 
     python examples/compare_estimators.py [--data kos | DOCWORD | --texts DIR] \
-        [--models lda-cvb0 hdp-gibbs hdp-tf-svi] [--seconds 20]
+        [--models lda-cvb0 hdp-gibbs hdp-tf-svi] [--seconds 20] [--iterations N]
 
 10% of the documents are held out; each held-out document's words are split
 80/20, the topic proportions are inferred from the 80% with the topics fixed and
@@ -31,14 +31,15 @@ def topic_sizes(model, corpus):
     return corpus.doc_lengths @ model.transform(corpus)
 
 
-def compare(corpus, names, seconds, seed=0):
-    """Rows (name, topics used, held-out, coherence, seconds) for the models ``names``."""
+def compare(corpus, names, seconds, seed=0, iterations=None):
+    """Rows (name, topics used, held-out, coherence, seconds) for the models ``names``;
+    each fit ends at ``seconds`` or after ``iterations`` (None: the time alone)."""
     train, test = corpus.split_documents(0.1, random_state=seed)
     observed, heldout = test.split_tokens(0.2, random_state=seed)
     rows = []
     for name in names:
         spec = cli.get_model(name)
-        model = spec.make(random_state=seed, **{spec.iteration_param(): 10 ** 6})   # the budget ends the fit
+        model = spec.make(random_state=seed, **{spec.iteration_param(): iterations or 10 ** 6})
         budget = {"max_seconds": seconds} if "max_seconds" in inspect.signature(model.fit).parameters else {}
         start = time.perf_counter()
         model.fit(train, **budget)
@@ -59,6 +60,8 @@ def main(argv=None):
     p.add_argument("--texts", help="a folder of text files (one document each) instead of --data")
     p.add_argument("--models", nargs="+", default=DEFAULT_MODELS, help=f"default: {' '.join(DEFAULT_MODELS)}")
     p.add_argument("--seconds", type=float, default=20.0, help="time budget per model (default 20)")
+    p.add_argument("--iterations", type=int, help="also stop each fit after this many iterations (sweeps, "
+                   "epochs): equal work instead of equal time")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.texts:
@@ -69,7 +72,7 @@ def main(argv=None):
         corpus = cli.load_data(args.data, args.vocab)
     print(f"{corpus.n_docs} documents, {corpus.n_words} words; {args.seconds:g} s per model")
     print(f"{'model':14} {'topics':>6} {'held-out':>9} {'u_mass':>9} {'seconds':>8}")
-    return compare(corpus, args.models, args.seconds, args.seed)
+    return compare(corpus, args.models, args.seconds, args.seed, args.iterations)
 
 
 if __name__ == "__main__":
