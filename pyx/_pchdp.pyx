@@ -80,7 +80,7 @@ def sample_tables(const int32_t[:, ::1] ndk, const double[::1] ab, int64_t K,   
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=16):
             _tables_doc(&ndk[j, 0], &ab[0], K, key, stream, j, &pv[threadid(), 0])
-    l_k[:K] = part[:, :K].sum(axis=0)
+    np.asarray(l_k)[:K] = part[:, :K].sum(axis=0)
 
 
 # ---------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         raise ValueError("ndk, tok_ptr, z, z_prev and cand do not match the corpus")
     if phi.shape[1] != C or prob.shape[0] != W or prob.shape[1] != C or alias.shape[0] != W \
             or alias.shape[1] != C or mass.shape[0] != W or nwk.shape[0] != W or nwk.shape[1] != C \
-            or nk.shape[0] != C or ab.shape[0] != C or not 0 < K < C:
+            or nk.shape[0] != C or ab.shape[0] != C or not 0 < K <= C:
         raise ValueError("phi, prob, alias, mass, ab, nwk and nk disagree on the number of topics or words")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
