@@ -220,9 +220,10 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
     p(z_i = k) ∝ phi_kw (n_jk + alpha Psi_k): the document bucket sums phi_kw n_jk
     over the document's topics, the alias table of word w holds alpha Psi_k phi_kw
     over the active topics k < K, and the flag topic carries the tail: with the
-    token's candidate c (a tail topic drawn with probability Psi_c / R, or the
-    token's own tail topic with probability alpha Psi_t / (alpha Psi_t + n_jt)),
-    weight alpha R phi_cw. Choosing the flag sets z_i = c."""
+    token's candidate c (a tail topic drawn with probability Psi_c / R), weight
+    alpha R phi_cw. Choosing the flag sets z_i = c. (A token's current topic is
+    always active: K is one past the highest topic with tokens when the sweep
+    starts, and every token is visited once.)"""
     cdef int64_t C = a.C, p, r, i, n = 0, zi = a.tok_ptr[j]
     cdef int32_t w, t, last, c
     cdef int32_t *nd = a.ndk + j * C
@@ -252,8 +253,6 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
                 dpos[t] = -1
                 n -= 1
             c = a.cand[zi]
-            if t >= a.K and bnp_rng_uniform(&st.bitgen) * (a.ab[t] + nd[t]) < a.ab[t]:
-                c = t
             q = 0.0
             for i in range(n):
                 q += prow[dlist[i]] * nd[dlist[i]]

@@ -229,11 +229,12 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
       topics, and one flag topic carrying the tail mass R = sum_{k >= K*} Psi_k.
 
     The flag topic is exact, by data augmentation: each token gets a candidate
-    tail topic c drawn with probability Psi_c / R (or, if its current topic t
-    is a tail topic, c = t with probability alpha Psi_t / (alpha Psi_t + n_jt^{-i}))
-    and the flag's weight is alpha R phi_{c,w}, phi_c a draw from the prior
-    Dirichlet(eta); a token landing on the flag opens topic c, so K grows as
-    needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
+    tail topic c drawn with probability Psi_c / R, independently of the rest
+    (a token's current topic is never in the tail, since every token is visited
+    once per sweep), and the flag's weight is alpha R phi_{c,w}, phi_c a draw
+    from the prior Dirichlet(eta): summed over c this is the tail's
+    sum_{k >= K*} alpha Psi_k phi_{k,w}. A token landing on the flag opens
+    topic c, so K grows as needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
     topic column (a few dozen), so a sweep costs W x (K* + a few) Phi draws plus,
     per token, the topics of its document.
 
