@@ -9,8 +9,8 @@ One sweep calls, each releasing the GIL and running in ``n_threads``:
    Bernoulli(alpha Psi_k / (alpha Psi_k + i)), i < n_jk, documents in parallel;
 2. ``sample_phi``: Phi | z per topic, in parallel over topics (Dirichlet, or the
    Poisson Polya urn approximation);
-3. ``build_alias``: per word, a Walker alias table of ``alpha Psi_k phi[w, k]``
-   over the active topics;
+3. ``_pclda.build_alias(..., n_topics=K)``: per word, a Walker alias table of
+   ``alpha Psi_k phi[w, k]`` over the active topics;
 4. ``z_step``: every token's topic given Phi and Psi, documents in parallel,
    then the topic-word counts from the changes.
 
@@ -26,7 +26,8 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport exp, floor, sqrt, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
-from bnpcore.kernels._pclda cimport _alias_row, _log_gamma_small
+from bnpcore.kernels._pclda cimport (_alias_pick, _bucket, _bucket_pick, _list_add, _list_close, _list_open,
+                                    _list_remove, _log_gamma_small, _move_counts)
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_normal, bnp_rng_uniform,
                                   bnp_stream_init, bnp_stream_t)
 
@@ -165,28 +166,6 @@ def sample_phi(const int32_t[:, ::1] nwk, const int64_t[::1] nk, int64_t K,    #
             _phi_topic(&nwk[0, 0], &nk[0], W, C, k, eta, ppu, key, stream, &phi[0, 0], &wv[threadid(), 0])
 
 
-def build_alias(const double[:, ::1] phi, const double[::1] ab, int64_t K,                # IN (W, C), (K,)
-                double[:, ::1] prob, int32_t[:, ::1] alias, double[::1] mass,           # OUT (W, C), (W,)
-                int n_threads=1):
-    """Per word w, an alias table of ``ab_k phi[w, k]`` over topics k < K (columns
-    < K of prob/alias) and their sum ``mass[w]``; see ``_pclda.build_alias``.
-    A word whose weights are all zero gets ``mass[w] = 0`` (its table is unused)."""
-    cdef int64_t W = phi.shape[0], C = phi.shape[1], w
-    if K > C or ab.shape[0] < K or prob.shape[0] != W or prob.shape[1] != C or alias.shape[0] != W \
-            or alias.shape[1] != C or mass.shape[0] != W:
-        raise ValueError(f"prob and alias must have shape ({W}, {C}), mass {W} entries, K at most {C}")
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be positive, got {n_threads}")
-    if W == 0 or K == 0:
-        return
-    stacks = np.empty((n_threads, 2 * K + _PAD), dtype=np.int32)
-    cdef int32_t[:, ::1] sv = stacks
-    with nogil:
-        for w in prange(W, num_threads=n_threads, schedule="static"):
-            mass[w] = _alias_row(&phi[w, 0], &ab[0], K, &prob[w, 0], &alias[w, 0],
-                                 &sv[threadid(), 0], &sv[threadid(), K])
-
-
 # ---------------------------------------------------------------------------
 # z | Phi, Psi, theta collapsed
 # ---------------------------------------------------------------------------
@@ -224,21 +203,17 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
     alpha R phi_cw. Choosing the flag sets z_i = c. (A token's current topic is
     always active: K is one past the highest topic with tokens when the sweep
     starts, and every token is visited once.)"""
-    cdef int64_t C = a.C, p, r, i, n = 0, zi = a.tok_ptr[j]
-    cdef int32_t w, t, last, c
+    cdef int64_t C = a.C, p, r, n, zi = a.tok_ptr[j]
+    cdef int32_t w, t, c
     cdef int32_t *nd = a.ndk + j * C
     cdef int32_t *dlist = a.dlist + tid * a.stride
     cdef int32_t *dpos = a.dpos + tid * a.stride
     cdef double *cum = a.cum + tid * a.stride
     cdef const double *prow
-    cdef double q, u, x, f
+    cdef double q, u, f
     cdef bnp_stream_t st
     bnp_stream_init(&st, a.key, a.stream, <uint64_t>j)
-    for i in range(C):
-        if nd[i] > 0:
-            dpos[i] = <int32_t>n
-            dlist[n] = <int32_t>i
-            n += 1
+    n = _list_open(nd, C, dlist, dpos)
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
         prow = a.phi + w * C
@@ -247,40 +222,22 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
             a.z_prev[zi] = t
             nd[t] -= 1
             if nd[t] == 0:
-                last = dlist[n - 1]
-                dlist[dpos[t]] = last
-                dpos[last] = dpos[t]
-                dpos[t] = -1
-                n -= 1
+                n = _list_remove(t, dlist, dpos, n)
             c = a.cand[zi]
-            q = 0.0
-            for i in range(n):
-                q += prow[dlist[i]] * nd[dlist[i]]
-                cum[i] = q
+            q = _bucket(prow, nd, dlist, n, cum)
             f = a.tail * prow[c]
             u = bnp_rng_uniform(&st.bitgen) * (q + a.mass[w] + f)
             if u < q:
-                i = 0
-                while i < n - 1 and cum[i] <= u:
-                    i += 1
-                t = dlist[i]
+                t = _bucket_pick(cum, dlist, n, u)
             elif u < q + a.mass[w]:
-                x = bnp_rng_uniform(&st.bitgen) * a.K
-                i = <int64_t>x
-                if i >= a.K:
-                    i = a.K - 1
-                t = <int32_t>i if x - i < a.prob[w * C + i] else a.alias[w * C + i]
+                t = _alias_pick(a.prob + w * C, a.alias + w * C, a.K, bnp_rng_uniform(&st.bitgen))
             else:
                 t = c
-            if nd[t] == 0:
-                dpos[t] = <int32_t>n
-                dlist[n] = t
-                n += 1
+            n = _list_add(t, dlist, dpos, n)
             nd[t] += 1
             a.z[zi] = t
             zi += 1
-    for i in range(n):
-        dpos[dlist[i]] = -1
+    _list_close(dlist, dpos, n)
 
 
 def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
@@ -302,8 +259,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         p = phi[w] * (ndk[j] + ab);  z[i] = rng.choice(len(p), p=p / p.sum())
         ndk[j, z[i]] += 1
     """
-    cdef int64_t D = indptr.shape[0] - 1, C = ndk.shape[1], W = phi.shape[0], j, p, r, zi = 0
-    cdef int32_t w, t, s
+    cdef int64_t D = indptr.shape[0] - 1, C = ndk.shape[1], W = phi.shape[0], j
     if ndk.shape[0] != D or tok_ptr.shape[0] != D + 1 or z.shape[0] != tok_ptr[D] or z_prev.shape[0] != z.shape[0] \
             or cand.shape[0] != z.shape[0]:
         raise ValueError("ndk, tok_ptr, z, z_prev and cand do not match the corpus")
@@ -331,14 +287,4 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=8):
             _z_doc(ap, j, threadid())
-        for p in range(indices.shape[0]):
-            w = indices[p]
-            for r in range(counts[p]):
-                t = z[zi]
-                s = z_prev[zi]
-                if t != s:
-                    nwk[w, s] -= 1
-                    nwk[w, t] += 1
-                    nk[s] -= 1
-                    nk[t] += 1
-                zi += 1
+        _move_counts(&indices[0], &counts[0], indices.shape[0], C, &z[0], &z_prev[0], &nwk[0, 0], &nk[0])

@@ -13,7 +13,7 @@ from scipy.special import gammaln
 
 from bnpcore._validation import check_int, check_prior, effective_n_threads
 from bnpcore.inference.batch import BatchState
-from bnpcore.kernels import _pchdp
+from bnpcore.kernels import _pchdp, _pclda
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, resample_alpha
 
 __all__ = ["PartiallyCollapsedGibbs", "resample_gamma_sticks"]
@@ -156,7 +156,7 @@ class PartiallyCollapsedHDPState(BatchState):
         ab[:n_phi] = self.alpha * psi[:n_phi]
         # 4. Phi | z (candidates: the prior), 5. alias tables, 6. z | Phi, Psi
         _pchdp.sample_phi(self.nwk, self.nk, n_phi, self.eta, self.ppu, self.key, 4 * t + 1, self.phi, T)
-        _pchdp.build_alias(self.phi, ab, K, self.prob, self.alias, self.mass, T)
+        _pclda.build_alias(self.phi, ab, self.prob, self.alias, self.mass, T, n_topics=K)
         R = float(tail[-1]) if tail.size else 0.0
         _pchdp.z_step(c.indptr, c.indices, c.counts, self.tok_ptr, K, self.phi, self.prob, self.alias, self.mass,
                       ab, self.alpha * R, cand, self.key, 4 * t, self.labels, self.z_prev, self.ndk, self.nwk,
@@ -322,12 +322,11 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
         return {"max_iter": max_iter, "burn_in": burn_in}
 
     def _init_state(self, X, rng):
-        a_alpha, b_alpha = check_gamma_prior(self.alpha_prior, "alpha_prior")
-        a_gamma, b_gamma = check_gamma_prior(self.gamma_prior, "gamma_prior")
-        settings = {"alpha_prior": None if self.alpha is not None else (a_alpha, b_alpha),
-                    "gamma_prior": None if self.gamma is not None else (a_gamma, b_gamma),
-                    "rounds": int(self.n_concentration_rounds)}
-        alpha = float(self.alpha) if self.alpha is not None else a_alpha / b_alpha
-        gamma = float(self.gamma) if self.gamma is not None else a_gamma / b_gamma
-        return PartiallyCollapsedHDPState(X, self._k0, float(self.eta), alpha, gamma, int(self.max_topics),
-                                          self.phi == "ppu", settings, rng, self._n_threads)
+        settings, start = {"rounds": int(self.n_concentration_rounds)}, {}
+        for name in ("alpha", "gamma"):
+            shape, rate = check_gamma_prior(getattr(self, name + "_prior"), name + "_prior")
+            fixed = getattr(self, name)
+            settings[name + "_prior"] = (shape, rate) if fixed is None else None
+            start[name] = shape / rate if fixed is None else float(fixed)
+        return PartiallyCollapsedHDPState(X, self._k0, float(self.eta), start["alpha"], start["gamma"],
+                                          int(self.max_topics), self.phi == "ppu", settings, rng, self._n_threads)
