@@ -28,6 +28,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from bnpcore.kernels._pclda cimport (_alias_pick, _bucket, _bucket_pick, _list_add, _list_close, _list_open,
                                     _list_remove, _log_gamma_small, _move_counts)
+from bnpcore.kernels._pclda import z_scratch
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_normal, bnp_rng_uniform,
                                   bnp_stream_init, bnp_stream_t)
 
@@ -271,9 +272,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if z.shape[0] == 0:
         return
-    cum = np.empty((n_threads, C + _PAD))
-    lists = np.empty((n_threads, C + _PAD), dtype=np.int32)
-    pos = np.full((n_threads, C + _PAD), -1, dtype=np.int32)
+    cum, lists, pos = z_scratch(n_threads, C)
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] lv = lists, pv = pos
     cdef ZArgs a

@@ -290,6 +290,14 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
     _list_close(dlist, dpos, n)
 
 
+def z_scratch(int n_threads, int64_t K):
+    """Per-thread rows of K topics (padded) for a z-step: the cumulative weights
+    of the document bucket, the document's topic list and the positions in it
+    (all -1)."""
+    return (np.empty((n_threads, K + _PAD)), np.empty((n_threads, K + _PAD), dtype=np.int32),
+            np.full((n_threads, K + _PAD), -1, dtype=np.int32))
+
+
 def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
            const int64_t[::1] tok_ptr,                                                         # IN (D + 1,)
            const double[:, ::1] phi, const double[:, ::1] prob, const int32_t[:, ::1] alias,   # IN Phi, tables
@@ -320,9 +328,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if z.shape[0] == 0:
         return
-    cum = np.empty((n_threads, K + _PAD))
-    lists = np.empty((n_threads, K + _PAD), dtype=np.int32)
-    pos = np.full((n_threads, K + _PAD), -1, dtype=np.int32)
+    cum, lists, pos = z_scratch(n_threads, K)
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] lv = lists, pv = pos
     cdef ZArgs a
