@@ -145,6 +145,9 @@ MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "max_iter"
 MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
                        {"n_components": 100, "max_iter": 500, "burn_in": 200, "eta_tot": 100.0},
                        {"n_components": 3, "max_iter": 5, "burn_in": 2})
+# PC-HDP at the paper's settings (eta = 0.01, from one topic), concentrations resampled.
+MODELS["hdp-pcgs"] = ("bnpcore.hdp:PartiallyCollapsedGibbs", {"max_iter": 1000, "burn_in": 200, "eta": 0.01},
+                      {"n_components": 3, "max_iter": 5, "burn_in": 2})
 MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "max_iter": 100, "eta_tot": 100.0},
                      {"n_components": 5, "max_iter": 5})
 

@@ -51,31 +51,6 @@ cdef enum:
 # Phi | z
 # ---------------------------------------------------------------------------
 
-# For x below exp(-38) < 2^-54, exp(-x) rounds to 1: the acceptance test of a
-# draw this small always passes and is skipped.
-cdef double _LOG_SURE = -38.0
-
-
-cdef inline double _log_gamma_small(bnp_bitgen_t *g, double a) noexcept nogil:
-    """log of a Gamma(a, 1) draw for 0 < a < 1: Ahrens & Dieter's (1974) GS
-    rejection sampler in log space. The Phi step's zero counts with eta < 1
-    take this path: it halves the Phi step against bnp_rng_log_gamma (whose
-    Gamma(a + 1) U^(1/a) costs a Marsaglia-Tsang draw, a normal and three logs):
-    measured 3.4 s -> 1.6 s for a KOS-sized step (W = 6906, K = 1000, eta = 0.01,
-    one thread of a loaded machine), the bottleneck of a sweep at that K."""
-    cdef double b = 1.0 + a * 0.36787944117144233, p, lx, x    # (e + a) / e
-    while True:
-        p = b * bnp_rng_uniform_pos(g)
-        if p <= 1.0:                             # density x^(a-1) on (0, 1], accept w.p. exp(-x)
-            lx = log(p) / a
-            if lx < _LOG_SURE or bnp_rng_uniform(g) <= exp(-exp(lx)):
-                return lx
-        else:                                    # density exp(-x) on (1, inf), accept w.p. x^(a-1)
-            x = -log((b - p) / a)
-            if bnp_rng_uniform(g) <= pow(x, a - 1.0):
-                return log(x)
-
-
 def log_gamma_small(double a, uint64_t key, Py_ssize_t n):
     """``n`` draws of the Phi step's small-shape sampler from stream (key, 0, 0),
     for tests. Equivalent NumPy, in distribution: ``np.log(rng.gamma(a, size=n))``."""
@@ -221,7 +196,7 @@ cdef double _alias_row(const double *phi, const double *alpha, int64_t K, double
 
 def build_alias(const double[:, ::1] phi, const double[::1] alpha,                    # IN (W, K), (K,)
                 double[:, ::1] prob, int32_t[:, ::1] alias, double[::1] mass,       # OUT (W, K), (W, K), (W,)
-                int n_threads=1):
+                int n_threads=1, n_topics=None):
     """Per word w, an alias table of the weights ``alpha_k phi[w, k]`` and their
     sum ``mass[w]``, words in parallel. Drawing column ``i = floor(K u)`` and
     then ``i`` if ``frac(K u) < prob[w, i]`` else ``alias[w, i]`` gives topic k
@@ -230,11 +205,16 @@ def build_alias(const double[:, ::1] phi, const double[::1] alpha,              
 
         p = np.zeros(K); np.add.at(p, alias[w], 1 - prob[w]); p += prob[w]
         p / K == alpha * phi[w] / mass[w]
+
+    ``n_topics``: only the first columns (topics) of the arrays, K <= their width
+    (``alpha`` needs K entries); by default all. A word whose weights are all
+    zero gets ``mass[w] = 0`` and an unusable table.
     """
-    cdef int64_t W = phi.shape[0], K = phi.shape[1], w
-    if alpha.shape[0] != K or prob.shape[0] != W or prob.shape[1] != K or alias.shape[0] != W \
-            or alias.shape[1] != K or mass.shape[0] != W:
-        raise ValueError(f"alpha must have {K} entries, prob and alias shape ({W}, {K}), mass {W} entries")
+    cdef int64_t W = phi.shape[0], C = phi.shape[1], K = C if n_topics is None else n_topics, w
+    if not 0 <= K <= C or alpha.shape[0] < K or prob.shape[0] != W or prob.shape[1] != C \
+            or alias.shape[0] != W or alias.shape[1] != C or mass.shape[0] != W \
+            or (n_topics is None and alpha.shape[0] != K):
+        raise ValueError(f"alpha must have {K} entries, prob and alias shape ({W}, {C}), mass {W} entries")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if W == 0 or K == 0:
@@ -277,21 +257,17 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
     p(k) ∝ phi_wk (n_jk + alpha_k) = phi_wk n_jk + alpha_k phi_wk: the first
     bucket sums over the document's topics only, the second is the word's alias
     table (the sparse decomposition of Magnusson et al. 2018)."""
-    cdef int64_t K = a.K, p, c, i, n = 0, zi = a.tok_ptr[j]
-    cdef int32_t w, t, last
+    cdef int64_t K = a.K, p, c, n, zi = a.tok_ptr[j]
+    cdef int32_t w, t
     cdef int32_t *nd = a.ndk + j * K
     cdef int32_t *dlist = a.dlist + tid * a.stride
     cdef int32_t *dpos = a.dpos + tid * a.stride
     cdef double *cum = a.cum + tid * a.stride
     cdef const double *prow
-    cdef double q, u, x
+    cdef double q, u
     cdef bnp_stream_t st
     bnp_stream_init(&st, a.key, 2 * a.sweep, a.first_doc + <uint64_t>j)
-    for i in range(K):
-        if nd[i] > 0:
-            dpos[i] = <int32_t>n
-            dlist[n] = <int32_t>i
-            n += 1
+    n = _list_open(nd, K, dlist, dpos)
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
         prow = a.phi + w * K
@@ -300,36 +276,26 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
             a.z_prev[zi] = t
             nd[t] -= 1
             if nd[t] == 0:                   # t leaves the document's list
-                last = dlist[n - 1]
-                dlist[dpos[t]] = last
-                dpos[last] = dpos[t]
-                dpos[t] = -1
-                n -= 1
-            q = 0.0
-            for i in range(n):
-                q += prow[dlist[i]] * nd[dlist[i]]
-                cum[i] = q
+                n = _list_remove(t, dlist, dpos, n)
+            q = _bucket(prow, nd, dlist, n, cum)
             u = bnp_rng_uniform(&st.bitgen) * (q + a.mass[w])
             if u < q:
-                i = 0
-                while i < n - 1 and cum[i] <= u:
-                    i += 1
-                t = dlist[i]
+                t = _bucket_pick(cum, dlist, n, u)
             else:
-                x = bnp_rng_uniform(&st.bitgen) * K
-                i = <int64_t>x
-                if i >= K:
-                    i = K - 1
-                t = <int32_t>i if x - i < a.prob[w * K + i] else a.alias[w * K + i]
-            if nd[t] == 0:
-                dpos[t] = <int32_t>n
-                dlist[n] = t
-                n += 1
+                t = _alias_pick(a.prob + w * K, a.alias + w * K, K, bnp_rng_uniform(&st.bitgen))
+            n = _list_add(t, dlist, dpos, n)
             nd[t] += 1
             a.z[zi] = t
             zi += 1
-    for i in range(n):
-        dpos[dlist[i]] = -1
+    _list_close(dlist, dpos, n)
+
+
+def z_scratch(int n_threads, int64_t K):
+    """Per-thread rows of K topics (padded) for a z-step: the cumulative weights
+    of the document bucket, the document's topic list and the positions in it
+    (all -1)."""
+    return (np.empty((n_threads, K + _PAD)), np.empty((n_threads, K + _PAD), dtype=np.int32),
+            np.full((n_threads, K + _PAD), -1, dtype=np.int32))
 
 
 def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
@@ -353,8 +319,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     with ``alpha`` the prior behind ``prob``/``alias``/``mass`` (``build_alias``),
     then ``nwk`` and ``nk`` recounted from ``z``.
     """
-    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], W = phi.shape[0], j, p, c, zi = 0
-    cdef int32_t w, t, s
+    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], W = phi.shape[0], j
     if ndk.shape[0] != D or tok_ptr.shape[0] != D + 1 or z.shape[0] != tok_ptr[D] or z_prev.shape[0] != z.shape[0]:
         raise ValueError("ndk, tok_ptr, z and z_prev do not match the corpus")
     if phi.shape[1] != K or prob.shape[0] != W or prob.shape[1] != K or alias.shape[0] != W \
@@ -365,9 +330,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if z.shape[0] == 0:
         return
-    cum = np.empty((n_threads, K + _PAD))
-    lists = np.empty((n_threads, K + _PAD), dtype=np.int32)
-    pos = np.full((n_threads, K + _PAD), -1, dtype=np.int32)
+    cum, lists, pos = z_scratch(n_threads, K)
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] lv = lists, pv = pos
     cdef ZArgs a
@@ -381,15 +344,4 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=8):
             _z_doc(ap, j, threadid())
-        # integer count moves: the result does not depend on the order
-        for p in range(indices.shape[0]):
-            w = indices[p]
-            for c in range(counts[p]):
-                t = z[zi]
-                s = z_prev[zi]
-                if t != s:
-                    nwk[w, s] -= 1
-                    nwk[w, t] += 1
-                    nk[s] -= 1
-                    nk[t] += 1
-                zi += 1
+        _move_counts(&indices[0], &counts[0], indices.shape[0], K, &z[0], &z_prev[0], &nwk[0, 0], &nk[0])

@@ -36,7 +36,7 @@ def test_history_keys(data, cls, params):
     train, test, _ = data
     model = cls(random_state=0, **params).fit(train, heldout=test, eval_every=3)
     standard = {"iteration", "n_documents", "fit_seconds", "n_components"}
-    extra = ({"alpha", "gamma", "n_tables", "log_lik"} if cls is DirectAssignmentGibbs
+    extra = ({"alpha", "gamma", "n_tables", "steps", "log_lik"} if cls is DirectAssignmentGibbs
              else {"alpha", "gamma", "bound", "n_active"})
     evaluated = {3, 6, params["max_iter"]}
     for it, rec in enumerate(model.history_, 1):

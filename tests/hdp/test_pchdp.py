@@ -1,0 +1,169 @@
+"""PC-HDP (the partially collapsed HDP sampler): kernels, exact posterior, thread
+invariance, concentration updates, bars recovery, bad input."""
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import digamma
+
+from bnpcore.corpus import Corpus
+from bnpcore.hdp import PartiallyCollapsedGibbs
+from bnpcore.kernels import _pchdp
+from bnpcore.models.hdp_pc import resample_gamma_sticks
+
+from hdp_reference import canonical, hdp_partition_posterior, make_bars, match_topics
+
+
+def test_tables_match_the_antoniak_mean():
+    ndk = np.array([[3, 0, 7], [1, 12, 0], [0, 5, 2]], dtype=np.int32)
+    ab = np.array([0.4, 2.5, 0.01])
+    draws = np.empty((4000, 3))
+    l_k = np.zeros(3, dtype=np.int64)
+    for i in range(draws.shape[0]):
+        _pchdp.sample_tables(ndk, ab, 3, 11, i, l_k)
+        draws[i] = l_k
+    n = ndk.astype(float)
+    mean = np.where(n > 0, ab * (digamma(ab + n) - digamma(ab)), 0.0).sum(axis=0)
+    i = np.arange(13)[:, None, None]
+    var = np.where(i < n, (ab / (ab + i)) * (1 - ab / (ab + i)), 0.0).sum(axis=(0, 1))
+    assert np.all(np.abs(draws.mean(axis=0) - mean) < 5 * np.sqrt(var / draws.shape[0]))
+
+
+@pytest.mark.parametrize("ppu", [False, True])
+def test_phi_columns_are_distributions_with_the_posterior_mean(ppu):
+    nwk = np.array([[40, 0, 0], [10, 3, 0], [0, 1, 0], [50, 0, 0]], dtype=np.int32)     # W = 4, 3 slots
+    nk = nwk.sum(axis=0).astype(np.int64)
+    phi = np.zeros((4, 3))
+    total = np.zeros((4, 3))
+    n = 3000
+    for s in range(n):
+        _pchdp.sample_phi(nwk, nk, 3, 0.5, ppu, 5, s, phi)
+        assert np.allclose(phi.sum(axis=0), 1.0)
+        total += phi
+    # Dirichlet(0.5 + n_k.) means; the urn's are the same for large counts (topic 0)
+    mean = (nwk + 0.5) / (nk + 2.0)
+    exact = [0, 1, 2] if not ppu else [0, 2]
+    assert np.allclose(total[:, exact] / n, mean[:, exact], atol=0.01)
+
+
+def _fit(corpus, n_threads, **kw):
+    """The fitted model and its final sampler state."""
+    params = dict(n_components=3, max_iter=12, burn_in=4, random_state=5, n_threads=n_threads)
+    params.update(kw)
+    model = PartiallyCollapsedGibbs(**params)
+    states = []
+    with model.reporting(lambda m, rec: states.append(m._batch_state)):
+        model.fit(corpus)
+    return model, states[-1]
+
+
+@pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
+def test_same_state_for_any_thread_count(phi):
+    rng = np.random.default_rng(1)
+    counts, _ = make_bars(80, 40, rng, alpha=0.2)
+    corpus = Corpus(counts)
+    (one, s1), (two, s2) = _fit(corpus, 1, phi=phi), _fit(corpus, 2, phi=phi)
+    for name in ("labels", "ndk", "nwk", "nk", "sticks"):
+        assert np.array_equal(getattr(s1, name), getattr(s2, name)), name
+    assert (s1.alpha, s1.gamma) == (s2.alpha, s2.gamma)
+    assert np.array_equal(one.topics_, two.topics_) and np.array_equal(one.doc_topic_, two.doc_topic_)
+    assert [h["log_lik"] for h in one.history_] == [h["log_lik"] for h in two.history_]
+
+
+def test_counts_match_the_labels():
+    rng = np.random.default_rng(2)
+    counts, _ = make_bars(50, 30, rng, alpha=0.2)
+    corpus = Corpus(counts)
+    s = _fit(corpus, 2, n_components=1)[1]
+    docs = np.repeat(np.arange(corpus.n_docs), corpus.doc_lengths)
+    words = np.repeat(corpus.indices, corpus.counts)
+    C = s.nk.shape[0]
+    assert np.array_equal(s.ndk, np.bincount(docs * C + s.labels, minlength=corpus.n_docs * C).reshape(-1, C))
+    assert np.array_equal(s.nwk, np.bincount(words * C + s.labels, minlength=corpus.n_words * C).reshape(-1, C))
+    assert np.array_equal(s.nk, np.bincount(s.labels, minlength=C))
+
+
+def _partition_chi2_pvalue(docs, n_words, alpha, gamma, eta, n_sweeps, thin, seed):
+    """Run the exact-Dirichlet sampler with fixed concentrations and compare its token
+    partitions (relabelled by first appearance) with the exact HDP posterior."""
+    corpus = Corpus(docs, n_words=n_words)
+    words, tok_ptr = corpus.tokens()
+    doc_of = np.repeat(np.arange(len(docs)), np.diff(tok_ptr)).tolist()
+    parts, probs, _ = hdp_partition_posterior(doc_of, words.tolist(), n_words, alpha, gamma, eta)
+    index = {p: i for i, p in enumerate(parts)}
+    counts = np.zeros(len(parts))
+
+    def record(model, rec):
+        if rec["iteration"] % thin == 0:
+            counts[index[canonical(model._batch_state.labels)]] += 1
+
+    # truncation at 40 topics: the stick beyond holds (gamma / (1 + gamma))^40 < 1e-9 a priori
+    model = PartiallyCollapsedGibbs(n_components=2, max_topics=40, max_iter=n_sweeps, burn_in=0, eta=eta,
+                                    alpha=alpha, gamma=gamma, phi="dirichlet", random_state=seed, n_threads=1)
+    with model.reporting(record):
+        model.fit(corpus)
+    # partitions expected fewer than 5 times pooled into one cell
+    expected = probs * counts.sum()
+    rare = expected < 5
+    cells = [(counts[~rare], expected[~rare])] + [(counts[rare].sum(), expected[rare].sum())] * bool(rare.any())
+    return stats.chisquare(np.hstack([c for c, _ in cells]), np.hstack([e for _, e in cells])).pvalue
+
+
+def test_exact_posterior_over_partitions():
+    """2 documents with (2, 3) tokens over 2 words (52 partitions), phi="dirichlet":
+    the chain's partitions against enumeration under the HDP's CRF prior."""
+    assert _partition_chi2_pvalue([[0, 1], [0, 0, 1]], 2, 0.7, 1.3, 0.5, 60000, 2, 3) > 1e-3
+
+
+@pytest.mark.slow
+def test_exact_posterior_over_partitions_larger():
+    """3 documents with (3, 2, 2) tokens over 3 words (877 partitions), other concentrations."""
+    assert _partition_chi2_pvalue([[2, 0, 1], [1, 1], [2, 0]], 3, 2.5, 0.4, 0.2, 300000, 2, 5) > 1e-3
+
+
+def test_gamma_update_leaves_prior_invariant():
+    """gamma ~ prior, Psi ~ GEM(gamma) (truncated far out), the dishes of 30 tables
+    from Psi; one slice update of gamma given the labelled table counts must
+    return a draw from the prior."""
+    rng = np.random.default_rng(7)
+    prior = (2.0, 1.5)
+    out = np.empty(3000)
+    for i in range(out.shape[0]):
+        g = rng.gamma(prior[0], 1 / prior[1])
+        s = rng.beta(1.0, g, size=400)
+        s[-1] = 1.0
+        psi = s * np.concatenate([[1.0], np.cumprod(1 - s[:-1])])
+        l = rng.multinomial(30, psi / psi.sum())
+        out[i] = resample_gamma_sticks(g, l[:-1], prior, rng)
+    assert stats.kstest(out, stats.gamma(prior[0], scale=1 / prior[1]).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("phi", ["dirichlet", "ppu"])
+def test_bars_recovered(phi):
+    rng = np.random.default_rng(0)
+    counts, truth = make_bars(300, 100, rng, alpha=0.1)
+    # from more topics than bars: redundant topics empty out (from one topic, merged bars
+    # take hundreds more sweeps to split with Phi instantiated); 3 s per fit
+    model = PartiallyCollapsedGibbs(n_components=40, max_iter=400, burn_in=100, eta=0.05, phi=phi,
+                                    random_state=0, n_threads=1)
+    model.fit(Corpus(counts))
+    dist = match_topics(model.topics_[model.weights_ > 0.01], truth)
+    assert np.all(dist < 0.5), dist
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"n_threads": 0}, "n_threads"), ({"n_threads": -2}, "n_threads"), ({"eta": -0.1}, "eta"),
+    ({"alpha": -1.0}, "alpha"), ({"gamma": -0.5}, "gamma"), ({"alpha_prior": (-1.0, 1.0)}, "alpha_prior"),
+    ({"phi": "gibbs"}, "phi"), ({"n_components": 5, "max_topics": 5}, "max_topics"),
+    ({"burn_in": 10, "max_iter": 10}, "burn_in")])
+def test_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        PartiallyCollapsedGibbs(**params).fit(Corpus([[0, 1], [1, 2]]))
+
+
+def test_topics_grow_to_the_cap_without_error():
+    rng = np.random.default_rng(3)
+    counts, _ = make_bars(40, 30, rng, alpha=0.2)
+    model = PartiallyCollapsedGibbs(n_components=1, max_topics=4, max_iter=20, burn_in=5, alpha=5.0, gamma=20.0,
+                                    random_state=1, n_threads=2).fit(Corpus(counts))
+    assert model.n_components_ <= 4
+    assert max(h["n_active"] for h in model.history_) == 4
