@@ -153,7 +153,7 @@ def _span(corpus, start, stop):
 
 
 # -- on-disk partitions, on the workers ------------------------------------------------
-_OPENED = {}        # this worker process's opened corpora: (path, meta.json's inode and mtime) -> (Corpus, checked)
+_OPENED = {}        # this worker process's opened corpora: path -> (meta.json's inode and mtime, Corpus, checked)
 _OPENED_LOCK = threading.Lock()
 
 
@@ -165,16 +165,15 @@ def _opened(on_disk):
     with _OPENED_LOCK:
         try:
             stat = os.stat(os.path.join(path, "meta.json"))
-            key = (path, stat.st_ino, stat.st_mtime_ns)
-            if key not in _OPENED:
-                _OPENED.clear()
-                _OPENED[key] = (Corpus.open(path), set())
+            version = (stat.st_ino, stat.st_mtime_ns)       # a corpus written again at the path is opened again
+            if _OPENED.get(path, (None,))[0] != version:
+                _OPENED[path] = (version, Corpus.open(path), set())
         except (OSError, ValueError) as exc:
             raise ValueError(f"{path}: worker {socket.gethostname()} cannot open this on-disk corpus ({exc}); "
                              "bnpcore.distributed reads each partition on its worker, so the corpus directory "
                              "must be readable at this path from every worker (a shared file system, or the "
                              "same copy on every machine)") from None
-        corpus, checked = _OPENED[key]
+        _, corpus, checked = _OPENED[path]
         if on_disk not in checked:
             found = _span(corpus, start, stop).fingerprint()
             if found != fingerprint:
