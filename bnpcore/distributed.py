@@ -84,7 +84,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from bnpcore._validation import check_int
-from bnpcore.corpus import Corpus, as_corpus
+from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pclda
 from bnpcore.kernels.special import digamma
@@ -141,7 +141,7 @@ def _documents(corpus, start, stop):
     fingerprint of those documents), which the worker reads (``_with_documents``)."""
     span = _span(corpus, start, stop)
     if corpus._path is None:
-        return {"indptr": span.indptr, "indices": np.array(span.indices), "counts": np.array(span.counts)}
+        return _arrays(span)
     return {"on_disk": (corpus._path, int(start), int(stop), span.fingerprint())}
 
 
@@ -150,6 +150,11 @@ def _span(corpus, start, stop):
     ptr = np.array(corpus.indptr[start:stop + 1])
     lo, hi = int(ptr[0]), int(ptr[-1])
     return Corpus._from_arrays(ptr - lo, corpus.indices[lo:hi], corpus.counts[lo:hi], corpus.n_words)
+
+
+def _arrays(span):
+    """A partition's documents as the tasks read them: in-memory copies of the CSR arrays of ``span``."""
+    return {"indptr": span.indptr, "indices": np.array(span.indices), "counts": np.array(span.counts)}
 
 
 # -- on-disk partitions, on the workers ------------------------------------------------
@@ -164,7 +169,7 @@ def _opened(on_disk):
     path, start, stop, fingerprint = on_disk
     with _OPENED_LOCK:
         try:
-            stat = os.stat(os.path.join(path, "meta.json"))
+            stat = os.stat(os.path.join(path, _META))
             version = (stat.st_ino, stat.st_mtime_ns)       # a corpus written again at the path is opened again
             if _OPENED.get(path, (None,))[0] != version:
                 _OPENED[path] = (version, Corpus.open(path), set())
@@ -191,8 +196,7 @@ def _with_documents(part):
         return part
     _, start, stop, _ = part["on_disk"]
     corpus = _opened(part["on_disk"])
-    span = _span(corpus, start, stop)
-    new = dict(part, indptr=span.indptr, indices=np.array(span.indices), counts=np.array(span.counts))
+    new = dict(part, **_arrays(_span(corpus, start, stop)))
     corpus._drop_pages()
     return new
 
