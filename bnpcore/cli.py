@@ -300,15 +300,16 @@ def cmd_fit(args):
     if args.report:
         _check_report(args.report)
     corpus, label = _load_args_data(args)
-    observed, heldout = _split(corpus, args)
+    # --heldout 0: the corpus itself (an on-disk one stays on disk: with --scheduler the workers read it)
+    observed, heldout = (corpus, None) if args.heldout == 0 else _split(corpus, args)
     it_name = spec.iteration_param(cls)
     total = getattr(est, it_name, None) if it_name else None
     total = total if isinstance(total, int) else None
     print(f"fitting {name} ({spec.path}) on {label}: {corpus.n_docs} documents, {corpus.n_words} words, "
-          f"{observed.n_tokens} training and {heldout.n_tokens} held-out tokens")
+          f"{observed.n_tokens} training and {heldout.n_tokens if heldout else 0} held-out tokens")
     _print_differences(est, cls)
     fit_kwargs = {}
-    if args.report and isinstance(est, BatchEstimator):
+    if args.report and heldout is not None and isinstance(est, BatchEstimator):
         # a held-out trace for the report: about 20 evaluations (batch fits score the held-out tokens)
         fit_kwargs = {"heldout": heldout, "eval_every": max(1, (total or 1) // 20)}
     if it_name == "n_epochs":       # online: minibatches are the iterations, documents the progress
@@ -341,7 +342,7 @@ def cmd_fit(args):
         order = np.argsort(-mass, kind="stable")[:args.show]
         print(f"{est.get_topics().shape[0]} topics; the {len(order)} largest (share of training tokens):")
         _print_topics(est, order, args.n_words, mass)
-        score = _print_score(est, observed, heldout, doc_topic)
+        score = _print_score(est, observed, heldout, doc_topic) if heldout is not None else None
     if args.report:
         from bnpcore.report import write_report
         facts = {"data": f"{label}: {corpus.n_docs} documents, {corpus.n_words} words",
@@ -519,7 +520,8 @@ def build_parser():
         q.add_argument("--max-df", type=_doc_frequency,
                        help="with --texts: drop words in more documents (int or fraction; default 1.0)")
         q.add_argument("--heldout", type=float, default=0.1,
-                       help="fraction of each document's tokens held out for scoring (default 0.1)")
+                       help="fraction of each document's tokens held out for scoring (default 0.1; fit: 0 fits "
+                            "every token, unscored, and with --scheduler the workers read an on-disk --data)")
         q.add_argument("--split-seed", type=int, default=0, help="seed of the token split (default 0)")
 
     f = sub.add_parser("fit", help="train a model (the flagship on KOS by default) and score it")

@@ -81,6 +81,7 @@ class Corpus:
     """
 
     _files = None     # an opened on-disk corpus: its files, for positioned reads (_documents)
+    _path = None      # an opened on-disk corpus: its directory's absolute path (bnpcore.distributed)
 
     def __init__(self, data, vocabulary=None, n_words=None):
         vocabulary = None if vocabulary is None else [str(w) for w in vocabulary]
@@ -536,6 +537,7 @@ class Corpus:
         corpus = cls._from_arrays(arrays["indptr"], arrays["indices"], arrays["counts"], meta["n_words"], vocabulary)
         corpus._files = {name: open(os.path.join(path, name + ".bin"), "rb", buffering=0)
                          for name in ("indices", "counts")}
+        corpus._path = os.path.abspath(path)
         return corpus
 
     def iter_chunks(self, n_docs):

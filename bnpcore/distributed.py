@@ -48,6 +48,19 @@ Supported (``SUPPORTED``):
   where it lives, and the client sums the shares: the fit equals the local
   one up to the order of those sums (within 1e-10).
 
+Where the documents come from: an in-memory corpus's partitions are its CSR
+arrays, sent by the client into the partitions' root tasks. A corpus opened
+from disk (``Corpus.open``) is never sent: a partition is its directory, its
+first and end document and the fingerprint of its documents (computed by the
+client in one sequential pass at the start and at every lineage restart);
+each worker process opens the directory once, checks the fingerprint of each
+partition it is given once, and reads the documents when a task needs them
+(a batch iteration: its whole partition, released after; an online
+minibatch: only the drawn documents, with positioned reads). The directory
+must therefore be readable at the same path from every worker (a shared file
+system, or the same copy on every machine): a worker that cannot open it, or
+finds other documents there, fails the fit with a ValueError naming the path.
+
 Fault tolerance: every task is a pure function of its inputs (a partition's
 state in, a new state out; the random generator travels as a copy) and the
 initial partitions are tasks too, so Dask recomputes the state of a partition
@@ -62,13 +75,16 @@ documents, as their own ``fit``.
 import contextlib
 import copy
 import operator
+import os
+import socket
+import threading
 import time
 
 import numpy as np
 from scipy.special import gammaln
 
 from bnpcore._validation import check_int
-from bnpcore.corpus import Corpus, as_corpus
+from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pclda
 from bnpcore.kernels.special import digamma
@@ -119,10 +135,80 @@ def partition_bounds(n_docs, n_partitions):
 
 
 def _documents(corpus, start, stop):
-    """The CSR arrays of documents [start, stop) (read from disk for an opened corpus)."""
-    lo, hi = corpus.indptr[start], corpus.indptr[stop]
-    return {"indptr": np.array(corpus.indptr[start:stop + 1] - lo), "indices": np.array(corpus.indices[lo:hi]),
-            "counts": np.array(corpus.counts[lo:hi])}
+    """Documents [start, stop) as a partition holds them: their CSR arrays
+    (``indptr`` from 0, ``indices``, ``counts``) for an in-memory corpus; for an
+    opened on-disk corpus only ``on_disk``: (its directory, start, stop, the
+    fingerprint of those documents), which the worker reads (``_with_documents``)."""
+    span = _span(corpus, start, stop)
+    if corpus._path is None:
+        return _arrays(span)
+    return {"on_disk": (corpus._path, int(start), int(stop), span.fingerprint())}
+
+
+def _span(corpus, start, stop):
+    """Documents [start, stop) as a Corpus of views of ``corpus``'s arrays (row pointers from 0)."""
+    ptr = np.array(corpus.indptr[start:stop + 1])
+    lo, hi = int(ptr[0]), int(ptr[-1])
+    return Corpus._from_arrays(ptr - lo, corpus.indices[lo:hi], corpus.counts[lo:hi], corpus.n_words)
+
+
+def _arrays(span):
+    """A partition's documents as the tasks read them: in-memory copies of the CSR arrays of ``span``."""
+    return {"indptr": span.indptr, "indices": np.array(span.indices), "counts": np.array(span.counts)}
+
+
+# -- on-disk partitions, on the workers ------------------------------------------------
+_OPENED = {}        # this worker process's opened corpora: path -> (meta.json's inode and mtime, Corpus, checked)
+_OPENED_LOCK = threading.Lock()
+
+
+def _opened(on_disk):
+    """The on-disk corpus of a partition descriptor, opened once per worker
+    process (again if the directory was rewritten), after checking once that
+    the partition's documents have the fingerprint the client saw."""
+    path, start, stop, fingerprint = on_disk
+    with _OPENED_LOCK:
+        try:
+            stat = os.stat(os.path.join(path, _META))
+            version = (stat.st_ino, stat.st_mtime_ns)       # a corpus written again at the path is opened again
+            if _OPENED.get(path, (None,))[0] != version:
+                _OPENED[path] = (version, Corpus.open(path), set())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: worker {socket.gethostname()} cannot open this on-disk corpus ({exc}); "
+                             "bnpcore.distributed reads each partition on its worker, so the corpus directory "
+                             "must be readable at this path from every worker (a shared file system, or the "
+                             "same copy on every machine)") from None
+        _, corpus, checked = _OPENED[path]
+        if on_disk not in checked:
+            found = _span(corpus, start, stop).fingerprint()
+            if found != fingerprint:
+                raise ValueError(f"{path} on worker {socket.gethostname()}: documents {start}..{stop - 1} have "
+                                 f"fingerprint {found}, the client's corpus {fingerprint}: the directory must "
+                                 "hold the same corpus on every worker as on the client")
+            checked.add(on_disk)
+    return corpus
+
+
+def _with_documents(part):
+    """The partition with its documents' CSR arrays, read on this worker for an
+    on-disk partition (the pages released after the read)."""
+    if "on_disk" not in part:
+        return part
+    _, start, stop, _ = part["on_disk"]
+    corpus = _opened(part["on_disk"])
+    new = dict(part, **_arrays(_span(corpus, start, stop)))
+    corpus._drop_pages()
+    return new
+
+
+def _run_step(task, part, *args):
+    """``task`` on the partition with its documents: (the new partition, the
+    task's output). An on-disk partition's documents are not kept in it: the
+    worker reads them again at the next iteration."""
+    new, out = task(_with_documents(part), *args)
+    if "on_disk" in part:
+        new = {key: value for key, value in new.items() if key not in ("indptr", "indices", "counts")}
+    return new, out
 
 
 def _identity(value):
@@ -164,7 +250,12 @@ def _pc_step(part, phi, key, sweep, collect):
 
 
 def _take(docs, rows):
-    """Documents ``rows`` (in that order) of a partition: (lengths, indices, counts)."""
+    """Documents ``rows`` (in that order) of a partition: (lengths, indices, counts).
+    An on-disk partition reads only these documents (``Corpus._documents``:
+    positioned reads, nothing left resident)."""
+    if "on_disk" in docs:
+        sub, _ = _opened(docs["on_disk"])._documents(docs["on_disk"][1] + rows)
+        return np.diff(sub.indptr), sub.indices, sub.counts
     ptr = docs["indptr"]
     lengths = ptr[rows + 1] - ptr[rows]
     spans = [np.arange(ptr[r], ptr[r + 1]) for r in rows]
@@ -298,7 +389,7 @@ class _Partitions:
         once); the partitions become the first items of the results, the
         second items are gathered and returned."""
         args = [self.client.submit(_identity, a) if isinstance(a, np.ndarray) else a for a in args]
-        steps = [self.client.submit(task, part, *args) for part in self.futures]
+        steps = [self.client.submit(_run_step, task, part, *args) for part in self.futures]
         self.futures = [self.client.submit(operator.getitem, s, 0) for s in steps]
         return self.client.gather([self.client.submit(operator.getitem, s, 1) for s in steps])
 
@@ -396,6 +487,8 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         step on the worker). Other estimators raise a TypeError listing the
         supported ones.
     corpus : Corpus or anything ``bnpcore.as_corpus`` accepts
+        A corpus opened from disk (``Corpus.open(path)``) is read by the
+        workers from ``path``, which every worker must be able to read.
     client : dask.distributed.Client, optional
         None: a ``LocalCluster`` with one thread per worker, made for this call
         and closed after.

@@ -3,6 +3,7 @@ the local fit (bit for bit: StandardVB, the partially collapsed LDA sampler and
 the online estimators), through a lost worker, a checkpoint and a resume; clear
 errors for what it does not run."""
 import os
+import re
 import signal
 
 import numpy as np
@@ -13,6 +14,7 @@ distributed = pytest.importorskip("dask.distributed", reason="bnpcore.distribute
 import bnpcore  # noqa: E402
 from bnpcore import cli, datasets, hdp, lda, mixture  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
+from bnpcore.corpus import Corpus, write  # noqa: E402
 
 PARAMS = {"n_components": 5, "max_iter": 8, "tol": None, "random_state": 3}
 # 8 sweeps, the last 4 averaged: the sample averages live on the workers too
@@ -128,6 +130,17 @@ def test_stops_at_tol_like_local(client, corpus):
 @pytest.mark.parametrize("name", ["StandardVB", "PartiallyCollapsedGibbs", "hdp.TruncationFreeSVI",
                                   "mixture.StochasticVB"])
 def test_lost_worker_changes_nothing(client, corpus, name):
+    fit_killing_a_worker(client, corpus, corpus, name)
+
+
+@pytest.mark.parametrize("name", ["StandardVB", "hdp.TruncationFreeSVI"])
+def test_lost_worker_changes_nothing_on_disk(client, corpus, disk, name):
+    """The restarted worker opens the directory and reads the lost partition."""
+    fit_killing_a_worker(client, corpus, disk, name)
+
+
+def fit_killing_a_worker(client, corpus, data, name):
+    """Fit ``data`` killing a worker at the 5th iteration; the model is the local fit's on ``corpus``."""
     make, local, assert_same = CASES[name]
     killed = []
 
@@ -143,7 +156,7 @@ def test_lost_worker_changes_nothing(client, corpus, name):
 
     est = make()
     with est.reporting(kill_a_worker):
-        bnpdist.fit(est, corpus, client, n_partitions=2)
+        bnpdist.fit(est, data, client, n_partitions=2)
     assert killed
     assert_same(est, local(corpus))
 
@@ -214,3 +227,88 @@ def test_cli_scheduler(client, capsys):
     assert cli.main(["fit", "--model", "lda-cgs", "--data", "bars", "--scheduler", address, "-q"]) == 2
     err = capsys.readouterr().err
     assert "--scheduler" in err and "StandardVB" in err
+
+
+# -- on-disk corpora: the client sends (directory, documents, fingerprint), the workers read --
+@pytest.fixture(scope="module")
+def disk(corpus, tmp_path_factory):
+    """The same 301 documents written to disk and opened (memory-mapped on the client)."""
+    return write(corpus, tmp_path_factory.mktemp("disk") / "kos301")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_on_disk_equals_in_memory(client, corpus, disk, name):
+    make, local, assert_same = CASES[name]
+    assert_same(bnpdist.fit(make(), disk, client, n_partitions=2), local(corpus))
+
+
+def documents_sent(client, monkeypatch, est, data):
+    """Fit ``est`` to ``data`` with every ``client.submit`` recorded: whether
+    any argument is a Corpus or an array holding the word ids of a partition."""
+    sent = []
+
+    def submit(*args, **kwargs):
+        sent.append(args)
+        return submit.original(*args, **kwargs)
+
+    submit.original = client.submit
+    monkeypatch.setattr(client, "submit", submit)
+    bnpdist.fit(est, data, client, n_partitions=2)
+    monkeypatch.undo()
+    bounds = bnpdist.partition_bounds(data.n_docs, 2)
+    ids = [np.asarray(data.indices[data.indptr[a]:data.indptr[b]]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def holds_documents(x):
+        if isinstance(x, Corpus):
+            return True
+        if isinstance(x, dict):
+            return any(holds_documents(v) for v in x.values())
+        if isinstance(x, (list, tuple)):
+            return any(holds_documents(v) for v in x)
+        return isinstance(x, np.ndarray) and any(np.array_equal(x, i) for i in ids)
+
+    return any(holds_documents(args) for args in sent)
+
+
+@pytest.mark.parametrize("name", ["StandardVB", "PartiallyCollapsedGibbs", "hdp.TruncationFreeSVI",
+                                  "mixture.StochasticVB"])
+def test_on_disk_client_sends_no_documents(client, corpus, disk, monkeypatch, name):
+    make = CASES[name][0]
+    assert documents_sent(client, monkeypatch, make(), corpus)      # in memory: the arrays travel
+    assert not documents_sent(client, monkeypatch, make(), disk)
+
+
+@pytest.mark.parametrize("name", ["StandardVB", "hdp.TruncationFreeSVI"])
+def test_on_disk_directory_unreadable_on_the_workers(client, corpus, tmp_path, name):
+    """A directory the workers cannot open (as on workers without the client's
+    file system): moved after the client opened it."""
+    data = write(corpus, tmp_path / "corpus")
+    os.rename(tmp_path / "corpus", tmp_path / "moved")
+    message = r": worker .* cannot open this on-disk corpus .*must be readable at this path from every worker"
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / "corpus")) + message):
+        bnpdist.fit(CASES[name][0](), data, client, n_partitions=2)
+
+
+@pytest.mark.parametrize("name", ["PartiallyCollapsedGibbs", "mixture.StochasticVB"])
+def test_on_disk_directory_changed_after_opening(client, corpus, tmp_path, name):
+    """The workers find other documents at the path (another corpus written
+    there, or a different copy on a worker's machine): the fingerprints differ."""
+    data = write(corpus, tmp_path / "corpus")
+    os.rename(tmp_path / "corpus", tmp_path / "old")
+    write(corpus[np.arange(corpus.n_docs)[::-1]], tmp_path / "corpus")
+    message = r" on worker .*: documents \d+\.\.\d+ have fingerprint .*the client's corpus .*must hold the same corpus"
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / "corpus")) + message):
+        bnpdist.fit(CASES[name][0](), data, client, n_partitions=2)
+
+
+def test_cli_scheduler_on_disk(client, disk, capsys, monkeypatch):
+    """``--data DIR --heldout 0``: the opened directory itself goes to the driver (the workers read it)."""
+    given = []
+    fit = bnpdist.fit
+    monkeypatch.setattr(bnpdist, "fit", lambda est, corpus, client: given.append(corpus._path) or fit(est, corpus,
+                                                                                                       client))
+    assert cli.main(["fit", "--model", "lda-svb", "--data", disk._path, "--heldout", "0", "--iterations", "2",
+                     "--n-topics", "4", "--scheduler", client.scheduler.address, "-q"]) == 0
+    out = capsys.readouterr().out
+    assert given == [disk._path]
+    assert "0 held-out tokens" in out and "fitted in" in out and "held-out per-word" not in out
