@@ -107,9 +107,11 @@ def test_draw_tables_moments():
     ab = np.array([0.4, 2.5, 0.01])
     table = StirlingTable(12)
     m_k = np.zeros(3, dtype=np.int64)
+    z = np.concatenate([np.repeat(np.arange(3, dtype=np.int32), row) for row in n_jk])    # the labels of n_jk
+    tok_ptr = np.concatenate([[0], np.cumsum(n_jk.sum(1))])
     draws = np.empty((20000, 3))
     for i in range(draws.shape[0]):
-        _hdp_gibbs.draw_tables(n_jk, ab, 3, table, rng, m_k)
+        _hdp_gibbs.draw_tables(tok_ptr, z, ab, 3, table, rng, m_k)
         draws[i] = m_k
     for k in range(3):
         mean = sum(antoniak_mean(int(n), ab[k]) for n in n_jk[:, k])

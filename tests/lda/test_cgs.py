@@ -63,11 +63,11 @@ def run_chain(corpus, alpha, eta, K, n_sweeps, seed, thin):
     """States (as integers in base K) of the compiled sampler every ``thin`` sweeps."""
     rng = np.random.default_rng(seed)
     z = rng.integers(0, K, size=corpus.n_tokens, dtype=np.int32)
-    ndk, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
-    scratch, iscratch = np.empty(3 * K), np.empty(2 * K, dtype=np.int32)
+    _, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
+    scratch, iscratch = np.empty(3 * K), np.empty(3 * K, dtype=np.int32)
     powers = K ** np.arange(corpus.n_tokens)
     out = np.empty(n_sweeps // thin, dtype=np.int64)
-    args = (corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), z, ndk, nwk, nk, wtopics, wlen,
+    args = (corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), z, nwk, nk, wtopics, wlen,
             scratch, iscratch, rng)
     for t in range(n_sweeps):
         _lda.cgs_sweep(*args)
@@ -110,7 +110,7 @@ def test_counts_and_word_lists_stay_consistent(make_counts):
         nwk = np.zeros((corpus.n_words, K), dtype=np.int64)
         np.add.at(ndk, (docs, state.z), 1)
         np.add.at(nwk, (words, state.z), 1)
-        np.testing.assert_array_equal(state.ndk, ndk)
+        np.testing.assert_array_equal(state.counts()[0], ndk)
         np.testing.assert_array_equal(state.nwk, nwk)
         np.testing.assert_array_equal(state.nk, ndk.sum(0))
         for w in range(corpus.n_words):
@@ -186,7 +186,7 @@ def geweke_final_states(alpha, eta, lengths, n_words, n_chains, n_steps, seed, s
     K, W = len(alpha), n_words
     sampler_alpha = alpha if sampler_alpha is None else sampler_alpha
     docs = np.repeat(np.arange(len(lengths)), lengths)
-    scratch, iscratch = np.empty(3 * K), np.empty(2 * K, dtype=np.int32)
+    scratch, iscratch = np.empty(3 * K), np.empty(3 * K, dtype=np.int32)
 
     def prior_topics():
         theta = rng.dirichlet(alpha, size=len(lengths))
@@ -210,8 +210,8 @@ def geweke_final_states(alpha, eta, lengths, n_words, n_chains, n_steps, seed, s
             order = np.lexsort((x, docs))              # CSR token order: by document, then word
             z, x = z[order].copy(), x[order]
             corpus = Corpus(sp.csr_matrix((np.ones(len(x)), (docs, x)), shape=(len(lengths), W)))
-            ndk, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
-            _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, sampler_alpha, eta, eta.sum(), z, ndk,
+            _, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
+            _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, sampler_alpha, eta, eta.sum(), z,
                            nwk, nk, wtopics, wlen, scratch, iscratch, rng)
         final[c] = sizes(z)
     return forward, final
