@@ -365,14 +365,16 @@ def _check_topic_table(model, record):
     n_k = comp["n_k"]
     assert np.all(n_k > 0) and np.all(np.diff(n_k) <= 0)
     assert z.min() >= 0 and z.max() < K
-    docs = np.repeat(np.arange(state.corpus.n_docs), state.doc_lengths)
-    n_jk = np.zeros((state.corpus.n_docs, cap), np.int64)
+    words, tok_ptr = state.corpus.tokens()                # the labels' token order
+    docs = np.repeat(np.arange(state.corpus.n_docs), np.diff(tok_ptr))
+    n_jk = np.zeros((state.corpus.n_docs, K), np.int64)
     n_wk = np.zeros((state.corpus.n_words, cap), np.int64)
     np.add.at(n_jk, (docs, z), 1)
-    np.add.at(n_wk, (state.words, z), 1)
+    np.add.at(n_wk, (words, z), 1)
     a = comp.arrays
-    np.testing.assert_array_equal(a["n_jk"], n_jk)                    # free columns included
-    np.testing.assert_array_equal(a["n_wk"], n_wk)
+    counted = state.doc_topic() * (np.diff(tok_ptr) + state.alpha)[:, None] - state.alpha * a["beta"][:K]
+    np.testing.assert_array_equal(np.rint(counted), n_jk)             # theta counts n_jk from the labels
+    np.testing.assert_array_equal(a["n_wk"], n_wk)                    # free columns included
     np.testing.assert_array_equal(a["n_k"], np.bincount(z, minlength=cap))
     assert not a["beta"][K:].any() and not a["m_k"][K:].any()
     assert np.all(a["beta"][:K] > 0) and np.isclose(a["beta"][:K].sum() + state.beta_new, 1)
