@@ -6,11 +6,12 @@ from scipy import stats
 from scipy.special import gammaln
 
 from bnpcore import base
+from bnpcore import corpus as corpus_module
 from bnpcore.corpus import Corpus
 from bnpcore.hdp import DirectAssignmentGibbs
 from bnpcore.kernels import _hdp_gibbs
 from bnpcore.kernels.stirling import StirlingTable, antoniak_mean, antoniak_var
-from bnpcore.models.hdp_gibbs import _GibbsState, resample_alpha, resample_gamma
+from bnpcore.models.hdp_gibbs import TrainingPredictive, _GibbsState, resample_alpha, resample_gamma
 
 from hdp_reference import canonical, crp_tables, hdp_partition_posterior, make_bars, match_topics
 
@@ -400,3 +401,43 @@ def test_topic_table_after_every_sweep(X, params):
     np.testing.assert_array_equal(np.unique(model._z), np.arange(model.n_components_))
     if params.get("alpha") == 50.0:
         assert max(capacities) > 16 and model.n_components_ > 16
+
+
+def _fit_in_blocks(monkeypatch, block, X, **params):
+    """A fit whose sweeps run over the corpus in blocks of about ``block`` entries."""
+    monkeypatch.setattr(corpus_module, "_BLOCK", block)
+    return DirectAssignmentGibbs(**params).fit(X)
+
+
+@pytest.mark.parametrize("params", [dict(n_components=1, eta_tot=5.0), dict(n_components=40, eta_tot=0.5)],
+                         ids=["from-1", "from-40-growing"])
+def test_sweeps_in_blocks_equal_one_block(monkeypatch, params):
+    """The sweep runs block by block over the corpus (an on-disk corpus is not kept
+    resident): the draws are those of one pass over the whole corpus, also when the
+    topic table grows in the middle of a block."""
+    X = Corpus(make_bars(60, 40, np.random.default_rng(6))[0])
+    params = dict(params, max_iter=6, burn_in=3, random_state=2)
+    whole = _fit_in_blocks(monkeypatch, 1 << 20, X, **params)
+    blocks = _fit_in_blocks(monkeypatch, 37, X, **params)
+    assert X.nnz > 20 * 37
+    np.testing.assert_array_equal(blocks._z, whole._z)
+    np.testing.assert_array_equal(blocks.topics_, whole.topics_)
+    np.testing.assert_array_equal(blocks.doc_topic_, whole.doc_topic_)
+    assert [h["n_components"] for h in blocks.history_] == [h["n_components"] for h in whole.history_]
+
+
+def test_store_doc_topic_false_keeps_nothing_per_document(small_fit, tmp_path):
+    model, train, test = small_fit
+    lean = DirectAssignmentGibbs(**{**model.get_params(), "store_doc_topic": False}).fit(train, heldout=test)
+    np.testing.assert_array_equal(lean.topics_, model.topics_)
+    np.testing.assert_array_equal(lean.weights_, model.weights_)
+    assert not hasattr(lean, "doc_topic_") and lean._z is None
+    np.testing.assert_array_equal(lean._component_sizes(), model._component_sizes())
+    loaded = base.load(lean.save(tmp_path / "lean.npz"))
+    np.testing.assert_array_equal(loaded._component_sizes(), model._component_sizes())
+    # held-out tokens of the training documents: proportions from transform instead of doc_topic_
+    other = test.split_tokens(0.5, random_state=1)[0]
+    assert lean.heldout_log_likelihood(train, other) == super(TrainingPredictive, lean).heldout_log_likelihood(
+        train, other)
+    with pytest.raises(TypeError, match="store_doc_topic"):
+        DirectAssignmentGibbs(store_doc_topic=1).fit(train)
