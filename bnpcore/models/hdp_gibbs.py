@@ -153,7 +153,7 @@ class _GibbsState(BatchState):
         saved = getattr(self, "topics", None)
         if isinstance(saved, dict):              # from a checkpoint
             n = saved.pop("n")
-            saved.pop("n_jk", None)              # checkpoints of bnpcore <= 0.3 stored the document counts
+            saved.pop("n_jk", None)              # older checkpoints also stored the document counts
             self.topics = moves.Components(saved, axes={"n_wk": 1}, n=n)
 
     def _blocks(self):

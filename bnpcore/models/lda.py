@@ -237,7 +237,7 @@ class GibbsState(_State):
     def restore(self, corpus):
         super().restore(corpus)
         self.tok_ptr = np.concatenate([[0], np.cumsum(corpus.doc_lengths)])
-        if len(self.__dict__.get("iscratch", ())) < 3 * self.n_components:    # checkpoints of bnpcore <= 0.3
+        if len(self.__dict__.get("iscratch", ())) < 3 * self.n_components:    # older checkpoints (with ndk)
             self.iscratch = np.empty(3 * self.n_components, dtype=np.int32)
             self.__dict__.pop("ndk", None)
 
