@@ -2,10 +2,11 @@
 Blei 2006, section 5.3).
 
 State layout (owned by :class:`bnpcore.hdp.DirectAssignmentGibbs`): topic slots
-0..k_used-1 of capacity kcap; ``n_jk`` (n_docs x kcap) and ``n_wk`` (n_words x
-kcap, word-major so a token touches one contiguous row) are int32 counts, ``n_k``
-int64 topic sizes, ``beta`` the global weights of the slots (0 for an empty slot,
-a "hole"). Holes carry no weight in the conditional (all their counts and their
+0..k_used-1 of capacity kcap; ``z`` the slot of every token (int32, CSR order);
+``n_wk`` (n_words x kcap, word-major so a token touches one contiguous row) int32
+counts, ``n_k`` int64 topic sizes, ``beta`` the global weights of the slots (0 for
+an empty slot, a "hole"). The document-topic counts n_jk are not stored: the
+sweep and the table draws rebuild each document's row from its labels. Holes carry no weight in the conditional (all their counts and their
 beta are 0); the driver compacts them between sweeps.
 
 The token conditional is split into three buckets (the SparseLDA decomposition,
@@ -186,38 +187,78 @@ cdef inline int64_t _draw(const int32_t *njk, const int32_t *nwk, const double *
     return -1
 
 
-cdef int64_t _sweep(const int32_t *words, const int64_t *tok_ptr, int64_t n_docs, int32_t *z,
-                    int32_t *n_jk, int32_t *n_wk, int64_t *n_k, double *beta, double *ab,
+cdef int64_t _sweep(const int64_t *indptr, const int32_t *indices, const int32_t *counts, int64_t n_docs,
+                    int32_t *z, int32_t *njk, int32_t *n_wk, int64_t *n_k, double *beta, double *ab,
                     double *inv, double *cum, SweepConfig *cfg, TopicLists *tl, int64_t start_tok,
                     bnp_bitgen_t *g) noexcept nogil:
-    """Gibbs update of every token from token start_tok on; returns the token at which
-    it stopped for lack of a free slot (the number of tokens when done)."""
-    cdef int64_t j = 0, t, k, kcap = cfg.kcap, w
-    cdef int32_t *njk
+    """Gibbs update of every token from token start_tok on (tokens in CSR order: the
+    copies of each (document, word) entry in turn); returns the token at which it
+    stopped for lack of a free slot (the number of tokens when done). ``njk`` is
+    the current document's row of counts, rebuilt from its labels (kcap zeros on
+    entry, left zero)."""
+    cdef int64_t j = 0, t = 0, lo = 0, p, c, i, k, kcap = cfg.kcap
+    cdef int32_t w
     cdef int32_t *nwk
-    while j < n_docs and tok_ptr[j + 1] <= start_tok:
+    while j < n_docs:
+        lo = t
+        for p in range(indptr[j], indptr[j + 1]):
+            t += counts[p]
+        if t > start_tok:
+            break
         j += 1
+    t = lo
     for j in range(j, n_docs):
-        njk = n_jk + j * kcap
+        lo = t
+        for p in range(indptr[j], indptr[j + 1]):
+            for c in range(counts[p]):
+                njk[z[t]] += 1
+                t += 1
+        t = lo
         tl.dlen = 0
         cfg.s_ab = 0.0                            # fresh totals per document: no drift
         for k in range(cfg.k_used):
             if njk[k] > 0:
                 _list_add(tl.dl, tl.dpos, &tl.dlen, k)
             cfg.s_ab += ab[k] * inv[k]
-        for t in range(max(tok_ptr[j], start_tok), tok_ptr[j + 1]):
-            if cfg.n_free == 0 and cfg.k_used == kcap:
-                return t                 # no slot for a new topic: the caller grows the arrays
-            w = words[t]
+        for p in range(indptr[j], indptr[j + 1]):
+            w = indices[p]
             nwk = n_wk + w * kcap
-            _remove(njk, nwk, n_k, beta, ab, inv, cfg, tl, tl.wl + w * kcap, tl.wpos + w * kcap,
-                    tl.wlen + w, z[t])
-            k = _draw(njk, nwk, ab, inv, cfg, tl, tl.wl + w * kcap, tl.wlen[w], cum, bnp_rng_uniform(g))
-            if k < 0:
-                k = _new_topic(n_k, beta, ab, inv, cfg, g)
-            z[t] = <int32_t>k
-            _add(njk, nwk, n_k, ab, inv, cfg, tl, tl.wl + w * kcap, tl.wpos + w * kcap, tl.wlen + w, k)
-    return tok_ptr[n_docs]
+            for c in range(counts[p]):
+                if t >= start_tok:
+                    if cfg.n_free == 0 and cfg.k_used == kcap:
+                        return t          # no slot for a new topic: the caller grows the arrays
+                    _remove(njk, nwk, n_k, beta, ab, inv, cfg, tl, tl.wl + w * kcap, tl.wpos + w * kcap,
+                            tl.wlen + w, z[t])
+                    k = _draw(njk, nwk, ab, inv, cfg, tl, tl.wl + w * kcap, tl.wlen[w], cum,
+                              bnp_rng_uniform(g))
+                    if k < 0:
+                        k = _new_topic(n_k, beta, ab, inv, cfg, g)
+                    z[t] = <int32_t>k
+                    _add(njk, nwk, n_k, ab, inv, cfg, tl, tl.wl + w * kcap, tl.wpos + w * kcap, tl.wlen + w, k)
+                t += 1
+        for i in range(tl.dlen):                  # clear the row: the document's topics are in its list
+            njk[tl.dl[i]] = 0
+    return t
+
+
+def word_lists(const int32_t[:, ::1] n_wk, int64_t k_used):
+    """The topics of each word with a positive count, ascending: ``(lists, wlen)`` with
+    ``lists[0, w, :wlen[w]]`` the topics of word w and ``lists[1, w, k]`` the position
+    of topic k in them; ``gibbs_sweep`` keeps them up to date. Equivalent NumPy:
+    ``np.flatnonzero(n_wk[w, :k_used])``."""
+    cdef int64_t W = n_wk.shape[0], kcap = n_wk.shape[1], w, k
+    lists = np.empty((2, W, kcap), dtype=np.int32)
+    wlen = np.zeros(W, dtype=np.int32)
+    cdef int32_t[:, :, ::1] lv = lists
+    cdef int32_t[::1] nv = wlen
+    if not 0 <= k_used <= kcap:
+        raise ValueError(f"k_used={k_used} outside [0, {kcap}]")
+    with nogil:
+        for w in range(W):
+            for k in range(k_used):
+                if n_wk[w, k] > 0:
+                    _list_add(&lv[0, w, 0], &lv[1, w, 0], &nv[w], k)
+    return lists, wlen
 
 
 def _check_state(words, tok_ptr, z, n_jk, n_wk, n_k, beta, k_used):
@@ -230,15 +271,18 @@ def _check_state(words, tok_ptr, z, n_jk, n_wk, n_k, beta, k_used):
         raise ValueError(f"k_used={k_used} outside [0, {kcap}]")
 
 
-def gibbs_sweep(const int32_t[::1] words,        # IN  word id of every token
-                const int64_t[::1] tok_ptr,      # IN  token offsets of the documents
-                int32_t[::1] z,                  # IN/OUT topic slot of every token
-                int32_t[:, ::1] n_jk,            # IN/OUT (n_docs, kcap)
+def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: entry offsets,
+                const int32_t[::1] indices,      # IN  word ids,
+                const int32_t[::1] counts,       # IN  counts
+                int32_t[::1] z,                  # IN/OUT topic slot of every token (CSR order)
                 int32_t[:, ::1] n_wk,            # IN/OUT (n_words, kcap)
                 int64_t[::1] n_k,                # IN/OUT (kcap,)
                 double[::1] beta,                # IN/OUT (kcap,) global weights of the slots
                 double beta_new, int64_t k_used, double alpha, double gamma, double eta,
-                int64_t start_tok, generator):
+                int64_t start_tok,
+                int32_t[:, :, ::1] lists,        # IN/OUT word_lists(n_wk, k_used), kept up to date
+                int32_t[::1] wlen,               # IN/OUT
+                generator):
     """One sweep of topic indicators with the new-topic option (Teh et al. 2006, section 5.3, first step).
 
     For each token: remove it (an emptied topic is deleted, its weight returned to
@@ -247,16 +291,26 @@ def gibbs_sweep(const int32_t[::1] words,        # IN  word id of every token
     probability proportional to ``alpha beta_new / W``; a new topic takes
     ``beta_k = b beta_new``, ``b ~ Beta(1, gamma)``; add the token back. The
     weights are evaluated by buckets (module docstring); the distribution is the
-    one above.
+    one above. The documents' counts n_jk are not stored: each document's are
+    rebuilt from its labels when the sweep reaches it.
 
     Returns ``(next_tok, k_used, beta_new)``: ``next_tok < n_tokens`` means the slot
-    capacity ran out before token ``next_tok``; grow the arrays and call again
-    from there.
+    capacity ran out before token ``next_tok``; grow the arrays, rebuild the word
+    lists and call again from there.
     """
-    _check_state(words, tok_ptr, z, n_jk, n_wk, n_k, beta, k_used)
+    cdef int64_t kcap = n_wk.shape[1], n_docs = indptr.shape[0] - 1, n_words = n_wk.shape[0], k, next_tok
+    if n_k.shape[0] != kcap or beta.shape[0] != kcap:
+        raise ValueError("count arrays disagree on the topic capacity")
+    if not 0 <= k_used <= kcap:
+        raise ValueError(f"k_used={k_used} outside [0, {kcap}]")
+    if indices.shape[0] != counts.shape[0] or indptr[n_docs] != counts.shape[0]:
+        raise ValueError("indptr, indices and counts do not form a CSR matrix")
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
+        raise ValueError("z must hold one topic per token")
+    if lists.shape[0] != 2 or lists.shape[1] != n_words or lists.shape[2] != kcap or wlen.shape[0] != n_words:
+        raise ValueError("word lists disagree with n_wk")
     cdef SweepConfig cfg
     cdef TopicLists tl
-    cdef int64_t kcap = n_jk.shape[1], n_docs = n_jk.shape[0], n_words = n_wk.shape[0], k, w, next_tok
     cfg.alpha = alpha
     cfg.gamma = gamma
     cfg.eta = eta
@@ -266,32 +320,27 @@ def gibbs_sweep(const int32_t[::1] words,        # IN  word id of every token
     cfg.kcap = kcap
     cfg.n_free = 0
     scratch = np.empty((3, max(kcap, 1) * 2), dtype=np.float64)
-    wlists = np.empty((2, n_words, kcap), dtype=np.int32)
     ilists = np.empty((2, kcap), dtype=np.int32)
-    wlen = np.zeros(n_words, dtype=np.int32)
+    njk = np.zeros(max(kcap, 1), dtype=np.int32)
     cdef double[:, ::1] sv = scratch
-    cdef int32_t[:, :, ::1] wv = wlists
     cdef int32_t[:, ::1] iv = ilists
-    cdef int32_t[::1] lv = wlen
+    cdef int32_t[::1] nv = njk
     for k in range(kcap):
         sv[0, k] = alpha * beta[k] if k < k_used else 0.0
         sv[1, k] = 1.0 / (n_k[k] + cfg.eta_tot)
         if k < k_used:
             cfg.n_free += n_k[k] == 0
-    tl.wl = &wv[0, 0, 0]
-    tl.wpos = &wv[1, 0, 0]
-    tl.wlen = &lv[0]
+    tl.wl = &lists[0, 0, 0]
+    tl.wpos = &lists[1, 0, 0]
+    tl.wlen = &wlen[0]
     tl.dl = &iv[0, 0]
     tl.dpos = &iv[1, 0]
     cdef bnp_bitgen_t *g = bitgen_of(generator)
     with generator.bit_generator.lock, nogil:
-        for w in range(n_words):
-            for k in range(k_used):
-                if n_wk[w, k] > 0:
-                    _list_add(tl.wl + w * kcap, tl.wpos + w * kcap, tl.wlen + w, k)
-        next_tok = _sweep(&words[0] if words.shape[0] else NULL, &tok_ptr[0], n_docs,
-                          &z[0] if z.shape[0] else NULL, &n_jk[0, 0], &n_wk[0, 0], &n_k[0],
-                          &beta[0], &sv[0, 0], &sv[1, 0], &sv[2, 0], &cfg, &tl, start_tok, g)
+        next_tok = _sweep(&indptr[0], &indices[0] if indices.shape[0] else NULL,
+                          &counts[0] if counts.shape[0] else NULL, n_docs, &z[0] if z.shape[0] else NULL,
+                          &nv[0], &n_wk[0, 0], &n_k[0], &beta[0], &sv[0, 0], &sv[1, 0], &sv[2, 0], &cfg, &tl,
+                          start_tok, g)
     return next_tok, cfg.k_used, cfg.beta_new
 
 
@@ -324,27 +373,39 @@ def token_conditional(const int32_t[::1] words, const int64_t[::1] tok_ptr, cons
     return out / out.sum()
 
 
-def draw_tables(const int32_t[:, ::1] n_jk,      # IN  (n_docs, kcap)
+def draw_tables(const int64_t[::1] tok_ptr,     # IN  token offsets of the documents
+                const int32_t[::1] z,            # IN  topic slot of every token
                 const double[::1] ab,            # IN  (kcap,) alpha * beta_k
                 int64_t k_used, StirlingTable table, generator,
                 int64_t[::1] m_k):               # OUT (kcap,) tables per topic
     """Table counts m_jk ~ Antoniak(n_jk, alpha beta_k) for every n_jk > 0, summed over
-    documents into ``m_k`` (Teh et al. 2006, section 5.3, second step). Draws use the Stirling table
-    where it serves n_jk (grow it to the longest document first), CRP seating beyond.
-    Equivalent to ``m_k[k] = sum_j antoniak_sample(n_jk[j, k], ab[k])``.
+    documents into ``m_k`` (Teh et al. 2006, section 5.3, second step), documents in
+    order and each document's topics in increasing slot order; n_jk is counted from
+    the labels ``z`` of document j (a row of k_used counts, not stored). Draws use the
+    Stirling table where it serves n_jk (grow it to the longest document first), CRP
+    seating beyond. Equivalent to ``m_k[k] = sum_j antoniak_sample(n_jk[j, k], ab[k])``.
     """
-    if ab.shape[0] < k_used or m_k.shape[0] < k_used or n_jk.shape[1] < k_used:
+    if ab.shape[0] < k_used or m_k.shape[0] < k_used:
         raise ValueError("arrays shorter than k_used")
-    cdef int64_t j, k, n
+    if tok_ptr.shape[0] < 1 or tok_ptr[tok_ptr.shape[0] - 1] != z.shape[0]:
+        raise ValueError("tok_ptr must end at the number of labels")
+    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < k_used):
+        raise ValueError(f"labels must lie in [0, {k_used})")
+    cdef int64_t j, k, t, n
+    row = np.zeros(max(k_used, 1), dtype=np.int64)
+    cdef int64_t[::1] njk = row
     cdef bnp_bitgen_t *g = bitgen_of(generator)
     with generator.bit_generator.lock, nogil:
         for k in range(k_used):
             m_k[k] = 0
-        for j in range(n_jk.shape[0]):
+        for j in range(tok_ptr.shape[0] - 1):
+            for t in range(tok_ptr[j], tok_ptr[j + 1]):
+                njk[z[t]] += 1
             for k in range(k_used):
-                n = n_jk[j, k]
+                n = njk[k]
                 if n > 0:
                     m_k[k] += sample_tables(&table.table, n, ab[k], g)
+                    njk[k] = 0
 
 
 cdef void _fold_in_doc(const int32_t *words, int64_t lo, int64_t hi, const double *phi_wk, const double *prior,

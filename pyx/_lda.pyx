@@ -218,6 +218,54 @@ def count_samples(const int64_t[::1] indptr, const int32_t[::1] indices, const i
                     nk[t] += 1
 
 
+def count_word_topics(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+                      const int32_t[::1] z,                                                             # IN
+                      int32_t[:, ::1] nwk, int64_t[::1] nk):                                            # IN/OUT
+    """Add the tokens' topics ``z`` (one per token, CSR order) to the word-topic and
+    topic counts (no document counts: the samplers rebuild those per document).
+
+    Equivalent NumPy: ``np.add.at(nwk, (word_of_token, z), 1); nk += np.bincount(z, minlength=K)``.
+    """
+    cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1], j, p, zi = 0, c
+    cdef int32_t w, t
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
+        raise ValueError(f"z has {z.shape[0]} topics for {np.asarray(counts).sum(dtype=np.int64)} tokens")
+    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < K):
+        raise ValueError(f"topics in z must lie in [0, {K})")
+    if nk.shape[0] != K or (indices.shape[0] and not (0 <= np.min(indices) and np.max(indices) < nwk.shape[0])):
+        raise ValueError("count arrays do not match the corpus and topics")
+    with nogil:
+        for j in range(D):
+            for p in range(indptr[j], indptr[j + 1]):
+                w = indices[p]
+                for c in range(counts[p]):
+                    t = z[zi]
+                    zi += 1
+                    nwk[w, t] += 1
+                    nk[t] += 1
+
+
+def doc_topic_counts(const int64_t[::1] tok_ptr,    # IN  token offsets of the documents
+                     const int32_t[::1] z,          # IN  topic of every token
+                     const int64_t[::1] column,     # IN  (n_topics,) output column of each topic
+                     double[:, ::1] out):           # IN/OUT (n_docs, K) n_jk added in the columns
+    """Add the document-topic counts of the labels ``z`` to ``out``:
+    ``out[j, column[z_t]] += 1`` over the tokens t of document j (the samplers
+    store no counts per document and build them here when asked). Equivalent
+    NumPy: ``np.add.at(out, (doc_of_token, column[z]), 1)``."""
+    cdef int64_t j, t, K = out.shape[1]
+    if out.shape[0] != tok_ptr.shape[0] - 1 or tok_ptr[tok_ptr.shape[0] - 1] != z.shape[0]:
+        raise ValueError("out must have one row per document and tok_ptr end at the number of labels")
+    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < column.shape[0]):
+        raise ValueError(f"labels must lie in [0, {column.shape[0]})")
+    if column.shape[0] and not (0 <= np.min(column) and np.max(column) < K):
+        raise ValueError(f"columns must lie in [0, {K})")
+    with nogil:
+        for j in range(out.shape[0]):
+            for t in range(tok_ptr[j], tok_ptr[j + 1]):
+                out[j, column[z[t]]] += 1.0
+
+
 def count_expected(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
                    int threshold, const double[:, ::1] r,                                            # IN
                    double[:, ::1] ndk, double[:, ::1] nwk, double[::1] nk,                           # OUT
@@ -403,10 +451,9 @@ cdef inline int32_t _sg_draw(SparseGibbs *s, double eta_w, double u01) noexcept 
     return <int32_t>(s.K - 1)
 
 
-cdef inline void _sg_bind(SparseGibbs *s, int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk,
-                          int32_t[:, ::1] wtopics, int32_t[::1] wlen, const double[::1] alpha,
+cdef inline void _sg_bind(SparseGibbs *s, int32_t[:, ::1] nwk, int64_t[::1] nk, const double[::1] alpha,
                           double eta_tot, double[::1] scratch, int32_t[::1] iscratch) noexcept nogil:
-    cdef int64_t K = ndk.shape[1], k
+    cdef int64_t K = nwk.shape[1], k
     s.K = K
     s.alpha = &alpha[0]
     s.eta_tot = eta_tot
@@ -420,14 +467,14 @@ cdef inline void _sg_bind(SparseGibbs *s, int32_t[:, ::1] ndk, int32_t[:, ::1] n
         s.cden[k] = 1.0 / (nk[k] + eta_tot)
 
 
-def _check_sparse_state(ndk, nwk, nk, wtopics, wlen, alpha, scratch, iscratch):
-    K = ndk.shape[1]
-    if nwk.shape[1] != K or nk.shape[0] != K or wtopics.shape[1] != K or alpha.shape[0] != K:
+def _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch, iscratch, n_int):
+    K = nwk.shape[1]
+    if nk.shape[0] != K or wtopics.shape[1] != K or alpha.shape[0] != K:
         raise ValueError("count arrays disagree on the number of topics")
     if wtopics.shape[0] != nwk.shape[0] or wlen.shape[0] != nwk.shape[0]:
         raise ValueError("word lists disagree with the word counts")
-    if scratch.shape[0] < 3 * K or iscratch.shape[0] < 2 * K:
-        raise ValueError("scratch too small: need 3 K doubles and 2 K int32")
+    if scratch.shape[0] < 3 * K or iscratch.shape[0] < n_int * K:
+        raise ValueError(f"scratch too small: need 3 K doubles and {n_int} K int32")
 
 
 def word_topic_lists(const int32_t[:, ::1] nwk, int32_t[:, ::1] wtopics, int32_t[::1] wlen):  # IN, OUT, OUT
@@ -453,30 +500,42 @@ def word_topic_lists(const int32_t[:, ::1] nwk, int32_t[:, ::1] wtopics, int32_t
 
 def cgs_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
               const double[::1] alpha, const double[::1] eta, double eta_tot,                   # IN priors
-              int32_t[::1] z, int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk,       # IN/OUT state
+              int32_t[::1] z, int32_t[:, ::1] nwk, int64_t[::1] nk,                            # IN/OUT state
               int32_t[:, ::1] wtopics, int32_t[::1] wlen,                                      # IN/OUT lists
               double[::1] scratch, int32_t[::1] iscratch, generator):                          # scratch, rng
     """One collapsed Gibbs sweep over every token, documents in order ([HYB] eq 12).
 
     Each token is removed from the counts, its topic drawn from
-    ``p(k) ∝ (nwk[w, k] + eta[w]) (ndk[j, k] + alpha[k]) / (nk[k] + eta_tot)``
+    ``p(k) ∝ (nwk[w, k] + eta[w]) (n_jk + alpha[k]) / (nk[k] + eta_tot)``
     with one uniform of ``generator``, and added back. The draw uses the exact
     sparse bucket decomposition (see the comment above), so its cost per token
-    is the number of topics of the word and document rather than K.
+    is the number of topics of the word and document rather than K. The
+    document counts n_jk are not stored: each document's row is rebuilt from
+    its tokens' topics ``z`` when the sweep reaches it (in ``iscratch``).
     ``wtopics``/``wlen`` must be the lists of ``word_topic_lists(nwk)``;
-    scratch holds 3 K doubles and 2 K int32.
+    scratch holds 3 K doubles and 3 K int32.
     """
-    _check_sparse_state(ndk, nwk, nk, wtopics, wlen, alpha, scratch, iscratch)
-    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], j, p, c, zi = 0
+    _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch, iscratch, 3)
+    cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1], j, p, c, zi = 0, lo, i, k
     cdef int32_t w, t
     cdef SparseGibbs s
     cdef bnp_bitgen_t *g = bitgen_of(generator)
-    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64) or ndk.shape[0] != D:
-        raise ValueError("z must hold one topic per token and ndk one row per document")
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
+        raise ValueError("z must hold one topic per token")
+    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < K):
+        raise ValueError(f"topics in z must lie in [0, {K})")
     with generator.bit_generator.lock, nogil:
-        _sg_bind(&s, ndk, nwk, nk, wtopics, wlen, alpha, eta_tot, scratch, iscratch)
+        _sg_bind(&s, nwk, nk, alpha, eta_tot, scratch, iscratch)
+        s.nd_row = &iscratch[2 * K]
+        for k in range(K):
+            s.nd_row[k] = 0
         for j in range(D):
-            s.nd_row = &ndk[j, 0]
+            lo = zi
+            for p in range(indptr[j], indptr[j + 1]):
+                for c in range(counts[p]):
+                    s.nd_row[z[zi]] += 1
+                    zi += 1
+            zi = lo
             _sg_start_doc(&s)
             for p in range(indptr[j], indptr[j + 1]):
                 w = indices[p]
@@ -490,6 +549,8 @@ def cgs_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
                     _sg_change(&s, t, 1)
                     z[zi] = t
                     zi += 1
+            for i in range(s.nd):                 # clear the row: the document's topics are in its list
+                s.nd_row[s.dlist[i]] = 0
 
 
 def cgs_conditional(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
@@ -503,10 +564,12 @@ def cgs_conditional(const int64_t[::1] indptr, const int32_t[::1] indices, const
     Equivalent NumPy: ``p = (nwk[w] - e_t + eta[w]) (ndk[j] - e_t + alpha) /
     (nk - e_t + eta_tot); p / p.sum()`` with ``e_t`` the indicator of the token's topic.
     """
-    K = ndk.shape[1]
+    K = nwk.shape[1]
     scratch = np.zeros(3 * K)
     iscratch = np.zeros(2 * K, dtype=np.int32)
-    _check_sparse_state(ndk, nwk, nk, wtopics, wlen, alpha, scratch, iscratch)
+    _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch, iscratch, 2)
+    if ndk.shape[1] != K:
+        raise ValueError("count arrays disagree on the number of topics")
     cdef double[::1] sv = scratch
     cdef int32_t[::1] iv = iscratch
     cdef SparseGibbs s
@@ -525,7 +588,7 @@ def cgs_conditional(const int64_t[::1] indptr, const int32_t[::1] indices, const
             break
     if w < 0:
         raise IndexError(f"token {token} out of range")
-    _sg_bind(&s, ndk, nwk, nk, wtopics, wlen, alpha, eta_tot, sv, iv)
+    _sg_bind(&s, nwk, nk, alpha, eta_tot, sv, iv)
     s.nd_row = &ndk[j, 0]
     _sg_start_doc(&s)
     s.wrow = &nwk[w, 0]

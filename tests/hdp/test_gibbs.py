@@ -6,11 +6,12 @@ from scipy import stats
 from scipy.special import gammaln
 
 from bnpcore import base
+from bnpcore import corpus as corpus_module
 from bnpcore.corpus import Corpus
 from bnpcore.hdp import DirectAssignmentGibbs
 from bnpcore.kernels import _hdp_gibbs
 from bnpcore.kernels.stirling import StirlingTable, antoniak_mean, antoniak_var
-from bnpcore.models.hdp_gibbs import _GibbsState, resample_alpha, resample_gamma
+from bnpcore.models.hdp_gibbs import TrainingPredictive, _GibbsState, resample_alpha, resample_gamma
 
 from hdp_reference import canonical, crp_tables, hdp_partition_posterior, make_bars, match_topics
 
@@ -107,9 +108,11 @@ def test_draw_tables_moments():
     ab = np.array([0.4, 2.5, 0.01])
     table = StirlingTable(12)
     m_k = np.zeros(3, dtype=np.int64)
+    z = np.concatenate([np.repeat(np.arange(3, dtype=np.int32), row) for row in n_jk])    # the labels of n_jk
+    tok_ptr = np.concatenate([[0], np.cumsum(n_jk.sum(1))])
     draws = np.empty((20000, 3))
     for i in range(draws.shape[0]):
-        _hdp_gibbs.draw_tables(n_jk, ab, 3, table, rng, m_k)
+        _hdp_gibbs.draw_tables(tok_ptr, z, ab, 3, table, rng, m_k)
         draws[i] = m_k
     for k in range(3):
         mean = sum(antoniak_mean(int(n), ab[k]) for n in n_jk[:, k])
@@ -363,14 +366,16 @@ def _check_topic_table(model, record):
     n_k = comp["n_k"]
     assert np.all(n_k > 0) and np.all(np.diff(n_k) <= 0)
     assert z.min() >= 0 and z.max() < K
-    docs = np.repeat(np.arange(state.corpus.n_docs), state.doc_lengths)
-    n_jk = np.zeros((state.corpus.n_docs, cap), np.int64)
+    words, tok_ptr = state.corpus.tokens()                # the labels' token order
+    docs = np.repeat(np.arange(state.corpus.n_docs), np.diff(tok_ptr))
+    n_jk = np.zeros((state.corpus.n_docs, K), np.int64)
     n_wk = np.zeros((state.corpus.n_words, cap), np.int64)
     np.add.at(n_jk, (docs, z), 1)
-    np.add.at(n_wk, (state.words, z), 1)
+    np.add.at(n_wk, (words, z), 1)
     a = comp.arrays
-    np.testing.assert_array_equal(a["n_jk"], n_jk)                    # free columns included
-    np.testing.assert_array_equal(a["n_wk"], n_wk)
+    counted = state.doc_topic() * (np.diff(tok_ptr) + state.alpha)[:, None] - state.alpha * a["beta"][:K]
+    np.testing.assert_array_equal(np.rint(counted), n_jk)             # theta counts n_jk from the labels
+    np.testing.assert_array_equal(a["n_wk"], n_wk)                    # free columns included
     np.testing.assert_array_equal(a["n_k"], np.bincount(z, minlength=cap))
     assert not a["beta"][K:].any() and not a["m_k"][K:].any()
     assert np.all(a["beta"][:K] > 0) and np.isclose(a["beta"][:K].sum() + state.beta_new, 1)
@@ -396,3 +401,43 @@ def test_topic_table_after_every_sweep(X, params):
     np.testing.assert_array_equal(np.unique(model._z), np.arange(model.n_components_))
     if params.get("alpha") == 50.0:
         assert max(capacities) > 16 and model.n_components_ > 16
+
+
+def _fit_in_blocks(monkeypatch, block, X, **params):
+    """A fit whose sweeps run over the corpus in blocks of about ``block`` entries."""
+    monkeypatch.setattr(corpus_module, "_BLOCK", block)
+    return DirectAssignmentGibbs(**params).fit(X)
+
+
+@pytest.mark.parametrize("params", [dict(n_components=1, eta_tot=5.0), dict(n_components=40, eta_tot=0.5)],
+                         ids=["from-1", "from-40-growing"])
+def test_sweeps_in_blocks_equal_one_block(monkeypatch, params):
+    """The sweep runs block by block over the corpus (an on-disk corpus is not kept
+    resident): the draws are those of one pass over the whole corpus, also when the
+    topic table grows in the middle of a block."""
+    X = Corpus(make_bars(60, 40, np.random.default_rng(6))[0])
+    params = dict(params, max_iter=6, burn_in=3, random_state=2)
+    whole = _fit_in_blocks(monkeypatch, 1 << 20, X, **params)
+    blocks = _fit_in_blocks(monkeypatch, 37, X, **params)
+    assert X.nnz > 20 * 37
+    np.testing.assert_array_equal(blocks._z, whole._z)
+    np.testing.assert_array_equal(blocks.topics_, whole.topics_)
+    np.testing.assert_array_equal(blocks.doc_topic_, whole.doc_topic_)
+    assert [h["n_components"] for h in blocks.history_] == [h["n_components"] for h in whole.history_]
+
+
+def test_store_doc_topic_false_keeps_nothing_per_document(small_fit, tmp_path):
+    model, train, test = small_fit
+    lean = DirectAssignmentGibbs(**{**model.get_params(), "store_doc_topic": False}).fit(train, heldout=test)
+    np.testing.assert_array_equal(lean.topics_, model.topics_)
+    np.testing.assert_array_equal(lean.weights_, model.weights_)
+    assert not hasattr(lean, "doc_topic_") and lean._z is None
+    np.testing.assert_array_equal(lean._component_sizes(), model._component_sizes())
+    loaded = base.load(lean.save(tmp_path / "lean.npz"))
+    np.testing.assert_array_equal(loaded._component_sizes(), model._component_sizes())
+    # held-out tokens of the training documents: proportions from transform instead of doc_topic_
+    other = test.split_tokens(0.5, random_state=1)[0]
+    assert lean.heldout_log_likelihood(train, other) == super(TrainingPredictive, lean).heldout_log_likelihood(
+        train, other)
+    with pytest.raises(TypeError, match="store_doc_topic"):
+        DirectAssignmentGibbs(store_doc_topic=1).fit(train)

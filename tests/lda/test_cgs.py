@@ -6,7 +6,9 @@ import pytest
 import scipy.sparse as sp
 from scipy.stats import ks_2samp
 
+from bnpcore import corpus as corpus_module
 from bnpcore.corpus import Corpus
+from bnpcore.lda import CollapsedGibbs
 from bnpcore.kernels import _lda
 from bnpcore.models.lda import GibbsState
 
@@ -63,11 +65,11 @@ def run_chain(corpus, alpha, eta, K, n_sweeps, seed, thin):
     """States (as integers in base K) of the compiled sampler every ``thin`` sweeps."""
     rng = np.random.default_rng(seed)
     z = rng.integers(0, K, size=corpus.n_tokens, dtype=np.int32)
-    ndk, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
-    scratch, iscratch = np.empty(3 * K), np.empty(2 * K, dtype=np.int32)
+    _, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
+    scratch, iscratch = np.empty(3 * K), np.empty(3 * K, dtype=np.int32)
     powers = K ** np.arange(corpus.n_tokens)
     out = np.empty(n_sweeps // thin, dtype=np.int64)
-    args = (corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), z, ndk, nwk, nk, wtopics, wlen,
+    args = (corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), z, nwk, nk, wtopics, wlen,
             scratch, iscratch, rng)
     for t in range(n_sweeps):
         _lda.cgs_sweep(*args)
@@ -110,7 +112,7 @@ def test_counts_and_word_lists_stay_consistent(make_counts):
         nwk = np.zeros((corpus.n_words, K), dtype=np.int64)
         np.add.at(ndk, (docs, state.z), 1)
         np.add.at(nwk, (words, state.z), 1)
-        np.testing.assert_array_equal(state.ndk, ndk)
+        np.testing.assert_array_equal(state.counts()[0], ndk)
         np.testing.assert_array_equal(state.nwk, nwk)
         np.testing.assert_array_equal(state.nk, ndk.sum(0))
         for w in range(corpus.n_words):
@@ -186,7 +188,7 @@ def geweke_final_states(alpha, eta, lengths, n_words, n_chains, n_steps, seed, s
     K, W = len(alpha), n_words
     sampler_alpha = alpha if sampler_alpha is None else sampler_alpha
     docs = np.repeat(np.arange(len(lengths)), lengths)
-    scratch, iscratch = np.empty(3 * K), np.empty(2 * K, dtype=np.int32)
+    scratch, iscratch = np.empty(3 * K), np.empty(3 * K, dtype=np.int32)
 
     def prior_topics():
         theta = rng.dirichlet(alpha, size=len(lengths))
@@ -210,8 +212,8 @@ def geweke_final_states(alpha, eta, lengths, n_words, n_chains, n_steps, seed, s
             order = np.lexsort((x, docs))              # CSR token order: by document, then word
             z, x = z[order].copy(), x[order]
             corpus = Corpus(sp.csr_matrix((np.ones(len(x)), (docs, x)), shape=(len(lengths), W)))
-            ndk, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
-            _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, sampler_alpha, eta, eta.sum(), z, ndk,
+            _, nwk, nk, wtopics, wlen = sparse_state(corpus, z, K)
+            _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, sampler_alpha, eta, eta.sum(), z,
                            nwk, nk, wtopics, wlen, scratch, iscratch, rng)
         final[c] = sizes(z)
     return forward, final
@@ -238,3 +240,57 @@ def test_geweke_detects_a_wrong_prior_in_the_sampler():
     """The same test rejects a sampler run with another alpha than the model's."""
     forward, final = geweke_final_states(**GEWEKE, seed=0, sampler_alpha=2 * GEWEKE["alpha"])
     assert geweke_min_pvalue(forward, final) < 1e-3 / forward.shape[1]
+
+
+def test_count_kernels_match_numpy(make_counts):
+    corpus = Corpus(make_counts(4, n_docs=25, n_words=12, max_count=5))
+    K = 6
+    z = np.random.default_rng(0).integers(0, K, size=corpus.n_tokens, dtype=np.int32)
+    words, ptr = corpus.tokens()
+    docs = np.repeat(np.arange(corpus.n_docs), np.diff(ptr))
+    nwk, nk = np.ones((corpus.n_words, K), np.int32), np.ones(K, np.int64)    # the kernels add
+    _lda.count_word_topics(corpus.indptr, corpus.indices, corpus.counts, z, nwk, nk)
+    want_wk = np.ones((corpus.n_words, K), np.int64)
+    np.add.at(want_wk, (words, z), 1)
+    np.testing.assert_array_equal(nwk, want_wk)
+    np.testing.assert_array_equal(nk, 1 + np.bincount(z, minlength=K))
+    column = np.array([3, 0, 1, 2, 5, 4])
+    out = np.full((corpus.n_docs, K), 0.5)
+    _lda.doc_topic_counts(ptr, z, column, out)
+    want = np.full((corpus.n_docs, K), 0.5)
+    np.add.at(want, (docs, column[z]), 1)
+    np.testing.assert_array_equal(out, want)
+    with pytest.raises(ValueError, match="topics in z"):
+        _lda.count_word_topics(corpus.indptr, corpus.indices, corpus.counts, z + K, nwk, nk)
+    with pytest.raises(ValueError, match="labels"):
+        _lda.doc_topic_counts(ptr, z, column[:3], out)
+
+
+def _fit_in_blocks(monkeypatch, block, X, **params):
+    """A fit whose sweeps run over the corpus in blocks of about ``block`` entries."""
+    monkeypatch.setattr(corpus_module, "_BLOCK", block)
+    return CollapsedGibbs(**params).fit(X)
+
+
+def test_sweeps_in_blocks_equal_one_block(monkeypatch, make_counts):
+    """The sweep runs block by block over the corpus (an on-disk corpus is not kept
+    resident), each document's counts rebuilt from its topics: the draws are those
+    of one pass over the whole corpus."""
+    X = Corpus(make_counts(7, n_docs=60, n_words=30, max_count=5))
+    params = dict(n_components=8, max_iter=5, burn_in=2, random_state=3, optimize_hyperparameters=True)
+    whole = _fit_in_blocks(monkeypatch, 1 << 20, X, **params)
+    blocks = _fit_in_blocks(monkeypatch, 23, X, **params)
+    assert X.nnz > 20 * 23
+    np.testing.assert_array_equal(blocks.components_, whole.components_)
+    np.testing.assert_array_equal(blocks.doc_topic_, whole.doc_topic_)
+
+
+def test_store_doc_topic_false_same_topics(make_counts):
+    X = Corpus(make_counts(8, n_docs=40, n_words=20, max_count=4))
+    full = CollapsedGibbs(n_components=5, max_iter=6, burn_in=2, random_state=1).fit(X)
+    lean = CollapsedGibbs(n_components=5, max_iter=6, burn_in=2, random_state=1, store_doc_topic=False).fit(X)
+    np.testing.assert_array_equal(lean.components_, full.components_)
+    assert not hasattr(lean, "doc_topic_")
+    np.testing.assert_array_equal(lean.transform(X[:3]), full.transform(X[:3]))
+    with pytest.raises(TypeError, match="store_doc_topic"):
+        CollapsedGibbs(store_doc_topic="no").fit(X)
