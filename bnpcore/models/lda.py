@@ -436,7 +436,8 @@ class _LDA(TopicMixin, BatchEstimator):
         self.eta_ = state.eta.copy()
         self.components_ = np.ascontiguousarray((nwk[:, order] + self.eta_[:, None]).T)
         self.topics_ = self.components_ / self.components_.sum(axis=1, keepdims=True)
-        self.doc_topic_ = (ndk[:, order] + self.alpha_) / (state.lengths + self.alpha_.sum())[:, None]
+        if ndk is not None:         # None: no per-document averages (PartiallyCollapsedGibbs(store_doc_topic=False))
+            self.doc_topic_ = (ndk[:, order] + self.alpha_) / (state.lengths + self.alpha_.sum())[:, None]
         self.n_components_ = int(self.components_.shape[0])
         self.n_features_in_ = int(corpus.n_words)
         self.vocabulary_ = corpus.vocabulary
