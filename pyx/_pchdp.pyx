@@ -266,6 +266,7 @@ cdef struct ZArgs:
     int32_t *dlist
     int32_t *dpos
     int64_t *nk_part
+    int *bad                     # set when a candidate has no drawn column (max_candidate not respected)
     uint64_t key, stream, cand_stream, first_doc
 
 
@@ -301,10 +302,14 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
             nd[s] -= 1
             if nd[s] == 0:
                 n = _list_remove(s, dlist, dpos, n)
+            f = 0.0
             if a.n_tail:
                 c = <int32_t>(a.K + _tail_pick(a.tail_cdf, a.n_tail, bnp_rng_uniform(&cst.bitgen)))
+                if c < C:
+                    f = a.tail * prow[c]
+                else:
+                    a.bad[0] = 1
             q = _bucket(prow, nd, dlist, n, cum)
-            f = a.tail * prow[c]
             u = bnp_rng_uniform(&st.bitgen) * (q + a.mass[w] + f)
             if u < q:
                 t = _bucket_pick(cum, dlist, n, u)
@@ -333,8 +338,10 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     tokens that change (atomic integer adds; ``nk`` the sum of per-thread
     changes). ``z``: uint16 or int32 labels, all below K; each document's
     counts are rebuilt from them. Each token's candidate is the tail topic
-    ``K + i``, i drawn from ``tail_cdf`` (``max_candidate`` gives the largest
-    such topic of the sweep, whose columns of ``phi`` must be drawn). ``first_doc``:
+    ``K + i``, i drawn from ``tail_cdf`` (``K + max_candidate(...)`` is the
+    largest of the sweep: columns of ``phi`` up to it must be drawn; a
+    candidate beyond the columns is a ValueError, its token never taking the
+    flag). ``first_doc``:
     the corpus is documents ``first_doc, ...`` of a larger one, whose streams
     document j uses. Equivalent NumPy for token i of document j, word w, with
     ``ab = alpha Psi`` over all topics (the tail as its candidate, in
@@ -350,7 +357,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         raise ValueError("tok_ptr and z do not match the corpus")
     if phi.shape[1] != C or prob.shape[0] != W or prob.shape[1] != C or alias.shape[0] != W \
             or alias.shape[1] != C or mass.shape[0] != W or nwk.shape[0] != W \
-            or nk.shape[0] != C or ab.shape[0] != C or not 0 < K <= C or K + M > C:
+            or nk.shape[0] != C or ab.shape[0] != C or not 0 < K <= C:
         raise ValueError("phi, prob, alias, mass, ab, tail_cdf, nwk and nk disagree on the number of topics or words")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
@@ -371,7 +378,12 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     a.tail_cdf, a.n_tail, a.nwk = &tail_cdf[0] if M else NULL, M, &nwk[0, 0]
     a.cum, a.nd, a.dlist, a.dpos, a.nk_part = &cv[0, 0], &nv[0, 0], &lv[0, 0], &pv[0, 0], &kv[0, 0]
     a.key, a.stream, a.cand_stream, a.first_doc = key, stream, cand_stream, first_doc
+    cdef int bad = 0
+    a.bad = &bad
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=8):
             _z_doc(ap, &z[0], j, threadid())
     np.asarray(nk)[:] += parts[:, :C].sum(axis=0)
+    if bad:
+        raise ValueError(f"a candidate topic is beyond the {C} columns of phi: draw the columns up to "
+                         "K + max_candidate(...) first")
