@@ -380,8 +380,18 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
         self._z = None
         self._sizes = occupied[np.argsort(-state.topics["beta"], kind="stable")]
 
+    _component_axes = {**DirectAssignmentGibbs._component_axes, "_sizes": 0}
+
     def _component_sizes(self):
         return super()._component_sizes() if self._sizes is None else self._sizes
+
+    def _prune_fitted(self, keep):
+        if self._z is not None:
+            super()._prune_fitted(keep)
+            return
+        self._z = np.zeros(0, dtype=np.int32)       # no labels kept (store_doc_topic=False): none to relabel
+        super()._prune_fitted(keep)
+        self._z = None
 
 
 class _TopicsOnly:

@@ -192,6 +192,11 @@ def test_store_doc_topic_false_and_blocks_of_an_on_disk_corpus(tmp_path, monkeyp
     assert not hasattr(light, "doc_topic_") and light._z is None and full.doc_topic_.shape[0] == 60
     assert np.array_equal(light.topic_sizes_, full.topic_sizes_)
     assert light.transform(corpus).shape == full.doc_topic_.shape
+    small, before = full.topic_sizes_.min() + 1, full.n_components_      # prune: the same topics go
+    light.prune(small)
+    full.prune(small)
+    assert light._z is None and np.array_equal(light.topic_sizes_, full.topic_sizes_)
+    assert np.array_equal(light.topics_, full.topics_) and light.n_components_ == full.n_components_ < before
     with pytest.raises(TypeError, match="store_doc_topic"):
         PartiallyCollapsedGibbs(store_doc_topic=1).fit(corpus)
 
