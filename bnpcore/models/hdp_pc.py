@@ -62,9 +62,10 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
 class PartiallyCollapsedHDPState(BatchState):
     """Topic labels of the tokens (uint16 up to 65536 topics, else int32), the
     counts n_wk, n_k over the topic slots (none per document: the kernels rebuild
-    a document's counts from its labels), the stick fractions s_k of all ``max_topics`` topics (Psi_k = s_k prod_{i<k}(1 - s_i)),
-    the concentrations, the numpy Generator of the serial draws and the keyed
-    streams' key and sweep number. Phi and the alias tables are rebuilt every sweep."""
+    a document's counts from its labels), the stick fractions s_k of all
+    ``max_topics`` topics (Psi_k = s_k prod_{i<k}(1 - s_i)), the concentrations,
+    the numpy Generator of the serial draws and the keyed streams' key and sweep
+    number. Phi and the alias tables are rebuilt every sweep."""
 
     _transient = ("corpus", "tok_ptr", "doc_lengths", "phi", "prob", "alias", "mass")
 

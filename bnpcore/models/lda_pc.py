@@ -11,8 +11,8 @@ label per token and nothing per document.
 import numpy as np
 
 from bnpcore._validation import check_int, effective_n_threads
-from bnpcore.kernels import _lda, _pclda
-from bnpcore.models.lda import _ALL_SAMPLED, _ATTRS, _DOC, _LDA, CollapsedGibbs, _State
+from bnpcore.kernels import _pclda
+from bnpcore.models.lda import _ATTRS, _DOC, _LDA, CollapsedGibbs, _State
 
 __all__ = ["PartiallyCollapsedGibbs"]
 

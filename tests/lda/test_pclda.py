@@ -257,12 +257,12 @@ def test_labels_are_uint16_up_to_65536_topics_and_either_width_samples_alike():
 
 def test_blocks_of_the_corpus_change_nothing(monkeypatch):
     """A sweep runs the z-step block by block (about a million entries each); with
-    blocks of 40 entries the fit is bit-identical to one block, and fitting the
-    corpus written to disk and opened (memory-mapped) gives the same model."""
+    blocks of 40 entries the fit is bit-identical to one block (the streams of
+    block-local document j are those of document first_doc + j)."""
     import bnpcore.corpus
-    from bnpcore.corpus import write
     corpus = make_bars("sm", side=4, n_docs=120, n_test=0, doc_length=25, random_state=2).corpus
-    make = lambda: PartiallyCollapsedGibbs(n_components=6, max_iter=5, burn_in=2, n_threads=2, random_state=8)  # noqa: E731
+    params = dict(n_components=6, max_iter=5, burn_in=2, n_threads=2, random_state=8)
+    make = lambda: PartiallyCollapsedGibbs(**params)  # noqa: E731
     whole = make().fit(corpus)
     monkeypatch.setattr(bnpcore.corpus, "_BLOCK", 40)
     assert len(list(corpus._doc_blocks())) > 10
