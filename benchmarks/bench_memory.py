@@ -14,12 +14,17 @@ opens the corpus (the baseline). Columns:
   (a least-squares line per estimator), i.e. the memory each further token costs.
 
 Estimators: ``hdp.TruncationFreeSVI`` (online, one pass, minibatches of 500
-read from the memory map) and ``lda.CollapsedGibbs`` (K = 20, 2 sweeps; it keeps
-the token-expanded word ids and a topic per token in memory by design).
+read from the memory map), ``lda.CollapsedGibbs`` (K = 20, 2 sweeps; it keeps
+the token-expanded word ids and a topic per token in memory by design) and the
+partially collapsed samplers ``lda.PartiallyCollapsedGibbs`` (K = 20) and
+``hdp.PartiallyCollapsedGibbs`` (from 20 topics), 3 sweeps each (2 averaged),
+``store_doc_topic=False``: a label per token, nothing per document, the corpus
+swept block by block.
 
 Usage::
 
     python benchmarks/bench_memory.py [--sizes 10000 30000 100000 300000 1000000] [--data DIR]
+                                      [--estimators NAME ...]
 
 Corpora are generated once into ``--data`` (default: a folder in the system
 temporary directory) and reused by later runs. Results: benchmarks/results/bench_memory.txt.
@@ -39,6 +44,12 @@ ESTIMATORS = {
                              "est = E(batch_size=500, n_epochs=1, random_state=0)",
     "lda.CollapsedGibbs": "from bnpcore.lda import CollapsedGibbs as E; "
                           "est = E(n_components=20, max_iter=2, burn_in=1, random_state=0)",
+    "lda.PartiallyCollapsed": "from bnpcore.lda import PartiallyCollapsedGibbs as E; "
+                              "est = E(n_components=20, max_iter=3, burn_in=1, store_doc_topic=False, "
+                              "random_state=0)",
+    "hdp.PartiallyCollapsed": "from bnpcore.hdp import PartiallyCollapsedGibbs as E; "
+                              "est = E(n_components=20, max_iter=3, burn_in=1, store_doc_topic=False, "
+                              "random_state=0)",
 }
 
 CHILD = """

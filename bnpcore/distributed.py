@@ -24,7 +24,8 @@ Supported (``SUPPORTED``):
   summed per partition and may differ from the local one in the last digits.
 * ``lda.PartiallyCollapsedGibbs`` (Magnusson, Jonsson, Villani & Broman 2018,
   "Sparse partially collapsed MCMC for parallel inference in topic models").
-  Each partition keeps its topic indicators z and counts n_jk; per sweep the
+  Each partition keeps its topic indicators z (and the sums of its n_jk
+  past burn-in, with ``store_doc_topic``); per sweep the
   client draws Phi | n_kw (its own threads) and broadcasts it (W x K
   doubles), every partition builds the alias tables and resamples its z with
   the keyed stream of each document (seed, sweep, global document number),
@@ -234,17 +235,20 @@ def _svb_step(part, log_word):
 def _pc_step(part, phi, key, sweep, collect):
     """One z | Phi sweep of a partition (``PartiallyCollapsedState.sweep`` after
     the Phi draw): (new partition, (the moves of the word-topic counts, seconds)).
-    ``collect``: add the new n_jk to the partition's running sum (past burn-in)."""
+    ``collect``: add the partition's n_jk (from its labels) to its running sum
+    (past burn-in, with ``store_doc_topic``)."""
     tick = time.perf_counter()
     W, K = phi.shape
     prob, alias, mass = np.empty((W, K)), np.empty((W, K), dtype=np.int32), np.empty(W)
     _pclda.build_alias(phi, part["alpha"], prob, alias, mass, 1)
-    z, ndk = part["z"].copy(), part["ndk"].copy()
+    z = part["z"].copy()
     moves = np.zeros((W, K), dtype=np.int32)
     _pclda.z_step(part["indptr"], part["indices"], part["counts"], part["tok_ptr"], phi, prob, alias, mass, key,
-                  sweep, z, np.empty_like(z), ndk, moves, np.zeros(K, dtype=np.int64), 1, part["first_doc"])
-    new = dict(part, z=z, ndk=ndk)
+                  sweep, z, moves, np.zeros(K, dtype=np.int64), 1, part["first_doc"])
+    new = dict(part, z=z)
     if collect:
+        ndk = np.empty((len(part["tok_ptr"]) - 1, K), dtype=np.int32)
+        _pclda.doc_counts(part["tok_ptr"], z, ndk)
         new["sum_dk"] = part["sum_dk"] + ndk        # _State.collect's sum, row by row
     return new, (moves, time.perf_counter() - tick)
 
@@ -332,14 +336,15 @@ class _SVB:
 
 class _PartiallyCollapsed:
     """``lda.PartiallyCollapsedGibbs``: ``PartiallyCollapsedState.sweep`` and
-    ``collect`` with z and n_jk on the workers."""
+    ``collect`` with the labels z (and the sums of n_jk) on the workers."""
 
     @staticmethod
     def partition(state, start, stop):
         tp = state.tok_ptr
+        collected = state.n_collected and state.doc_topic
         return dict(_documents(state.corpus, start, stop), alpha=state.alpha, first_doc=int(start),
                     tok_ptr=tp[start:stop + 1] - tp[start], z=state.z[tp[start]:tp[stop]],
-                    ndk=state.ndk[start:stop], sum_dk=state.sum_dk[start:stop] if state.n_collected else 0.0)
+                    sum_dk=state.sum_dk[start:stop] if collected else 0.0)
 
     @staticmethod
     def prepare(state, n_partitions):
@@ -348,7 +353,7 @@ class _PartiallyCollapsed:
     @staticmethod
     def iterate(state, parts, sampling):
         _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, state.phi, state.n_threads)
-        stats = parts.step(_pc_step, state.phi, state.key, state.n_sweeps, sampling)
+        stats = parts.step(_pc_step, state.phi, state.key, state.n_sweeps, sampling and state.doc_topic)
         for moves, _ in stats:          # integer sums: exact in any order
             state.nwk += moves
         state.nk = state.nwk.sum(axis=0, dtype=np.int64)
@@ -361,13 +366,13 @@ class _PartiallyCollapsed:
     @staticmethod
     def gather_into(state, parts, bounds):
         tp = state.tok_ptr
-        if state.n_collected and np.ndim(state.sum_dk) == 0:
-            state.sum_dk = np.zeros(state.ndk.shape)
+        collected = state.n_collected and state.doc_topic
+        if collected and np.ndim(state.sum_dk) == 0:
+            state.sum_dk = np.zeros((state.corpus.n_docs, state.n_components))
         for p, part in enumerate(parts):
             first, end = bounds[p], bounds[p + 1]
             state.z[tp[first]:tp[end]] = part["z"]
-            state.ndk[first:end] = part["ndk"]
-            if state.n_collected:
+            if collected:
                 state.sum_dk[first:end] = part["sum_dk"]
 
 

@@ -1,7 +1,7 @@
 # The small-shape gamma sampler of the partially collapsed LDA sampler, shared
 # with the partially collapsed HDP sampler (_pchdp.pyx).
 from libc.math cimport exp, log, pow
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t
 
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bnp_rng_uniform, bnp_rng_uniform_pos
 
@@ -30,18 +30,51 @@ cdef inline double _log_gamma_small(bnp_bitgen_t *g, double a) noexcept nogil:
 
 
 
-# The document's topic list of the z-steps: dlist[0..n) the topics with n_jk > 0,
+# The topic labels of the tokens: uint16 when the topic capacity allows (half the
+# memory of int32 per token), else int32.
+ctypedef fused label_t:
+    uint16_t
+    int32_t
+
+
+cdef extern from "bnpcore/bnpcore.h" nogil:
+    void bnp_atomic_add_i32(int32_t *p, int32_t v)
+
+
+# A document's counts and topic list in the z-steps, rebuilt from its labels (the
+# state keeps no per-document counts): nd[k] = n_jk in a per-thread row of the
+# topic capacity (all 0 between documents), dlist[0..n) the topics with n_jk > 0,
 # dpos[k] the position of k in it or -1 (all -1 between documents).
 
-cdef inline int64_t _list_open(const int32_t *nd, int64_t K, int32_t *dlist, int32_t *dpos) noexcept nogil:
-    """Fill the list from the document's counts; returns its length."""
-    cdef int64_t k, n = 0
-    for k in range(K):
-        if nd[k] > 0:
-            dpos[k] = <int32_t>n
-            dlist[n] = <int32_t>k
+cdef inline int64_t _doc_open(const label_t *z, int64_t n_tok, int32_t *nd, int32_t *dlist,
+                              int32_t *dpos) noexcept nogil:
+    """Count the labels z[0..n_tok) into nd and list their topics in increasing
+    order (the order of a scan of nd); returns the list's length. The insertion
+    sort costs at most n^2 / 2 for n listed topics, less than the n per token of
+    the document's z-step."""
+    cdef int64_t i, m, n = 0
+    cdef int32_t t
+    for i in range(n_tok):
+        t = <int32_t>z[i]
+        if nd[t] == 0:
+            m = n
+            while m > 0 and dlist[m - 1] > t:
+                dlist[m] = dlist[m - 1]
+                m -= 1
+            dlist[m] = t
             n += 1
+        nd[t] += 1
+    for i in range(n):
+        dpos[dlist[i]] = <int32_t>i
     return n
+
+
+cdef inline void _doc_close(int32_t *nd, const int32_t *dlist, int32_t *dpos, int64_t n) noexcept nogil:
+    """Clear the document's counts and positions (topics outside the list are 0 and -1)."""
+    cdef int64_t i
+    for i in range(n):
+        nd[dlist[i]] = 0
+        dpos[dlist[i]] = -1
 
 
 cdef inline int64_t _list_remove(int32_t t, int32_t *dlist, int32_t *dpos, int64_t n) noexcept nogil:
@@ -60,12 +93,6 @@ cdef inline int64_t _list_add(int32_t t, int32_t *dlist, int32_t *dpos, int64_t 
     dpos[t] = <int32_t>n
     dlist[n] = t
     return n + 1
-
-
-cdef inline void _list_close(const int32_t *dlist, int32_t *dpos, int64_t n) noexcept nogil:
-    cdef int64_t i
-    for i in range(n):
-        dpos[dlist[i]] = -1
 
 
 cdef inline double _bucket(const double *prow, const int32_t *nd, const int32_t *dlist, int64_t n,
@@ -96,20 +123,12 @@ cdef inline int32_t _alias_pick(const double *prob, const int32_t *alias, int64_
     return <int32_t>i if x - i < prob[i] else alias[i]
 
 
-cdef inline void _move_counts(const int32_t *indices, const int32_t *counts, int64_t n_entries, int64_t K,
-                              const int32_t *z, const int32_t *z_prev, int32_t *nwk, int64_t *nk) noexcept nogil:
-    """Move the topic-word counts (row stride K) of the tokens whose topic changed
-    from z_prev to z: integer moves, the same result in any order."""
-    cdef int64_t p, r, zi = 0
-    cdef int32_t w, t, s
-    for p in range(n_entries):
-        w = indices[p]
-        for r in range(counts[p]):
-            t = z[zi]
-            s = z_prev[zi]
-            if t != s:
-                nwk[w * K + s] -= 1
-                nwk[w * K + t] += 1
-                nk[s] -= 1
-                nk[t] += 1
-            zi += 1
+cdef inline void _move_token(int32_t *nwk_row, int64_t *nk_part, int32_t s, int32_t t) noexcept nogil:
+    """A token of the word whose topic-word row is nwk_row moved from topic s to t:
+    atomic integer adds to the shared row, the thread's own topic totals nk_part
+    (summed after the step), so the counts are the same for any thread count."""
+    if s != t:
+        bnp_atomic_add_i32(&nwk_row[s], -1)
+        bnp_atomic_add_i32(&nwk_row[t], 1)
+        nk_part[s] -= 1
+        nk_part[t] += 1

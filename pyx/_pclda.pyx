@@ -11,26 +11,27 @@ One sweep is three calls, each releasing the GIL and running in ``n_threads``:
    in parallel over words (Phi stays fixed until the next sweep, so the tables
    are exact for the whole z-step);
 3. ``z_step``: every token's topic from ``p(k) ∝ phi[w, k] (n_jk^- + alpha_k)``,
-   in parallel over documents, then the topic-word counts from the changes.
+   in parallel over documents, each document's counts n_jk rebuilt from its
+   labels, the topic-word counts moved as tokens change (atomic integer adds).
 
 Every random draw comes from a keyed stream (``bnp_stream_t``): topic k of sweep
 t from stream (key, 2t + 1, k), document j from stream (key, 2t, j). The draws
 do not depend on which thread runs a topic or a document, and the count updates
 are integer sums, so the state after a sweep is bit-identical for any thread
-count.
+count. The state is the labels and the topic-word counts: nothing per document.
 
 Shapes and types as in ``bnpcore.kernels._lda``: CSR corpus ``indptr`` (int64,
 D + 1), ``indices`` (int32), ``counts`` (int32 > 0); ``tok_ptr`` (int64, D + 1)
-the first token of each document (cumsum of document lengths); ``z`` one int32
-topic per token in CSR order; ``ndk`` (D, K) and ``nwk`` (W, K, word-major)
-int32, ``nk`` (K,) int64; ``phi`` and ``prob`` (W, K) float64 and ``alias``
+the first token of each document (cumsum of document lengths); ``z`` one topic
+per token in CSR order, uint16 (at most 65536 topics) or int32; ``nwk`` (W, K,
+word-major) int32, ``nk`` (K,) int64; ``phi`` and ``prob`` (W, K) float64 and ``alias``
 (W, K) int32, word-major so that a token reads one contiguous row.
 """
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, threadid
 from libc.math cimport exp, log, pow, INFINITY
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform, bnp_rng_uniform_pos,
                                   bnp_stream_init, bnp_stream_t)
@@ -241,42 +242,43 @@ cdef struct ZArgs:
     const double *prob
     const int32_t *alias
     const double *mass
-    int32_t *z
-    int32_t *z_prev
-    int32_t *ndk
+    int32_t *nwk
     int64_t stride       # of the per-thread rows below: K + _PAD
     double *cum          # n_threads x stride: cumulative weights of the document bucket
+    int32_t *nd          # n_threads x stride: the document's counts n_jk (0 between documents)
     int32_t *dlist       # n_threads x stride: topics with n_jk > 0
     int32_t *dpos        # n_threads x stride: position in dlist, -1 if absent (restored after each document)
+    int64_t *nk_part     # n_threads x stride: the thread's changes of the topic totals
     uint64_t key, sweep, first_doc
 
 
-cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
+cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     """Resample the topics of document j from stream (key, 2 sweep, first_doc + j).
 
     p(k) ∝ phi_wk (n_jk + alpha_k) = phi_wk n_jk + alpha_k phi_wk: the first
-    bucket sums over the document's topics only, the second is the word's alias
-    table (the sparse decomposition of Magnusson et al. 2018)."""
+    bucket sums over the document's topics only (counted from its labels), the
+    second is the word's alias table (the sparse decomposition of Magnusson et
+    al. 2018). A token that changes topic moves its topic-word count at once."""
     cdef int64_t K = a.K, p, c, n, zi = a.tok_ptr[j]
-    cdef int32_t w, t
-    cdef int32_t *nd = a.ndk + j * K
+    cdef int32_t w, t, s
+    cdef int32_t *nd = a.nd + tid * a.stride
     cdef int32_t *dlist = a.dlist + tid * a.stride
     cdef int32_t *dpos = a.dpos + tid * a.stride
+    cdef int64_t *nk_part = a.nk_part + tid * a.stride
     cdef double *cum = a.cum + tid * a.stride
     cdef const double *prow
     cdef double q, u
     cdef bnp_stream_t st
     bnp_stream_init(&st, a.key, 2 * a.sweep, a.first_doc + <uint64_t>j)
-    n = _list_open(nd, K, dlist, dpos)
+    n = _doc_open(z + zi, a.tok_ptr[j + 1] - zi, nd, dlist, dpos)
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
         prow = a.phi + w * K
         for c in range(a.counts[p]):
-            t = a.z[zi]
-            a.z_prev[zi] = t
-            nd[t] -= 1
-            if nd[t] == 0:                   # t leaves the document's list
-                n = _list_remove(t, dlist, dpos, n)
+            s = <int32_t>z[zi]
+            nd[s] -= 1
+            if nd[s] == 0:                   # s leaves the document's list
+                n = _list_remove(s, dlist, dpos, n)
             q = _bucket(prow, nd, dlist, n, cum)
             u = bnp_rng_uniform(&st.bitgen) * (q + a.mass[w])
             if u < q:
@@ -285,63 +287,120 @@ cdef void _z_doc(const ZArgs *a, int64_t j, int tid) noexcept nogil:
                 t = _alias_pick(a.prob + w * K, a.alias + w * K, K, bnp_rng_uniform(&st.bitgen))
             n = _list_add(t, dlist, dpos, n)
             nd[t] += 1
-            a.z[zi] = t
+            z[zi] = <label_t>t
+            _move_token(a.nwk + w * K, nk_part, s, t)
             zi += 1
-    _list_close(dlist, dpos, n)
+    _doc_close(nd, dlist, dpos, n)
 
 
 def z_scratch(int n_threads, int64_t K):
     """Per-thread rows of K topics (padded) for a z-step: the cumulative weights
-    of the document bucket, the document's topic list and the positions in it
-    (all -1)."""
-    return (np.empty((n_threads, K + _PAD)), np.empty((n_threads, K + _PAD), dtype=np.int32),
-            np.full((n_threads, K + _PAD), -1, dtype=np.int32))
+    of the document bucket, the document's counts (0), topic list and positions
+    in it (-1), and the thread's changes of the topic totals (0)."""
+    shape = (n_threads, K + _PAD)
+    return (np.empty(shape), np.zeros(shape, dtype=np.int32), np.empty(shape, dtype=np.int32),
+            np.full(shape, -1, dtype=np.int32), np.zeros(shape, dtype=np.int64))
+
+
+def check_labels(z, int64_t K):
+    """Raise unless the labels' dtype (uint16 or int32) holds topics 0..K-1."""
+    if z.dtype == np.uint16 and K > 65536:
+        raise ValueError(f"uint16 labels hold at most 65536 topics, got {K}")
 
 
 def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
            const int64_t[::1] tok_ptr,                                                         # IN (D + 1,)
            const double[:, ::1] phi, const double[:, ::1] prob, const int32_t[:, ::1] alias,   # IN Phi, tables
            const double[::1] mass, uint64_t key, uint64_t sweep,                               # IN
-           int32_t[::1] z, int32_t[::1] z_prev,                                                # IN/OUT, OUT
-           int32_t[:, ::1] ndk, int32_t[:, ::1] nwk, int64_t[::1] nk,                          # IN/OUT counts
+           label_t[::1] z,                                                                     # IN/OUT labels
+           int32_t[:, ::1] nwk, int64_t[::1] nk,                                               # IN/OUT counts
            int n_threads=1, uint64_t first_doc=0):
     """Resample every token's topic given Phi with theta integrated out
-    (Magnusson et al. 2018), documents in parallel, then move the
-    topic-word counts of the tokens that changed (``z_prev`` gets the old
-    topics). ``first_doc``: the corpus is documents ``first_doc, ...`` of a
-    larger one (a partition of ``bnpcore.distributed``), whose streams
-    document j uses. Equivalent NumPy for token i of document j, word w, in order::
+    (Magnusson et al. 2018), documents in parallel, and move the topic-word
+    counts of the tokens that change. ``z``: uint16 or int32 labels. Each
+    document's counts n_jk are rebuilt from its labels in a per-thread row, so
+    nothing per document is kept; ``nwk`` takes atomic integer adds and ``nk``
+    the sum of per-thread changes: the result does not depend on the thread
+    count. ``first_doc``: the corpus is documents ``first_doc, ...`` of a
+    larger one (a block, or a partition of ``bnpcore.distributed``), whose
+    streams document j uses. Equivalent NumPy for document j, then token i of
+    it, word w, in order::
 
-        ndk[j, z[i]] -= 1
-        p = phi[w] * (ndk[j] + alpha);  z[i] = rng.choice(K, p=p / p.sum())
-        ndk[j, z[i]] += 1
+        ndk = np.bincount(z[tok_ptr[j]:tok_ptr[j + 1]], minlength=K)
+        ndk[z[i]] -= 1
+        p = phi[w] * (ndk + alpha);  z[i] = rng.choice(K, p=p / p.sum())
+        ndk[z[i]] += 1
 
     with ``alpha`` the prior behind ``prob``/``alias``/``mass`` (``build_alias``),
-    then ``nwk`` and ``nk`` recounted from ``z``.
+    and ``nwk``, ``nk`` moved with each change.
     """
-    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], W = phi.shape[0], j
-    if ndk.shape[0] != D or tok_ptr.shape[0] != D + 1 or z.shape[0] != tok_ptr[D] or z_prev.shape[0] != z.shape[0]:
-        raise ValueError("ndk, tok_ptr, z and z_prev do not match the corpus")
+    cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1], W = phi.shape[0], j
+    if tok_ptr.shape[0] != D + 1 or z.shape[0] != tok_ptr[D]:
+        raise ValueError("tok_ptr and z do not match the corpus")
     if phi.shape[1] != K or prob.shape[0] != W or prob.shape[1] != K or alias.shape[0] != W \
-            or alias.shape[1] != K or mass.shape[0] != W or nwk.shape[0] != W or nwk.shape[1] != K \
-            or nk.shape[0] != K:
+            or alias.shape[1] != K or mass.shape[0] != W or nwk.shape[0] != W or nk.shape[0] != K:
         raise ValueError("phi, prob, alias, mass, nwk and nk disagree on the number of topics or words")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
+    check_labels(np.asarray(z), K)
     if z.shape[0] == 0:
         return
-    cum, lists, pos = z_scratch(n_threads, K)
+    cum, nds, lists, pos, parts = z_scratch(n_threads, K)
     cdef double[:, ::1] cv = cum
-    cdef int32_t[:, ::1] lv = lists, pv = pos
+    cdef int32_t[:, ::1] nv = nds, lv = lists, pv = pos
+    cdef int64_t[:, ::1] kv = parts
     cdef ZArgs a
     cdef ZArgs *ap = &a
     a.K, a.stride = K, K + _PAD
     a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
-    a.phi, a.prob, a.alias, a.mass = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0]
-    a.z, a.z_prev, a.ndk = &z[0], &z_prev[0], &ndk[0, 0]
-    a.cum, a.dlist, a.dpos = &cv[0, 0], &lv[0, 0], &pv[0, 0]
+    a.phi, a.prob, a.alias, a.mass, a.nwk = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0], &nwk[0, 0]
+    a.cum, a.nd, a.dlist, a.dpos, a.nk_part = &cv[0, 0], &nv[0, 0], &lv[0, 0], &pv[0, 0], &kv[0, 0]
     a.key, a.sweep, a.first_doc = key, sweep, first_doc
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=8):
-            _z_doc(ap, j, threadid())
-        _move_counts(&indices[0], &counts[0], indices.shape[0], K, &z[0], &z_prev[0], &nwk[0, 0], &nk[0])
+            _z_doc(ap, &z[0], j, threadid())
+    np.asarray(nk)[:] += parts[:, :K].sum(axis=0)
+
+
+# ---------------------------------------------------------------------------
+# counts from the labels
+# ---------------------------------------------------------------------------
+
+def count_topics(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
+                 const label_t[::1] z,                                                              # IN labels
+                 int32_t[:, ::1] nwk, int64_t[::1] nk):                                             # IN/OUT
+    """Add the topic-word counts of the labels ``z`` (one per token, CSR order).
+    Equivalent NumPy::
+
+        np.add.at(nwk, (np.repeat(indices, counts), z), 1);  nk += np.bincount(z, minlength=len(nk))
+    """
+    cdef int64_t C = nwk.shape[1], p, r, zi = 0
+    cdef int32_t t
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64) or nk.shape[0] != C:
+        raise ValueError("z must hold one label per token and nk one entry per column of nwk")
+    if z.shape[0] and (np.asarray(z).max() >= C or np.asarray(indices).max() >= nwk.shape[0]):
+        raise ValueError("a label or word id exceeds the columns or rows of nwk")
+    with nogil:
+        for p in range(indices.shape[0]):
+            for r in range(counts[p]):
+                t = <int32_t>z[zi]
+                nwk[indices[p], t] += 1
+                nk[t] += 1
+                zi += 1
+
+
+def doc_counts(const int64_t[::1] tok_ptr, const label_t[::1] z,    # IN (D + 1,), labels
+               int32_t[:, ::1] ndk,                                 # OUT (D, C), C > every label
+               int n_threads=1):
+    """The document-topic counts of the labels, documents in parallel.
+    Equivalent NumPy: ``ndk[j] = np.bincount(z[tok_ptr[j]:tok_ptr[j + 1]], minlength=C)``."""
+    cdef int64_t D = tok_ptr.shape[0] - 1, C = ndk.shape[1], j, i
+    if ndk.shape[0] != D or z.shape[0] != tok_ptr[D]:
+        raise ValueError("ndk, tok_ptr and z do not match")
+    if z.shape[0] and np.asarray(z).max() >= C:
+        raise ValueError(f"a label exceeds the {C} columns of ndk")
+    np.asarray(ndk)[:] = 0
+    with nogil:
+        for j in prange(D, num_threads=n_threads, schedule="static"):
+            for i in range(tok_ptr[j], tok_ptr[j + 1]):
+                ndk[j, z[i]] += 1

@@ -111,6 +111,15 @@ def test_partially_collapsed_equals_local_fit(client, corpus, n_partitions):
     assert all(h["fit_seconds"] > 0 and 0 <= h["driver_seconds"] <= h["fit_seconds"] for h in dist.history_)
 
 
+def test_partially_collapsed_without_doc_topic(client, corpus):
+    """store_doc_topic=False: the partitions keep no sums of n_jk (nor does the
+    client when it gathers them); the topics equal the local fit's."""
+    make = lambda: lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=1, store_doc_topic=False)  # noqa: E731
+    dist = bnpdist.fit(make(), corpus, client, n_partitions=2, checkpoint_every=6)     # gathered past burn-in
+    np.testing.assert_array_equal(dist.components_, make().fit(corpus).components_)
+    assert not hasattr(dist, "doc_topic_")
+
+
 @pytest.mark.parametrize("name", sorted(ONLINE))
 def test_online_equals_local_fit(client, corpus, name):
     dist = bnpdist.fit(ONLINE[name](), corpus, client, n_partitions=3)

@@ -448,8 +448,7 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
     def _set_fitted(self, state, X):
         beta = state.topics["beta"]
         order = np.argsort(-beta, kind="stable")
-        # PartiallyCollapsedGibbs (a subclass) has no store_doc_topic: it always stores them
-        store = getattr(self, "store_doc_topic", True)
+        store = self.store_doc_topic
         if store:
             theta, phi = state.predictive()
             for start in range(0, len(theta), _ROW_BLOCK):     # columns in order, in place

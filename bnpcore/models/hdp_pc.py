@@ -15,6 +15,7 @@ from bnpcore._validation import check_int, check_prior, effective_n_threads
 from bnpcore.inference.batch import BatchState
 from bnpcore.kernels import _pchdp, _pclda
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, resample_alpha
+from bnpcore.models.lda_pc import count_labels, draw_labels, label_dtype, token_blocks
 
 __all__ = ["PartiallyCollapsedGibbs", "resample_gamma_sticks"]
 
@@ -59,34 +60,30 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
 
 
 class PartiallyCollapsedHDPState(BatchState):
-    """Topic labels of the tokens, the counts n_jk, n_wk, n_k over the topic slots,
-    the stick fractions s_k of all ``max_topics`` topics (Psi_k = s_k prod_{i<k}(1 - s_i)),
-    the concentrations, the numpy Generator of the serial draws and the keyed
-    streams' key and sweep number. Phi and the alias tables are rebuilt every sweep."""
+    """Topic labels of the tokens (uint16 up to 65536 topics, else int32), the
+    counts n_wk, n_k over the topic slots (none per document: the kernels rebuild
+    a document's counts from its labels), the stick fractions s_k of all
+    ``max_topics`` topics (Psi_k = s_k prod_{i<k}(1 - s_i)), the concentrations,
+    the numpy Generator of the serial draws and the keyed streams' key and sweep
+    number. Phi and the alias tables are rebuilt every sweep."""
 
-    _transient = ("corpus", "tok_ptr", "doc_lengths", "z_prev", "phi", "prob", "alias", "mass")
+    _transient = ("corpus", "tok_ptr", "doc_lengths", "phi", "prob", "alias", "mass")
 
     def __init__(self, corpus, k0, eta, alpha, gamma, max_topics, ppu, settings, rng, n_threads):
         self.eta, self.alpha, self.gamma, self.max_topics, self.ppu = eta, alpha, gamma, max_topics, ppu
         self.settings, self.rng, self.n_threads = settings, rng, n_threads
         self.key = int(rng.integers(0, 2 ** 63))
         self.n_sweeps = 0
-        self.labels = rng.integers(0, k0, size=corpus.n_tokens, dtype=np.int32)
+        self.labels = draw_labels(rng, k0, corpus.n_tokens, label_dtype(max_topics))
         # Psi_k = 1 / (k0 + 1) for the starting topics; the tail from the prior
         self.sticks = rng.beta(1.0, gamma, size=max_topics)
         self.sticks[:k0] = 1.0 / (k0 + 1.0 - np.arange(k0))
         self.sticks[-1] = 1.0
         C = min(max_topics, max(16, 2 * k0))
-        D, W = corpus.n_docs, corpus.n_words
-        self.ndk = np.zeros((D, C), dtype=np.int32)
-        self.nwk = np.zeros((W, C), dtype=np.int32)
+        self.nwk = np.zeros((corpus.n_words, C), dtype=np.int32)
         self.nk = np.zeros(C, dtype=np.int64)
         self.restore(corpus)
-        docs = np.repeat(np.arange(D), self.doc_lengths)
-        words = np.repeat(corpus.indices, corpus.counts)
-        np.add.at(self.ndk, (docs, self.labels), 1)
-        np.add.at(self.nwk, (words, self.labels), 1)
-        self.nk[:] = self.nwk.sum(axis=0)
+        count_labels(corpus, self.tok_ptr, self.labels, self.nwk, self.nk)
 
     def restore(self, corpus):
         super().restore(corpus)
@@ -96,7 +93,6 @@ class PartiallyCollapsedHDPState(BatchState):
 
     def _allocate(self):
         W, C = self.nwk.shape
-        self.z_prev = np.empty_like(self.labels)
         self.phi = np.zeros((W, C))
         self.prob = np.empty((W, C))
         self.alias = np.zeros((W, C), dtype=np.int32)
@@ -108,8 +104,7 @@ class PartiallyCollapsedHDPState(BatchState):
         if n <= C:
             return
         C = min(self.max_topics, max(n, 2 * C))
-        grow = ((0, 0), (0, C - self.nk.shape[0]))
-        self.ndk, self.nwk = np.pad(self.ndk, grow), np.pad(self.nwk, grow)
+        self.nwk = np.pad(self.nwk, ((0, 0), (0, C - self.nk.shape[0])))
         self.nk = np.pad(self.nk, (0, C - self.nk.shape[0]))
         self._allocate()
 
@@ -127,7 +122,7 @@ class PartiallyCollapsedHDPState(BatchState):
         K = self.n_active
         # 1. tables l | z, Psi
         l_k = np.zeros(K, dtype=np.int64)
-        _pchdp.sample_tables(self.ndk, self.alpha * self.psi(), K, self.key, 4 * t + 3, l_k, T)
+        _pchdp.sample_tables(self.tok_ptr, self.labels, self.alpha * self.psi(), K, self.key, 4 * t + 3, l_k, T)
         n_tables = int(l_k.sum())
         # 2. alpha | z, l;  gamma | l (Psi integrated out);  Psi | l, gamma
         if st["alpha_prior"] is not None:
@@ -142,25 +137,21 @@ class PartiallyCollapsedHDPState(BatchState):
         self.sticks = rng.beta(1.0 + full, self.gamma + later)
         self.sticks[-1] = 1.0
         psi = self.psi()
-        # 3. every token's candidate tail topic, c ~ Psi_c / R over c >= K*
+        # 3. the largest candidate tail topic of the sweep (each token's candidate
+        # c ~ Psi_c / R over c >= K* is drawn in the z-step from stream 4t + 2)
         tail = np.cumsum(psi[K:])
-        if tail.size:
-            cand = K + np.minimum(np.searchsorted(tail, rng.random(c.n_tokens) * tail[-1], side="right"),
-                                  tail.size - 1).astype(np.int32)
-            n_phi = int(cand.max()) + 1 if cand.size else K
-        else:                                            # every slot active: no tail
-            cand = np.zeros(c.n_tokens, dtype=np.int32)
-            n_phi = K
+        n_phi = K + _pchdp.max_candidate(self.tok_ptr, tail, self.key, 4 * t + 2, T) + 1 if tail.size else K
         self._reserve(n_phi)
         ab = np.zeros(self.nk.shape[0])
         ab[:n_phi] = self.alpha * psi[:n_phi]
-        # 4. Phi | z (candidates: the prior), 5. alias tables, 6. z | Phi, Psi
+        # 4. Phi | z (candidates: the prior), 5. alias tables, 6. z | Phi, Psi, block by block
         _pchdp.sample_phi(self.nwk, self.nk, n_phi, self.eta, self.ppu, self.key, 4 * t + 1, self.phi, T)
         _pclda.build_alias(self.phi, ab, self.prob, self.alias, self.mass, T, n_topics=K)
         R = float(tail[-1]) if tail.size else 0.0
-        _pchdp.z_step(c.indptr, c.indices, c.counts, self.tok_ptr, K, self.phi, self.prob, self.alias, self.mass,
-                      ab, self.alpha * R, cand, self.key, 4 * t, self.labels, self.z_prev, self.ndk, self.nwk,
-                      self.nk, T)
+        for start, chunk, tp, tokens in token_blocks(c, self.tok_ptr):
+            _pchdp.z_step(chunk.indptr, chunk.indices, chunk.counts, tp, K, self.phi, self.prob, self.alias,
+                          self.mass, ab, self.alpha * R, tail, self.key, 4 * t, 4 * t + 2, self.labels[tokens],
+                          self.nwk, self.nk, T, start)
         self.n_sweeps += 1
         return {"alpha": self.alpha, "gamma": self.gamma, "n_tables": n_tables, "n_active": self.n_active,
                 "log_lik": self.log_likelihood()}
@@ -175,7 +166,8 @@ class PartiallyCollapsedHDPState(BatchState):
 
     @property
     def topics(self):
-        return {"beta": self.psi()[self._occupied()]}
+        occ = self._occupied()
+        return {"beta": self.psi()[occ], "n_k": self.nk[occ]}
 
     @property
     def beta_new(self):
@@ -188,13 +180,23 @@ class PartiallyCollapsedHDPState(BatchState):
         relabel[occ] = np.arange(len(occ), dtype=np.int32)
         return relabel[self.labels]
 
+    def doc_counts(self):
+        """n_jk of the current sample over the topic slots (D x C int32, built from the labels)."""
+        ndk = np.empty((len(self.doc_lengths), self.nk.shape[0]), dtype=np.int32)
+        _pclda.doc_counts(self.tok_ptr, self.labels, ndk, self.n_threads)
+        return ndk
+
+    def topic_word(self):
+        """phi^s (K x n_words) of the current sample over the occupied topics."""
+        occ = self._occupied()
+        W = self.nwk.shape[0]
+        return (self.nwk[:, occ].T + self.eta) / (self.nk[occ] + W * self.eta)[:, None]
+
     def predictive(self):
         """theta^s (n_docs x K) and phi^s (K x n_words) of the current sample over the occupied topics."""
         occ = self._occupied()
-        theta = (self.ndk[:, occ] + self.alpha * self.psi()[occ]) / (self.doc_lengths + self.alpha)[:, None]
-        W = self.nwk.shape[0]
-        phi = (self.nwk[:, occ].T + self.eta) / (self.nk[occ] + W * self.eta)[:, None]
-        return theta, phi
+        theta = (self.doc_counts()[:, occ] + self.alpha * self.psi()[occ]) / (self.doc_lengths + self.alpha)[:, None]
+        return theta, self.topic_word()
 
     def log_likelihood(self):
         """Collapsed log p(x | z) = sum_k log DM(n_k. | eta) of the current sample."""
@@ -260,9 +262,23 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     the prior every sweep until tokens return.
 
     Every draw of the parallel steps comes from a keyed stream (document j or
-    topic k of sweep t), and the serial O(K + tokens) draws from one numpy
-    Generator, so a fit is bit-identical for any ``n_threads`` with the same
-    ``random_state``.
+    topic k of sweep t; a token's candidate tail topic from stream 4t + 2 of
+    its document), and the serial O(K) draws from one numpy Generator, so a fit
+    is bit-identical for any ``n_threads`` with the same ``random_state``.
+
+    Memory: the state is one label per token (uint16 while ``max_topics`` <=
+    65536, else int32), two offsets per document (16 bytes) and W x (topics
+    used) arrays of Phi, the alias tables and the counts; the table counts and
+    the z-step rebuild each document's counts from its labels. An on-disk
+    corpus (``Corpus.open``) is read block by block, not kept resident.
+    Measured (``benchmarks/bench_memory.py``, from 20 topics, 3 sweeps,
+    ``store_doc_topic=False``): 2.5 bytes per token (slope of the peak
+    resident memory from 10^5 to 10^6 generated documents; 28 before the labels
+    became the whole state), 350 MiB for 10^6 documents and 10^8 tokens,
+    whose files take 439 MiB. ``doc_topic_``
+    (the final sample's proportions, D x K doubles) and the final labels kept
+    for ``CollapsedVB(init_from=...)`` (4 bytes per token) are built at the end
+    of the fit unless ``store_doc_topic=False``.
 
     Parameters
     ----------
@@ -290,6 +306,12 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
         OpenMP threads (None: OMP_NUM_THREADS if set, else every cpu; -1:
         every cpu; 0, below -1 or not an integer: ValueError). The result does
         not depend on it.
+    store_doc_topic : bool, default True
+        Set ``doc_topic_`` and keep the final labels at the end of the fit.
+        False keeps nothing per document or token in the fitted model (for
+        corpora too large for them): ``doc_topic_`` is not set (call
+        ``transform``), ``topic_sizes_`` come from the topic totals, and the
+        model cannot start ``CollapsedVB(init_from=...)``.
 
     Attributes
     ----------
@@ -312,7 +334,7 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
 
     def __init__(self, n_components=1, max_topics=1000, max_iter=200, burn_in=100, eta=0.01, alpha=None,
                  gamma=None, alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), phi="ppu", n_concentration_rounds=5,
-                 random_state=None, n_threads=None):
+                 random_state=None, n_threads=None, store_doc_topic=True):
         self._store_params(locals())
 
     def _check_params(self):
@@ -333,6 +355,8 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
         if self.phi not in ("ppu", "dirichlet"):
             raise ValueError(f"phi must be 'ppu' or 'dirichlet', got {self.phi!r}")
         check_int(self.n_concentration_rounds, "n_concentration_rounds", 1)
+        if not isinstance(self.store_doc_topic, (bool, np.bool_)):
+            raise TypeError(f"store_doc_topic must be True or False, got {self.store_doc_topic!r}")
         self._n_threads = effective_n_threads(self.n_threads)
         return {"max_iter": max_iter, "burn_in": burn_in}
 

@@ -5,58 +5,116 @@ The state keeps the topics Phi explicitly and integrates the document
 proportions out; one sweep is three kernel calls of
 ``bnpcore.kernels._pclda`` (Phi | z per topic, alias tables per word, z | Phi
 per document), all parallel. The estimator shares fit / transform / score and
-the fitted attributes of ``bnpcore.lda.CollapsedGibbs``.
+the fitted attributes of ``bnpcore.lda.CollapsedGibbs``. The state keeps one
+label per token and nothing per document.
 """
 import numpy as np
 
 from bnpcore._validation import check_int, effective_n_threads
-from bnpcore.kernels import _lda, _pclda
-from bnpcore.models.lda import _ALL_SAMPLED, _ATTRS, _DOC, _LDA, CollapsedGibbs, _State
+from bnpcore.kernels import _pclda
+from bnpcore.models.lda import _ATTRS, _DOC, _LDA, CollapsedGibbs, _State
 
 __all__ = ["PartiallyCollapsedGibbs"]
 
 
-class PartiallyCollapsedState(_State):
-    """Topics z, counts n_jk, n_kw, n_k, and the keyed streams' key and sweep
-    number; Phi and the alias tables are rebuilt from the counts every sweep."""
+# Labels drawn per block of tokens (the same numbers as one draw of them all): the
+# initial state costs no temporary per token.
+_LABEL_BLOCK = 1 << 22
 
-    def __init__(self, corpus, n_topics, alpha, eta, rng, n_threads, optimize=None):
+
+def draw_labels(rng, n_topics, n_tokens, dtype):
+    """``n_tokens`` topics uniform on 0..n_topics-1 as ``dtype``: the int32 draws of
+    ``rng.integers(0, n_topics, n_tokens, dtype=np.int32)``, drawn in blocks."""
+    z = np.empty(n_tokens, dtype=dtype)
+    for start in range(0, n_tokens, _LABEL_BLOCK):
+        stop = min(start + _LABEL_BLOCK, n_tokens)
+        z[start:stop] = rng.integers(0, n_topics, size=stop - start, dtype=np.int32)
+    return z
+
+
+def label_dtype(n_topics):
+    """uint16 labels (2 bytes per token) for up to 65536 topics, else int32."""
+    return np.uint16 if n_topics <= 1 << 16 else np.int32
+
+
+def token_blocks(corpus, tok_ptr):
+    """``(first document, block, its token pointers from 0, its token slice)`` over
+    blocks of about a million entries (``Corpus._doc_blocks``: the pages of an
+    on-disk corpus are released after each block, so a sweep does not leave
+    the corpus resident)."""
+    for start, chunk in corpus._doc_blocks():
+        tp = tok_ptr[start:start + chunk.n_docs + 1]
+        yield start, chunk, tp - tp[0], slice(int(tp[0]), int(tp[-1]))
+
+
+def count_labels(corpus, tok_ptr, z, nwk, nk):
+    """The topic-word counts of the labels, block by block (``_pclda.count_topics``)."""
+    for _, chunk, _, tokens in token_blocks(corpus, tok_ptr):
+        _pclda.count_topics(chunk.indptr, chunk.indices, chunk.counts, z[tokens], nwk, nk)
+
+
+class PartiallyCollapsedState(_State):
+    """Topic labels z (uint16 up to 65536 topics, else int32), counts n_kw and n_k,
+    and the keyed streams' key and sweep number; no per-document counts (the
+    z-step rebuilds a document's from its labels; ``counts()`` builds n_jk on
+    demand). ``doc_topic``: keep the running sum of n_jk after burn-in (D x K
+    doubles) for ``doc_topic_``. Phi and the alias tables are rebuilt from the
+    counts every sweep."""
+
+    def __init__(self, corpus, n_topics, alpha, eta, rng, n_threads, optimize=None, doc_topic=True):
         super().__init__(corpus, alpha, eta, optimize)
         K, c = n_topics, corpus
-        self.n_threads = n_threads
-        self.z = rng.integers(0, K, size=c.n_tokens, dtype=np.int32)
+        self.n_threads, self.doc_topic = n_threads, doc_topic
+        self.z = draw_labels(rng, K, c.n_tokens, label_dtype(K))
         self.key = int(rng.integers(0, 2 ** 63))
         self.n_sweeps = 0
-        self.ndk = np.zeros((c.n_docs, K), dtype=np.int32)
         self.nwk = np.zeros((c.n_words, K), dtype=np.int32)
         self.nk = np.zeros(K, dtype=np.int64)
-        _lda.count_samples(c.indptr, c.indices, c.counts, _ALL_SAMPLED, self.z, self.ndk, self.nwk, self.nk)
         self.restore(corpus)
+        count_labels(c, self.tok_ptr, self.z, self.nwk, self.nk)
 
-    _transient = _State._transient + ("tok_ptr", "z_prev", "phi", "prob", "alias", "mass")
+    _transient = _State._transient + ("tok_ptr", "phi", "prob", "alias", "mass")
 
     def restore(self, corpus):
         super().restore(corpus)
         W, K = corpus.n_words, self.n_components
         self.tok_ptr = np.concatenate([[0], np.cumsum(corpus.doc_lengths, dtype=np.int64)])
-        self.z_prev = np.empty_like(self.z)
         self.phi = np.empty((W, K))
         self.prob = np.empty((W, K))
         self.alias = np.empty((W, K), dtype=np.int32)
         self.mass = np.empty(W)
 
     def sweep(self):
-        c, T = self.corpus, self.n_threads
+        T = self.n_threads
         _pclda.sample_phi(self.nwk, self.eta, self.key, self.n_sweeps, self.phi, T)
         _pclda.build_alias(self.phi, self.alpha, self.prob, self.alias, self.mass, T)
-        _pclda.z_step(c.indptr, c.indices, c.counts, self.tok_ptr, self.phi, self.prob, self.alias, self.mass,
-                      self.key, self.n_sweeps, self.z, self.z_prev, self.ndk, self.nwk, self.nk, T)
+        for start, chunk, tp, tokens in token_blocks(self.corpus, self.tok_ptr):
+            _pclda.z_step(chunk.indptr, chunk.indices, chunk.counts, tp, self.phi, self.prob, self.alias, self.mass,
+                          self.key, self.n_sweeps, self.z[tokens], self.nwk, self.nk, T, start)
         self.n_sweeps += 1
         self.optimize_priors()
         return {}
 
+    def doc_counts(self):
+        """n_jk of the current sample (D x K int32, built from the labels)."""
+        ndk = np.empty((self.corpus.n_docs, self.n_components), dtype=np.int32)
+        _pclda.doc_counts(self.tok_ptr, self.z, ndk, self.n_threads)
+        return ndk
+
     def counts(self):
-        return self.ndk, self.nwk
+        return self.doc_counts(), self.nwk
+
+    def collect(self):
+        self.sum_wk = self.sum_wk + self.nwk
+        if self.doc_topic:
+            self.sum_dk = self.sum_dk + self.doc_counts()
+        self.n_collected += 1
+
+    def estimate(self):
+        """As ``_State.estimate``; without ``doc_topic``, no document-topic counts (None)."""
+        if self.doc_topic:
+            return super().estimate()
+        return None, (self.sum_wk / self.n_collected if self.n_collected else self.nwk.astype(np.float64))
 
 
 class PartiallyCollapsedGibbs(_LDA):
@@ -93,6 +151,18 @@ class PartiallyCollapsedGibbs(_LDA):
     the counts are averaged into ``components_``, ``doc_topic_`` and the
     held-out score, as for ``CollapsedGibbs``.
 
+    Memory: the state is one label per token (uint16 for up to 65536 topics,
+    else int32) and the W x K arrays of Phi, the alias tables and the counts;
+    nothing per document but two offsets (16 bytes). The z-step rebuilds a
+    document's counts n_jk from its labels, and reads an on-disk corpus
+    (``Corpus.open``) block by block without keeping it resident. Measured
+    (``benchmarks/bench_memory.py``, K = 20, ``store_doc_topic=False``): 2.3
+    bytes per token (slope of the peak resident memory from 10^5 to 10^6
+    generated documents; 18 before the labels became the whole state), 308 MiB
+    for 10^6 documents and 10^8 tokens, whose files take 439 MiB. The averages
+    of n_jk behind ``doc_topic_`` cost D x K doubles (1.6 GB for 10^6
+    documents and 200 topics): ``store_doc_topic=False`` skips them.
+
     When to use it: a sweep costs, per token, the number of topics in its
     document, plus the W x K Phi step; it pays off on corpora with many more
     tokens than W x K entries, on several cores. On KOS (W x K = 0.8 times the
@@ -107,6 +177,11 @@ class PartiallyCollapsedGibbs(_LDA):
     n_threads : int or None, default None
         Threads of the three parallel steps (None: OMP_NUM_THREADS or all
         cpus; -1: all cpus). The result does not depend on it.
+    store_doc_topic : bool, default True
+        Average the document-topic counts after burn-in into ``doc_topic_``
+        (a D x K float64 sum during the fit). False keeps nothing per
+        document: ``doc_topic_`` is not set (call ``transform`` on the
+        documents that need proportions); the topics are the same.
 """ + _ATTRS + """
     References
     ----------
@@ -116,16 +191,19 @@ class PartiallyCollapsedGibbs(_LDA):
 """
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, burn_in=10, n_threads=None,
-                 optimize_hyperparameters=False, random_state=None):
+                 optimize_hyperparameters=False, store_doc_topic=True, random_state=None):
         self._store_params(locals())
 
     def _check_params(self):
         self._check_common()
+        if not isinstance(self.store_doc_topic, (bool, np.bool_)):
+            raise TypeError(f"store_doc_topic must be True or False, got {self.store_doc_topic!r}")
         self._n_threads = effective_n_threads(self.n_threads)
         return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1),
                 "burn_in": check_int(self.burn_in, "burn_in", minimum=0)}
 
     def _make_state(self, corpus, alpha, eta, rng, optimize):
-        return PartiallyCollapsedState(corpus, len(alpha), alpha, eta, rng, self._n_threads, optimize)
+        return PartiallyCollapsedState(corpus, len(alpha), alpha, eta, rng, self._n_threads, optimize,
+                                       bool(self.store_doc_topic))
 
     _fold_in_setup = CollapsedGibbs._fold_in_setup

@@ -14,6 +14,7 @@
  *   random numbers ...... bnp_bitgen_t (layout of numpy's bitgen_t), uniform,
  *                         normal, (log-)gamma, (log-)beta, (log-)Dirichlet,
  *                         categorical draws
+ *   shared counts ....... bnp_atomic_add_i32 (thread-safe integer adds)
  *   count matrices ...... bnp_csr_t (documents x words, int64 row pointers,
  *                         int32 word ids and counts), bnp_rows_t (growable
  *                         dense component x vocabulary array)
@@ -453,6 +454,25 @@ static inline void bnp_stream_init(bnp_stream_t *r, uint64_t key, uint64_t a, ui
     r->bitgen.next_uint32 = bnp_stream_next32;
     r->bitgen.next_double = bnp_stream_next_double;
     r->bitgen.next_raw = bnp_stream_next64;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Shared integer counts                                                      */
+/* ------------------------------------------------------------------------- */
+
+/* *p += v, atomically when the translation unit runs OpenMP threads (GCC and
+ * Clang builtins; relaxed order: the sum is read only after the parallel loop).
+ * Integer sums do not depend on the order of the additions, so counts that
+ * threads update this way are the same for any thread count. */
+static inline void bnp_atomic_add_i32(int32_t *p, int32_t v) {
+#if BNP_OPENMP && (defined(__GNUC__) || defined(__clang__))
+    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#elif BNP_OPENMP
+#pragma omp atomic
+    *p += v;
+#else
+    *p += v;
+#endif
 }
 
 /* ------------------------------------------------------------------------- */

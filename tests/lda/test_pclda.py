@@ -142,7 +142,7 @@ def test_same_seed_bit_identical_for_any_thread_count():
         for _ in range(6):
             st.sweep()
         states.append(st)
-    for name in ("z", "ndk", "nwk", "nk", "phi", "prob", "alias", "mass"):
+    for name in ("z", "nwk", "nk", "phi", "prob", "alias", "mass"):
         np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name), err_msg=name)
     assert states[0].z.tolist() != new_state(corpus, 20, 0.1, 0.05, seed=7).z.tolist()   # it moved
     fits = [PartiallyCollapsedGibbs(n_components=10, max_iter=8, burn_in=3, n_threads=t, random_state=3).fit(corpus)
@@ -173,10 +173,10 @@ def test_counts_stay_consistent_with_z():
         st.sweep()
     words, ptr = corpus.tokens()
     docs = np.repeat(np.arange(corpus.n_docs), np.diff(ptr))
-    ndk, nwk = np.zeros_like(st.ndk), np.zeros_like(st.nwk)
+    ndk, nwk = np.zeros((corpus.n_docs, 5), dtype=np.int32), np.zeros_like(st.nwk)
     np.add.at(ndk, (docs, st.z), 1)
     np.add.at(nwk, (words, st.z), 1)
-    np.testing.assert_array_equal(st.ndk, ndk)
+    np.testing.assert_array_equal(st.counts()[0], ndk)
     np.testing.assert_array_equal(st.nwk, nwk)
     np.testing.assert_array_equal(st.nk, nwk.sum(axis=0))
 
@@ -225,4 +225,83 @@ def test_bad_data_and_kernel_shapes():
     st = new_state(corpus, 2, 0.5, 0.5, seed=0)
     with pytest.raises(ValueError, match="z"):
         _pclda.z_step(corpus.indptr, corpus.indices, corpus.counts, st.tok_ptr, st.phi, st.prob, st.alias, st.mass,
-                      0, 0, st.z[:2], st.z_prev[:2], st.ndk, st.nwk, st.nk, 1)
+                      0, 0, st.z[:2], st.nwk, st.nk, 1)
+    with pytest.raises(ValueError, match="label"):
+        _pclda.count_topics(corpus.indptr, corpus.indices, corpus.counts, np.array([0, 1, 2], dtype=np.int32),
+                            st.nwk, st.nk)
+    with pytest.raises(TypeError, match="store_doc_topic"):
+        PartiallyCollapsedGibbs(max_iter=2, burn_in=1, store_doc_topic="no").fit(corpus)
+
+
+def test_labels_are_uint16_up_to_65536_topics_and_either_width_samples_alike():
+    """The state's labels take 2 bytes up to 65536 topics, 4 above; the z-step on
+    int32 labels and on the same labels as uint16 gives the same labels and counts."""
+    corpus = make_bars("sm", side=4, n_docs=50, n_test=0, doc_length=20, random_state=0).corpus
+    assert new_state(corpus, 7, 0.1, 0.1, seed=0).z.dtype == np.uint16
+    tiny = Corpus([[0, 1]], n_words=2)
+    assert new_state(tiny, 65536, 0.1, 0.1, seed=0).z.dtype == np.uint16
+    assert new_state(tiny, 65537, 0.1, 0.1, seed=0).z.dtype == np.int32
+    st = new_state(corpus, 7, 0.1, 0.1, seed=0)
+    _pclda.sample_phi(st.nwk, st.eta, st.key, 0, st.phi, 1)
+    _pclda.build_alias(st.phi, st.alpha, st.prob, st.alias, st.mass, 1)
+    out = []
+    for dtype in (np.uint16, np.int32):
+        z, nwk, nk = st.z.astype(dtype), st.nwk.copy(), st.nk.copy()
+        _pclda.z_step(corpus.indptr, corpus.indices, corpus.counts, st.tok_ptr, st.phi, st.prob, st.alias, st.mass,
+                      st.key, 0, z, nwk, nk, 2)
+        out.append((z.astype(np.int64), nwk, nk))
+    assert out[0][0].tolist() != st.z.tolist()       # the labels moved
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_blocks_of_the_corpus_change_nothing(monkeypatch):
+    """A sweep runs the z-step block by block (about a million entries each); with
+    blocks of 40 entries the fit is bit-identical to one block (the streams of
+    block-local document j are those of document first_doc + j)."""
+    import bnpcore.corpus
+    corpus = make_bars("sm", side=4, n_docs=120, n_test=0, doc_length=25, random_state=2).corpus
+    params = dict(n_components=6, max_iter=5, burn_in=2, n_threads=2, random_state=8)
+    make = lambda: PartiallyCollapsedGibbs(**params)  # noqa: E731
+    whole = make().fit(corpus)
+    monkeypatch.setattr(bnpcore.corpus, "_BLOCK", 40)
+    assert len(list(corpus._doc_blocks())) > 10
+    blocks = make().fit(corpus)
+    np.testing.assert_array_equal(blocks.components_, whole.components_)
+    np.testing.assert_array_equal(blocks.doc_topic_, whole.doc_topic_)
+
+
+def test_store_doc_topic_false_keeps_the_topics_and_no_documents(tmp_path):
+    """store_doc_topic=False: the same topics (bit for bit), no doc_topic_, no
+    D x K sum in the state; transform still gives the proportions."""
+    from bnpcore.corpus import write
+    corpus = make_bars("sm", side=4, n_docs=80, n_test=0, doc_length=25, random_state=3).corpus
+    params = dict(n_components=6, max_iter=6, burn_in=2, n_threads=2, random_state=1)
+    full = PartiallyCollapsedGibbs(**params).fit(corpus)
+    write(corpus, tmp_path / "c")
+    light = PartiallyCollapsedGibbs(store_doc_topic=False, **params)
+    states = []
+    with light.reporting(lambda e, rec: states.append(e._batch_state)):
+        light.fit(Corpus.open(tmp_path / "c"))
+    np.testing.assert_array_equal(light.components_, full.components_)
+    assert not hasattr(light, "doc_topic_") and hasattr(full, "doc_topic_")
+    assert np.ndim(states[-1].sum_dk) == 0 and states[-1].n_collected == 4
+    assert light.transform(corpus).shape == (80, 6)
+    light.set_params(store_doc_topic=True).fit(corpus)       # refit: the attribute is back
+    np.testing.assert_array_equal(light.doc_topic_, full.doc_topic_)
+
+
+def test_count_kernels_match_numpy():
+    rng = np.random.default_rng(4)
+    corpus = Corpus(rng.integers(0, 3, size=(9, 6)))
+    words, ptr = corpus.tokens()
+    z = rng.integers(0, 5, size=corpus.n_tokens).astype(np.uint16)
+    nwk, nk = np.ones((6, 5), dtype=np.int32), np.ones(5, dtype=np.int64)
+    _pclda.count_topics(corpus.indptr, corpus.indices, corpus.counts, z, nwk, nk)
+    expected = np.ones((6, 5), dtype=np.int32)
+    np.add.at(expected, (words, z), 1)
+    np.testing.assert_array_equal(nwk, expected)
+    np.testing.assert_array_equal(nk, 1 + np.bincount(z, minlength=5))
+    ndk = np.full((9, 5), 7, dtype=np.int32)
+    _pclda.doc_counts(ptr, z, ndk, 2)
+    np.testing.assert_array_equal(ndk, [np.bincount(z[ptr[j]:ptr[j + 1]], minlength=5) for j in range(9)])
