@@ -62,6 +62,7 @@ __all__ = ["DirectAssignmentVB", "gem_log_density", "beta_objective"]
 
 GEM_DENSITIES = ("beta", "stick")
 HYPERPARAMETERS = ("alpha", "gamma", "eta")
+SPLIT_INITS = ("minibatch", "divide")
 # logits of beta* stay in this box: beta*_k >= ~1e-180 / (K + 1), so with alpha >= 1e-100 the
 # Dirichlet parameters alpha beta*_k stay normal numbers (lgamma and psi of them finite)
 _LOGIT_BOUNDS = (-400.0, 10.0)
@@ -442,6 +443,7 @@ class DAState(BatchState):
         cfg = self.settings
         mass = local.ndk.sum(axis=0)
         order = np.argsort(-mass, kind="stable")[:cfg["split_candidates"]]
+        inits = cfg["split_inits"] if rho < 1.0 else ("minibatch",)      # batch mode: one random division
         accepted = tried = 0
         for k in order:
             if accepted >= cfg["max_splits"]:
@@ -449,62 +451,99 @@ class DAState(BatchState):
             if mass[k] <= 0.0:
                 continue
             tried += 1
-            proposal = self._split_proposal(local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat)
+            proposal = max((self._split_proposal(local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, init=init)
+                            for init in inits), key=lambda p: p["gain"])
             if proposal["gain"] > 0.0:
                 self._apply_split(local, k, proposal)
                 accepted += 1
         return accepted, tried
 
-    def _split_proposal(self, local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, restricted_iter=None):
+    def _split_proposal(self, local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, restricted_iter=None,
+                        init="minibatch"):
         """Split topic k ([SM] Alg. 1) after the global step of this iteration.
 
-        Initialisation: k' is what the global state had, k'' what this minibatch
-        adds: lambda' = (1 - rho) lambda_old_k, lambda'' = rho lambda_hat_k, beta*
-        likewise, and r, theta divided in the proportion omega = beta*'/beta*_k
-        (with ``restricted_iter=0`` this is the proposal; the halves sum to the
-        updated topic). The restricted iteration (``_dahdp.restricted``) keeps
-        (1 - rho) lambda_old_k as k''s memory and refits which minibatch tokens
-        each half takes, updating the halves after every document. In batch mode
-        (rho = 1) the initialisation would leave k' empty; the paper defines
-        none for bHDP, so each word's tokens start divided at a random fraction
-        u_w ~ U(0, 1) instead."""
+        ``init="minibatch"`` (the paper): k' is what the global state had, k''
+        what this minibatch adds: lambda' = (1 - rho) lambda_old_k, lambda'' =
+        rho lambda_hat_k, beta* likewise, and r, theta divided in the proportion
+        omega = beta*'/beta*_k (with ``restricted_iter=0`` this is the proposal;
+        the halves sum to the updated topic). The restricted iteration
+        (``_dahdp.restricted``) keeps (1 - rho) lambda_old_k as k''s memory and
+        refits which minibatch tokens each half takes, updating the halves after
+        every document. In batch mode (rho = 1) this would leave k' empty; the
+        paper defines none for bHDP, so each word's tokens start divided at a
+        random fraction u_w ~ U(0, 1) instead.
+
+        ``init="divide"`` (online): once rho is small, k'' starts with a
+        minibatch's worth of mass against k''s memory of the whole topic and
+        the restricted iteration gives it no tokens, so a topic that blends
+        several true topics is never divided. This proposal divides the
+        topic's words instead: the halves first fit the minibatch alone (the
+        restricted iteration with no memory, rho = 1), started from the tokens
+        in the documents that contain the topic's most frequent minibatch word;
+        then the updated lambda_k is divided word by word in the
+        proportions s_w = (eta + n'_w) / (2 eta + n'_w + n''_w) of the fitted
+        halves' counts, so that again lambda' + lambda'' = lambda_k."""
         cfg = self.settings
         batch, vocab = local.batch, local.batch.vocab
         n_iter = cfg["restricted_iter"] if restricted_iter is None else restricted_iter
         mass = np.ascontiguousarray(local.resp[:, k])
         counts = batch.counts
-        if rho < 1.0:
+        V, W = len(vocab), self.lam.shape[1]
+        divide = init == "divide" and rho < 1.0
+        if rho < 1.0 and not divide:
             beta1, beta2 = (1.0 - rho) * old_beta[k], rho * beta_hat[k]
             omega = beta1 / (beta1 + beta2)
             r1 = omega * mass
         else:
             beta1 = beta2 = 0.5 * self.beta[k]
             omega = 0.5
-            r1 = self.rng.random(len(vocab))[batch.words] * mass
+            r1 = (self._anchor_shares(local, k) if divide else self.rng.random(V))[batch.words] * mass
         theta1, theta2 = omega * local.theta[:, k], (1.0 - omega) * local.theta[:, k]
         if n_iter == 0:
             lam1, lam2 = (1.0 - rho) * old_lam[k], rho * lam_hat[k]
             n1 = omega * local.ndk[:, k]
         else:
-            memory = (1.0 - rho) * old_lam[k]
-            W = len(memory)
-            stats1 = np.bincount(batch.words, counts * r1, minlength=len(vocab))
-            stats2 = np.bincount(batch.words, counts * (mass - r1), minlength=len(vocab))
+            # the halves' memory: the topic's past (paper), none (a fit of the minibatch alone)
+            memory = (1.0 - rho) * old_lam[k] if not divide else np.zeros(W)
+            fit_rho = 1.0 if divide else rho
+            stats1 = np.bincount(batch.words, counts * r1, minlength=V)
+            stats2 = np.bincount(batch.words, counts * (mass - r1), minlength=V)
             ab1, ab2 = self.alpha * beta1, self.alpha * beta2
             _dahdp.restricted(batch.ptr, batch.words, counts, mass, np.ascontiguousarray(memory[vocab]),
-                              np.zeros(len(vocab)), memory.sum() + rho * self.eta * W, rho * self.eta * W,
-                              rho * self.eta, rho * scale, ab1, ab2, cfg["estep_tol"], n_iter,
+                              np.zeros(V), memory.sum() + fit_rho * self.eta * W, fit_rho * self.eta * W,
+                              fit_rho * self.eta, fit_rho * scale, ab1, ab2, cfg["estep_tol"], n_iter,
                               cfg["restricted_sweeps"], theta1, theta2, r1, stats1, stats2)
-            lam1 = memory + rho * (self.eta + scale * self._scatter(stats1, vocab))
-            lam2 = rho * (self.eta + scale * self._scatter(stats2, vocab))
+            if divide:
+                share = np.full(W, 0.5)
+                share[vocab] = (self.eta + stats1) / (2.0 * self.eta + stats1 + stats2)
+                lam1, lam2 = share * self.lam[k], (1.0 - share) * self.lam[k]
+            else:
+                lam1 = memory + rho * (self.eta + scale * self._scatter(stats1, vocab))
+                lam2 = rho * (self.eta + scale * self._scatter(stats2, vocab))
             n1 = theta1 - ab1
             beta1, beta2 = self._resplit_beta(local, scale, k, beta1 + beta2, theta1, theta2)
         r2 = mass - r1
-        stats1 = np.bincount(batch.words, counts * r1, minlength=len(vocab))
-        stats2 = np.bincount(batch.words, counts * r2, minlength=len(vocab))
+        stats1 = np.bincount(batch.words, counts * r1, minlength=V)
+        stats2 = np.bincount(batch.words, counts * r2, minlength=V)
         entropy = -np.array([counts @ xlogy(r1, r1), counts @ xlogy(r2, r2)])
         return self._split_gain(local, scale, k, lam1, lam2, beta1, beta2, theta1, theta2, r1, stats1, stats2,
                                 entropy, n1)
+
+    def _anchor_shares(self, local, k):
+        """Per minibatch word, the fraction of topic k's minibatch mass that lies in
+        the documents containing an anchor word, drawn in proportion to that mass
+        from a stream keyed by (iteration, topic): reproducible, also when
+        ``partial_fit`` continues a loaded model, and the minibatch order is untouched."""
+        batch = local.batch
+        V = len(batch.vocab)
+        weight = batch.counts * local.resp[:, k]
+        word_mass = np.bincount(batch.words, weight, minlength=V)
+        anchor = np.random.default_rng([self.updates, int(k)]).choice(V, p=word_mass / word_mass.sum())
+        doc = np.repeat(np.arange(batch.n_docs), np.diff(batch.ptr))
+        has_anchor = np.zeros(batch.n_docs, dtype=bool)
+        has_anchor[doc[batch.words == anchor]] = True
+        with_anchor = np.bincount(batch.words, weight * has_anchor[doc], minlength=V)
+        return np.divide(with_anchor, word_mass, out=np.full(V, 0.5), where=word_mass > 0)
 
     def _scatter(self, stats, vocab):
         out = np.zeros(self.lam.shape[1])
@@ -723,12 +762,21 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     merge_prior : {"double", "single"}, default "double"
         lambda of a merged topic: lambda' + lambda'' (the paper; the exact
         inverse of a split) or lambda' + lambda'' - eta.
+    split_inits : collection of {"minibatch", "divide"}, default ("minibatch", "divide")
+        Split proposals tried for each candidate topic (the one with the larger
+        gain is tested for acceptance). "minibatch": the paper's, the halves
+        start as what the model had and what the minibatch adds; "divide"
+        (online only): the halves divide the topic's words as a fit of the
+        minibatch alone divides them. Starting bars (below) from 2, 5 and 10
+        topics, "minibatch" alone ends with 11, 7 and 10 of the 20 bars, both
+        with 17, 19 and 19: late in a run the paper's proposal gives the new
+        half no tokens, so topics that blend several bars stay blended.
     restricted_iter : int, default 5
         Rounds of (r, theta) of the restricted iteration per document and pass.
-    restricted_sweeps : int, default 5
+    restricted_sweeps : int, default 10
         Passes of the restricted iteration over the minibatch; the halves are
         updated after every document (Alg. 1), so that two halves that start
-        alike separate.
+        alike separate (5 passes left more blended topics on bars).
     prune_threshold : float, default 1.0
         Topics with fewer expected words leave after each iteration; their
         weight goes to the rest cell. 0 disables pruning.
@@ -770,7 +818,8 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     def __init__(self, n_components=20, mode="online", split_merge=True, alpha=1.0, gamma=1.0, eta=0.5,
                  learn_hyperparameters=("alpha", "gamma"), batch_size=100, max_iter=10, total_samples=None,
                  learning_offset=1.0, learning_decay=0.5, max_splits=1, split_candidates=10,
-                 merge_candidates=20, merge_threshold=0.0, merge_prior="double", restricted_iter=5, restricted_sweeps=5,
+                 merge_candidates=20, merge_threshold=0.0, merge_prior="double", split_inits=("minibatch", "divide"),
+                 restricted_iter=5, restricted_sweeps=10,
                  prune_threshold=1.0, gem_density="beta", estep_tol=1e-3, estep_max_iter=100,
                  compute_bound=None, tol=1e-6, n_threads=None, random_state=None):
         self._store_params(locals())
@@ -800,6 +849,9 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
         for name in ("batch_size", "max_iter", "max_splits", "split_candidates", "merge_candidates",
                      "estep_max_iter"):
             check_int(getattr(self, name), name, minimum=0 if name in ("max_splits",) else 1)
+        inits = self.split_inits
+        if isinstance(inits, str) or not inits or not all(init in SPLIT_INITS for init in inits):
+            raise ValueError(f"split_inits must be a non-empty collection of {SPLIT_INITS}, got {inits!r}")
         check_int(self.restricted_iter, "restricted_iter", minimum=0)
         check_int(self.restricted_sweeps, "restricted_sweeps")
         if self.total_samples is not None:
@@ -821,7 +873,7 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
                 "learning_decay": float(self.learning_decay), "max_splits": int(self.max_splits),
                 "split_candidates": int(self.split_candidates), "merge_candidates": int(self.merge_candidates),
                 "merge_threshold": float(self.merge_threshold), "merge_prior": self.merge_prior,
-                "restricted_iter": int(self.restricted_iter),
+                "split_inits": tuple(dict.fromkeys(self.split_inits)), "restricted_iter": int(self.restricted_iter),
                 "restricted_sweeps": int(self.restricted_sweeps), "prune_threshold": float(self.prune_threshold),
                 "gem_density": self.gem_density, "estep_tol": float(self.estep_tol),
                 "estep_max_iter": int(self.estep_max_iter), "bound": bool(bound),

@@ -292,6 +292,11 @@ def online_step_parts(corpus, K=4, rho=0.6, seed=1, ids=None):
     pieces the split proposal needs."""
     state = fresh_state(corpus, K=K, seed=seed, split_merge=True)
     local = state.estep(minibatch(state, corpus, ids))
+    return (state, local) + global_step(state, local, corpus, rho)
+
+
+def global_step(state, local, corpus, rho):
+    """The online global step (eqs. 6-8) in place: (scale, the pieces the split proposal needs)."""
     scale = corpus.n_docs / local.n_docs
     old_lam, old_beta = state.lam, state.beta
     lam_hat = np.full(state.lam.shape, state.eta)
@@ -299,7 +304,7 @@ def online_step_parts(corpus, K=4, rho=0.6, seed=1, ids=None):
     state.lam = (1 - rho) * state.lam + rho * lam_hat
     beta_hat = state._beta_step(local, scale)
     state.beta = (1 - rho) * state.beta + rho * beta_hat
-    return state, local, scale, (rho, old_lam, lam_hat, old_beta, beta_hat)
+    return scale, (rho, old_lam, lam_hat, old_beta, beta_hat)
 
 
 def test_split_then_merge_restores_the_state():
@@ -323,13 +328,17 @@ def test_split_then_merge_restores_the_state():
     assert gain == pytest.approx(after - split_bound, rel=1e-9, abs=1e-9 * abs(before))
 
 
-def test_restricted_split_gain_equals_full_evaluation_and_touches_only_the_pair():
+@pytest.mark.parametrize("init", ["minibatch", "divide"])
+def test_restricted_split_gain_equals_full_evaluation_and_touches_only_the_pair(init):
     corpus = tiny_corpus(seed=4)
     state, local, scale, parts = online_step_parts(corpus, ids=np.arange(1, 11))
     before_state, before_local = copy.deepcopy(state), copy.deepcopy(local)
     before = full_bound(state, local, scale)
     k = 2
-    proposal = state._split_proposal(local, scale, *parts[:1], k, *parts[1:])
+    proposal = state._split_proposal(local, scale, *parts[:1], k, *parts[1:], init=init)
+    if init == "divide":                            # the updated topic divided word by word
+        np.testing.assert_allclose(sum(proposal["lam"]), state.lam[k], rtol=1e-14)
+        assert not np.allclose(proposal["lam"][0] / proposal["lam"][1], 1.0)
     state._apply_split(local, k, proposal)
     after = full_bound(state, local, scale)
     assert proposal["gain"] == pytest.approx(after - before, rel=1e-9, abs=1e-9 * abs(before))
@@ -339,6 +348,28 @@ def test_restricted_split_gain_equals_full_evaluation_and_touches_only_the_pair(
     assert np.array_equal(local.theta[:, others + [5]], before_local.theta[:, others + [4]])
     np.testing.assert_allclose(local.resp.sum(1), 1.0, rtol=1e-12)
     np.testing.assert_allclose(state.beta.sum(), 1.0, rtol=1e-14)
+
+
+def test_divide_proposal_separates_a_blended_topic_late_in_a_run():
+    """Late in an online run (small rho) a topic blending two bars is divided by
+    the "divide" proposal (positive gain, one bar per half), while the paper's
+    proposal gives the new half (what one minibatch adds) no gain."""
+    rng = np.random.default_rng(0)
+    bars = [np.arange(10), np.arange(10, 20)]
+    X = np.zeros((60, 20), dtype=int)
+    for j in range(60):
+        np.add.at(X[j], rng.choice(bars[j % 2], 30), 1)
+    corpus = Corpus(X)
+    state = fresh_state(corpus, K=2, seed=0, split_merge=True)
+    state.lam[0] = state.eta + 1800.0 / 20          # the blend: both bars' tokens, spread evenly
+    state.lam[1] = state.eta + rng.gamma(1.0, 1.0, 20)
+    local = state.estep(minibatch(state, corpus, np.arange(20)))
+    scale, parts = global_step(state, local, corpus, rho=0.05)
+    paper = state._split_proposal(local, scale, *parts[:1], 0, *parts[1:], init="minibatch")
+    divide = state._split_proposal(local, scale, *parts[:1], 0, *parts[1:], init="divide")
+    assert divide["gain"] > 0.0 and divide["gain"] > paper["gain"]
+    halves = {frozenset(np.argsort(-lam)[:10]) for lam in divide["lam"]}
+    assert halves == {frozenset(bar) for bar in bars}
 
 
 def test_merge_gain_equals_full_evaluation_and_merges_need_a_gain():
@@ -447,7 +478,8 @@ def test_partial_fit_streams_and_continues_after_load(tmp_path):
     ({"mode": "stream"}, "mode"), ({"learn_hyperparameters": ["beta"]}, "learn_hyperparameters"),
     ({"merge_prior": "half"}, "merge_prior"), ({"gem_density": "x"}, "gem_density"),
     ({"batch_size": 0}, "batch_size"), ({"learning_decay": 1.5}, "learning_decay"),
-    ({"n_components": 0}, "n_components"),
+    ({"n_components": 0}, "n_components"), ({"split_inits": "divide"}, "split_inits"),
+    ({"split_inits": ()}, "split_inits"), ({"split_inits": ["paper"]}, "split_inits"),
 ])
 def test_bad_parameters_are_refused(params, match):
     with pytest.raises((ValueError, TypeError), match=match):
