@@ -767,10 +767,11 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
         gain is tested for acceptance). "minibatch": the paper's, the halves
         start as what the model had and what the minibatch adds; "divide"
         (online only): the halves divide the topic's words as a fit of the
-        minibatch alone divides them. Starting bars (below) from 2, 5 and 10
-        topics, "minibatch" alone ends with 11, 7 and 10 of the 20 bars, both
-        with 17, 19 and 19: late in a run the paper's proposal gives the new
-        half no tokens, so topics that blend several bars stay blended.
+        minibatch alone divides them. On the bars data of [SM] section 4
+        (20 epochs), started from 2, 5 and 10 topics, "minibatch" alone ends
+        with 11, 7 and 10 of the 20 bars found, both with 18, 17 and 18: late
+        in a run the paper's proposal gives the new half no tokens, so topics
+        that blend several bars stay blended.
     restricted_iter : int, default 5
         Rounds of (r, theta) of the restricted iteration per document and pass.
     restricted_sweeps : int, default 10
