@@ -151,6 +151,37 @@ def test_partially_collapsed_hdp_equals_local_fit(client, corpus, store_doc_topi
     assert all(0 <= h["driver_seconds"] <= h["fit_seconds"] for h in dist.history_)
 
 
+class InProcess:
+    """``distributed._Partitions`` without Dask: a plan's tasks run here, partition by partition."""
+
+    def __init__(self, plan, state, bounds):
+        self.parts = [plan.partition(state, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def step(self, task, *args):
+        out = [bnpdist._run_step(task, part, *args) for part in self.parts]
+        self.parts = [new for new, _ in out]
+        return [result for _, result in out]
+
+
+def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus):
+    """The client's state after each sweep of the plan (3 partitions) is the
+    threaded sweep's: counts and their slots, sticks, concentrations, Phi
+    (every candidate's column drawn), and the labels at the end."""
+    est = pchdp()
+    est._check_params()
+    local, dist = (est._init_state(corpus, np.random.default_rng(5)) for _ in range(2))
+    local.n_threads = 2
+    bounds = bnpdist.partition_bounds(corpus.n_docs, 3)
+    parts = InProcess(bnpdist._PartiallyCollapsedHDP, dist, bounds)
+    for _ in range(PCHDP_PARAMS["max_iter"]):
+        assert bnpdist._PartiallyCollapsedHDP.iterate(dist, parts, False)[0] == local.sweep()
+        for name in ("nwk", "nk", "sticks", "phi", "alpha", "gamma", "n_sweeps"):
+            np.testing.assert_array_equal(getattr(dist, name), getattr(local, name), err_msg=name)
+    assert local.nk.shape[0] > 16
+    bnpdist._PartiallyCollapsedHDP.gather_into(dist, parts.parts, bounds)
+    np.testing.assert_array_equal(dist.labels, local.labels)
+
+
 @pytest.mark.parametrize("name", sorted(ONLINE))
 def test_online_equals_local_fit(client, corpus, name):
     dist = bnpdist.fit(ONLINE[name](), corpus, client, n_partitions=3)
