@@ -585,9 +585,9 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         ``lda.StandardVB`` with ``schedule="parallel"`` (its ``n_threads`` is
         not used: each partition runs on one worker thread),
         ``lda.PartiallyCollapsedGibbs`` or ``hdp.PartiallyCollapsedGibbs``
-        (its ``n_threads`` draws Phi on the client), or an online estimator (its ``n_threads`` runs the local
-        step on the worker). Other estimators raise a TypeError listing the
-        supported ones.
+        (its ``n_threads`` draws Phi on the client), or an online estimator
+        (its ``n_threads`` runs the local step on the worker). Other
+        estimators raise a TypeError listing the supported ones.
     corpus : Corpus or anything ``bnpcore.as_corpus`` accepts
         A corpus opened from disk (``Corpus.open(path)``) is read by the
         workers from ``path``, which every worker must be able to read.
