@@ -33,6 +33,19 @@ Supported (``SUPPORTED``):
   client adds. Every draw comes from the same stream as in the threaded
   sampler and the counts are integers, so the fit equals the local one for
   any ``n_threads`` and any number of partitions, bit for bit.
+* ``hdp.PartiallyCollapsedGibbs`` (Terenin, Magnusson, Jonsson & Draper 2020,
+  "Sparse parallel training of hierarchical Dirichlet process topic
+  models"). Each partition keeps its topic labels; a sweep is three rounds
+  with ``PartiallyCollapsedHDPState.sweep``'s serial draws between them on
+  the client: the partitions return their table counts l_k (given alpha Psi),
+  the client draws the concentrations and the sticks; the partitions return
+  their largest candidate tail topic (given the tail of Psi), the client grows
+  the topic slots and draws Phi; the partitions resample their labels (given
+  Phi and alpha Psi, W x C and C doubles) and return the moves of n_wk and
+  n_k (W x C int32, C int64). Every kernel draws from the stream of the
+  threaded sampler (``first_doc``), the serial draws come from the same
+  generator in the same order, and the reductions are integer sums and a
+  maximum, so the fit equals the local one bit for bit.
 * the online estimators (``bnpcore.inference.online.OnlineEstimator``:
   ``hdp.TruncationFreeSVI``, ``hdp.OnlineVB``, ``mixture.TruncationFreeSVI``,
   ``mixture.StochasticVB``). The partitions hold the documents; per minibatch
@@ -87,8 +100,9 @@ from scipy.special import gammaln
 from bnpcore._validation import check_int
 from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
-from bnpcore.kernels import _lda, _pclda
+from bnpcore.kernels import _lda, _pchdp, _pclda
 from bnpcore.kernels.special import digamma
+from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
 from bnpcore.models.lda import StandardVB, svb_bound
 from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
 
@@ -97,6 +111,7 @@ __all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_boun
 #: What the driver runs, as shown in errors.
 SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparameters=False)",
              "bnpcore.lda.PartiallyCollapsedGibbs (optimize_hyperparameters=False)",
+             "bnpcore.hdp.PartiallyCollapsedGibbs",
              "the online estimators bnpcore.hdp.TruncationFreeSVI, bnpcore.hdp.OnlineVB, "
              "bnpcore.mixture.TruncationFreeSVI, bnpcore.mixture.StochasticVB")
 
@@ -114,11 +129,11 @@ def check_supported(estimator):
     """Raise a TypeError/ValueError naming what the driver runs unless it runs ``estimator``."""
     if isinstance(estimator, OnlineEstimator):
         return
-    if not isinstance(estimator, (StandardVB, PartiallyCollapsedGibbs)):
+    if not isinstance(estimator, (StandardVB, PartiallyCollapsedGibbs, PartiallyCollapsedHDP)):
         raise TypeError(f"bnpcore.distributed cannot fit {type(estimator).__name__}; it supports "
                         + "; ".join(SUPPORTED))
     name = type(estimator).__name__
-    if estimator.optimize_hyperparameters:
+    if getattr(estimator, "optimize_hyperparameters", False):
         raise ValueError(f"bnpcore.distributed runs {name} with optimize_hyperparameters=False only "
                          "(the updates need every document's counts on the client)")
     if isinstance(estimator, StandardVB) and estimator.schedule != "parallel":
@@ -253,6 +268,36 @@ def _pc_step(part, phi, key, sweep, collect):
     return new, (moves, time.perf_counter() - tick)
 
 
+def _pchdp_tables(part, ab, K, key, stream):
+    """Step 1 of ``PartiallyCollapsedHDPState.sweep`` on a partition: (the
+    partition, (its table counts l_k, seconds))."""
+    tick = time.perf_counter()
+    l_k = np.zeros(K, dtype=np.int64)
+    _pchdp.sample_tables(part["tok_ptr"], part["z"], ab, K, key, stream, l_k, 1, part["first_doc"])
+    return part, (l_k, time.perf_counter() - tick)
+
+
+def _pchdp_candidate(part, tail, key, stream):
+    """Step 3: (the partition, (its largest candidate tail index, seconds))."""
+    tick = time.perf_counter()
+    top = _pchdp.max_candidate(part["tok_ptr"], tail, key, stream, 1, part["first_doc"])
+    return part, (top, time.perf_counter() - tick)
+
+
+def _pchdp_z_step(part, phi, ab, K, tail_weight, tail, key, sweep):
+    """Steps 5 and 6 (alias tables, z | Phi, Psi) on a partition: (new
+    partition, (the moves of n_wk and of n_k, seconds))."""
+    tick = time.perf_counter()
+    W, C = phi.shape
+    prob, alias, mass = np.empty((W, C)), np.zeros((W, C), dtype=np.int32), np.empty(W)
+    _pclda.build_alias(phi, ab, prob, alias, mass, 1, n_topics=K)
+    z = part["z"].copy()
+    moves, nk_moves = np.zeros((W, C), dtype=np.int32), np.zeros(C, dtype=np.int64)
+    _pchdp.z_step(part["indptr"], part["indices"], part["counts"], part["tok_ptr"], K, phi, prob, alias, mass, ab,
+                  tail_weight, tail, key, 4 * sweep, 4 * sweep + 2, z, moves, nk_moves, 1, part["first_doc"])
+    return dict(part, z=z), (moves, nk_moves, time.perf_counter() - tick)
+
+
 def _take(docs, rows):
     """Documents ``rows`` (in that order) of a partition: (lengths, indices, counts).
     An on-disk partition reads only these documents (``Corpus._documents``:
@@ -296,6 +341,21 @@ def _minibatch(pieces, order, n_words):
 
 
 # -- batch estimators: one plan per algorithm ---------------------------------------------
+def _labelled(state, labels, start, stop):
+    """A partially collapsed sampler's partition: its documents, the number of
+    its first one (whose keyed streams it uses), its token pointers from 0 and
+    its tokens' labels z."""
+    tp = state.tok_ptr
+    return dict(_documents(state.corpus, start, stop), first_doc=int(start), tok_ptr=tp[start:stop + 1] - tp[start],
+                z=labels[tp[start]:tp[stop]])
+
+
+def _gather_labels(labels, tok_ptr, parts, bounds):
+    """Copy the partitions' labels z into the client's ``labels``."""
+    for p, part in enumerate(parts):
+        labels[tok_ptr[bounds[p]]:tok_ptr[bounds[p + 1]]] = part["z"]
+
+
 class _SVB:
     """``lda.StandardVB``, parallel schedule: ``ParallelSVBState.sweep`` with the
     documents on the workers."""
@@ -340,10 +400,8 @@ class _PartiallyCollapsed:
 
     @staticmethod
     def partition(state, start, stop):
-        tp = state.tok_ptr
         collected = state.n_collected and state.doc_topic
-        return dict(_documents(state.corpus, start, stop), alpha=state.alpha, first_doc=int(start),
-                    tok_ptr=tp[start:stop + 1] - tp[start], z=state.z[tp[start]:tp[stop]],
+        return dict(_labelled(state, state.z, start, stop), alpha=state.alpha,
                     sum_dk=state.sum_dk[start:stop] if collected else 0.0)
 
     @staticmethod
@@ -365,15 +423,54 @@ class _PartiallyCollapsed:
 
     @staticmethod
     def gather_into(state, parts, bounds):
-        tp = state.tok_ptr
-        collected = state.n_collected and state.doc_topic
-        if collected and np.ndim(state.sum_dk) == 0:
-            state.sum_dk = np.zeros((state.corpus.n_docs, state.n_components))
-        for p, part in enumerate(parts):
-            first, end = bounds[p], bounds[p + 1]
-            state.z[tp[first]:tp[end]] = part["z"]
-            if collected:
-                state.sum_dk[first:end] = part["sum_dk"]
+        _gather_labels(state.z, state.tok_ptr, parts, bounds)
+        if state.n_collected and state.doc_topic:
+            if np.ndim(state.sum_dk) == 0:
+                state.sum_dk = np.zeros((state.corpus.n_docs, state.n_components))
+            for p, part in enumerate(parts):
+                state.sum_dk[bounds[p]:bounds[p + 1]] = part["sum_dk"]
+
+
+class _PartiallyCollapsedHDP:
+    """``hdp.PartiallyCollapsedGibbs``: ``PartiallyCollapsedHDPState.sweep``
+    with the labels on the workers, in three rounds: the partitions' table
+    counts, their largest candidate tail topic, their z-step; the serial draws
+    between the rounds (concentrations, sticks, the topic slots, Phi) on the
+    client, by the state's own methods."""
+
+    @staticmethod
+    def partition(state, start, stop):
+        return _labelled(state, state.labels, start, stop)
+
+    @staticmethod
+    def prepare(state, n_partitions):
+        """Nothing: the sampler's draws do not depend on the partitions."""
+
+    @staticmethod
+    def iterate(state, parts, sampling):
+        t, K, key = state.n_sweeps, state.n_active, state.key
+        steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, 4 * t + 3)]
+        l_k = np.sum([s[0] for s in steps[0]], axis=0)      # integer sums: exact in any order
+        tail = state.draw_sticks(l_k)
+        top = -1
+        if tail.size:
+            steps.append(parts.step(_pchdp_candidate, tail, key, 4 * t + 2))
+            top = max(s[0] for s in steps[-1])
+        ab = state.draw_phi(K, tail, top)
+        tail_weight = state.alpha * float(tail[-1]) if tail.size else 0.0
+        steps.append(parts.step(_pchdp_z_step, state.phi, ab, K, tail_weight, tail, key, t))
+        for moves, nk_moves, _ in steps[-1]:
+            state.nwk += moves
+            state.nk += nk_moves
+        return state.end_sweep(l_k), sum(np.array([s[-1] for s in step]) for step in steps)
+
+    @staticmethod
+    def gather_into(state, parts, bounds):
+        _gather_labels(state.labels, state.tok_ptr, parts, bounds)
+
+
+_PLANS = ((StandardVB, _SVB), (PartiallyCollapsedGibbs, _PartiallyCollapsed),
+          (PartiallyCollapsedHDP, _PartiallyCollapsedHDP))
 
 
 class _Partitions:
@@ -405,7 +502,7 @@ class _Partitions:
 
 def _fit_batch(estimator, X, client, n_partitions, checkpoint, checkpoint_every, resume):
     """The batch loop of ``BatchEstimator.fit`` with the plan's iterations on the cluster."""
-    plan = _SVB if isinstance(estimator, StandardVB) else _PartiallyCollapsed
+    plan = next(plan for cls, plan in _PLANS if isinstance(estimator, cls))
     loop = estimator._check_params()
     max_iter, burn_in, tol = loop["max_iter"], loop.get("burn_in"), loop.get("tol")
     state, start, seconds = estimator._start_or_resume(X, resume)
@@ -487,10 +584,10 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
     estimator : one of ``SUPPORTED``
         ``lda.StandardVB`` with ``schedule="parallel"`` (its ``n_threads`` is
         not used: each partition runs on one worker thread),
-        ``lda.PartiallyCollapsedGibbs`` (its ``n_threads`` draws Phi on the
-        client), or an online estimator (its ``n_threads`` runs the local
-        step on the worker). Other estimators raise a TypeError listing the
-        supported ones.
+        ``lda.PartiallyCollapsedGibbs`` or ``hdp.PartiallyCollapsedGibbs``
+        (its ``n_threads`` draws Phi on the client), or an online estimator
+        (its ``n_threads`` runs the local step on the worker). Other
+        estimators raise a TypeError listing the supported ones.
     corpus : Corpus or anything ``bnpcore.as_corpus`` accepts
         A corpus opened from disk (``Corpus.open(path)``) is read by the
         workers from ``path``, which every worker must be able to read.

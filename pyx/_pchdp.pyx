@@ -51,13 +51,13 @@ cdef double _POISSON_NORMAL = 30.0
 # ---------------------------------------------------------------------------
 
 cdef void _tables_doc(const label_t *z, int64_t n_tok, const double *ab, uint64_t key, uint64_t stream,
-                      int64_t j, int64_t *l_k, int32_t *nd, int32_t *dlist, int32_t *dpos) noexcept nogil:
+                      uint64_t j, int64_t *l_k, int32_t *nd, int32_t *dlist, int32_t *dpos) noexcept nogil:
     """Add document j's table counts to l_k (stream (key, stream, j)), its counts
     n_jk rebuilt from its labels z[0..n_tok) in the thread's rows nd/dlist/dpos."""
     cdef bnp_stream_t st
     cdef int64_t n, m, i
     cdef int32_t k
-    bnp_stream_init(&st, key, stream, <uint64_t>j)
+    bnp_stream_init(&st, key, stream, j)
     n = _doc_open(z, n_tok, nd, dlist, dpos)
     for m in range(n):
         k = dlist[m]
@@ -71,9 +71,11 @@ def sample_tables(const int64_t[::1] tok_ptr, const label_t[::1] z,          # I
                   const double[::1] ab, int64_t K,                             # IN alpha Psi_k, topics
                   uint64_t key, uint64_t stream,                               # IN stream (key, stream, j)
                   int64_t[::1] l_k,                                            # OUT (K,) table counts
-                  int n_threads=1):
+                  int n_threads=1, uint64_t first_doc=0):
     """Table counts given the topics and the weights: document j draws from
-    stream (key, stream, j), for each topic k (increasing) with n_jk > 0,
+    stream (key, stream, first_doc + j) (``first_doc``: the documents are
+    ``first_doc, ...`` of a larger corpus, whose streams they use), for each
+    topic k (increasing) with n_jk > 0,
     ``l_jk = sum_{i < n_jk} [u_i < ab_k / (ab_k + i)]`` (the Antoniak
     distribution of the number of tables of n_jk customers in a Chinese
     restaurant with concentration ab_k); ``l_k = sum_j l_jk``. The counts n_jk
@@ -96,7 +98,7 @@ def sample_tables(const int64_t[::1] tok_ptr, const label_t[::1] z,          # I
     cdef int32_t[:, ::1] nv = nds, lv = lists, qv = pos
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=16):
-            _tables_doc(&z[0] + tok_ptr[j], tok_ptr[j + 1] - tok_ptr[j], &ab[0], key, stream, j,
+            _tables_doc(&z[0] + tok_ptr[j], tok_ptr[j + 1] - tok_ptr[j], &ab[0], key, stream, first_doc + j,
                         &pv[threadid(), 0], &nv[threadid(), 0], &lv[threadid(), 0], &qv[threadid(), 0])
     np.asarray(l_k)[:K] = part[:, :K].sum(axis=0)
 
@@ -135,11 +137,12 @@ cdef int64_t _max_candidate_doc(int64_t n_tok, const double *cdf, int64_t M, uin
 
 
 def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN (D + 1,), (M,) increasing
-                  uint64_t key, uint64_t stream, int n_threads=1):
+                  uint64_t key, uint64_t stream, int n_threads=1, uint64_t first_doc=0):
     """The largest tail index (0..M-1) that ``z_step`` will draw as a token's
-    candidate with the same ``tail_cdf``, ``key`` and candidate stream: token i
-    of document j takes ``_tail_pick(tail_cdf, u_i)`` with u_i the i-th uniform
-    of stream (key, stream, j). Run before the z-step so that the candidates'
+    candidate with the same ``tail_cdf``, ``key``, candidate stream and
+    ``first_doc``: token i of document j takes ``_tail_pick(tail_cdf, u_i)``
+    with u_i the i-th uniform of stream (key, stream, first_doc + j). Run
+    before the z-step so that the candidates'
     topic columns can be drawn first. Equivalent NumPy: the max over documents
     of ``np.searchsorted(tail_cdf, u.max() * tail_cdf[-1], side="right")``
     (capped at M - 1), u the document's uniforms; -1 without tokens."""
@@ -153,7 +156,8 @@ def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=64):
             if tok_ptr[j + 1] > tok_ptr[j]:
-                c = _max_candidate_doc(tok_ptr[j + 1] - tok_ptr[j], &tail_cdf[0], M, key, stream, <uint64_t>j)
+                c = _max_candidate_doc(tok_ptr[j + 1] - tok_ptr[j], &tail_cdf[0], M, key, stream,
+                                       first_doc + <uint64_t>j)
                 if c > bv[threadid(), 0]:
                     bv[threadid(), 0] = c
     return int(best[:, 0].max())

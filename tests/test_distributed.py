@@ -1,6 +1,6 @@
 """bnpcore.distributed on a LocalCluster of 2 worker processes: the same model as
-the local fit (bit for bit: StandardVB, the partially collapsed LDA sampler and
-the online estimators), through a lost worker, a checkpoint and a resume; clear
+the local fit (bit for bit: StandardVB, the partially collapsed LDA and HDP
+samplers and the online estimators), through a lost worker, a checkpoint and a resume; clear
 errors for what it does not run."""
 import os
 import re
@@ -88,10 +88,31 @@ def local_pc(corpus, n_threads=2):
     return lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=n_threads).fit(corpus)
 
 
+# the HDP sampler from 2 topics (16 slots): topics are born and the slots grow during the 6 sweeps
+PCHDP_PARAMS = {"n_components": 2, "max_iter": 6, "burn_in": 3, "eta": 0.1, "random_state": 5}
+
+
+def pchdp(n_threads=1, **params):
+    return hdp.PartiallyCollapsedGibbs(**PCHDP_PARAMS, **params, n_threads=n_threads)
+
+
+def assert_same_hdp(dist, local):
+    """The PC-HDP sampler: the final sample bit for bit (topics from the counts,
+    sticks, labels or topic sizes, concentrations) and every sweep's record."""
+    for name in ("topics_", "weights_", "beta_new_", "alpha_", "gamma_", "n_components_", "_z", "_sizes"):
+        np.testing.assert_array_equal(getattr(dist, name), getattr(local, name), err_msg=name)
+    assert hasattr(dist, "doc_topic_") == hasattr(local, "doc_topic_")
+    if hasattr(local, "doc_topic_"):
+        np.testing.assert_array_equal(dist.doc_topic_, local.doc_topic_)
+    keys = ("n_active", "n_tables", "alpha", "gamma", "log_lik", "n_components")
+    assert [[h[k] for k in keys] for h in dist.history_] == [[h[k] for k in keys] for h in local.history_]
+
+
 # name -> (a new estimator, its local fit on the corpus, the comparison)
 CASES = {"StandardVB": (lambda: lda.StandardVB(**PARAMS), lambda c: local_fit(c, 2), assert_same_model),
          "PartiallyCollapsedGibbs": (lambda: lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=1), local_pc,
                                      assert_same_sampler),
+         "hdp.PartiallyCollapsedGibbs": (pchdp, lambda c: pchdp(n_threads=2).fit(c), assert_same_hdp),
          **{name: (make, lambda c, make=make: make().fit(c), assert_same_online) for name, make in ONLINE.items()}}
 
 
@@ -120,6 +141,47 @@ def test_partially_collapsed_without_doc_topic(client, corpus):
     assert not hasattr(dist, "doc_topic_")
 
 
+@pytest.mark.parametrize("store_doc_topic", [True, False])
+def test_partially_collapsed_hdp_equals_local_fit(client, corpus, store_doc_topic):
+    """Topics born and topic slots added during the run, on the client between the partitions' rounds."""
+    dist = bnpdist.fit(pchdp(store_doc_topic=store_doc_topic), corpus, client, n_partitions=2)
+    local = pchdp(n_threads=2, store_doc_topic=store_doc_topic).fit(corpus)
+    assert_same_hdp(dist, local)
+    assert dist.history_[-1]["n_active"] > 16 > dist.history_[0]["n_active"]
+    assert all(0 <= h["driver_seconds"] <= h["fit_seconds"] for h in dist.history_)
+
+
+class InProcess:
+    """``distributed._Partitions`` without Dask: a plan's tasks run here, partition by partition."""
+
+    def __init__(self, plan, state, bounds):
+        self.parts = [plan.partition(state, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def step(self, task, *args):
+        out = [bnpdist._run_step(task, part, *args) for part in self.parts]
+        self.parts = [new for new, _ in out]
+        return [result for _, result in out]
+
+
+def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus):
+    """The client's state after each sweep of the plan (3 partitions) is the
+    threaded sweep's: counts and their slots, sticks, concentrations, Phi
+    (every candidate's column drawn), and the labels at the end."""
+    est = pchdp()
+    est._check_params()
+    local, dist = (est._init_state(corpus, np.random.default_rng(5)) for _ in range(2))
+    local.n_threads = 2
+    bounds = bnpdist.partition_bounds(corpus.n_docs, 3)
+    parts = InProcess(bnpdist._PartiallyCollapsedHDP, dist, bounds)
+    for _ in range(PCHDP_PARAMS["max_iter"]):
+        assert bnpdist._PartiallyCollapsedHDP.iterate(dist, parts, False)[0] == local.sweep()
+        for name in ("nwk", "nk", "sticks", "phi", "alpha", "gamma", "n_sweeps"):
+            np.testing.assert_array_equal(getattr(dist, name), getattr(local, name), err_msg=name)
+    assert local.nk.shape[0] > 16
+    bnpdist._PartiallyCollapsedHDP.gather_into(dist, parts.parts, bounds)
+    np.testing.assert_array_equal(dist.labels, local.labels)
+
+
 @pytest.mark.parametrize("name", sorted(ONLINE))
 def test_online_equals_local_fit(client, corpus, name):
     dist = bnpdist.fit(ONLINE[name](), corpus, client, n_partitions=3)
@@ -136,8 +198,8 @@ def test_stops_at_tol_like_local(client, corpus):
     assert_same_model(dist, local)
 
 
-@pytest.mark.parametrize("name", ["StandardVB", "PartiallyCollapsedGibbs", "hdp.TruncationFreeSVI",
-                                  "mixture.StochasticVB"])
+@pytest.mark.parametrize("name", ["StandardVB", "PartiallyCollapsedGibbs", "hdp.PartiallyCollapsedGibbs",
+                                  "hdp.TruncationFreeSVI", "mixture.StochasticVB"])
 def test_lost_worker_changes_nothing(client, corpus, name):
     fit_killing_a_worker(client, corpus, corpus, name)
 

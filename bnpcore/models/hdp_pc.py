@@ -118,13 +118,31 @@ class PartiallyCollapsedHDPState(BatchState):
         return s * np.exp(np.concatenate([[0.0], np.cumsum(np.log1p(-s[:-1]))]))
 
     def sweep(self):
-        c, T, t, rng, st = self.corpus, self.n_threads, self.n_sweeps, self.rng, self.settings
+        c, T, t = self.corpus, self.n_threads, self.n_sweeps
         K = self.n_active
         # 1. tables l | z, Psi
         l_k = np.zeros(K, dtype=np.int64)
         _pchdp.sample_tables(self.tok_ptr, self.labels, self.alpha * self.psi(), K, self.key, 4 * t + 3, l_k, T)
+        tail = self.draw_sticks(l_k)
+        # 3. the largest candidate tail topic of the sweep (each token's candidate
+        # c ~ Psi_c / R over c >= K* is drawn in the z-step from stream 4t + 2)
+        top = _pchdp.max_candidate(self.tok_ptr, tail, self.key, 4 * t + 2, T) if tail.size else -1
+        ab = self.draw_phi(K, tail, top)
+        # 5. alias tables, 6. z | Phi, Psi, block by block
+        _pclda.build_alias(self.phi, ab, self.prob, self.alias, self.mass, T, n_topics=K)
+        R = float(tail[-1]) if tail.size else 0.0
+        for start, chunk, tp, tokens in token_blocks(c, self.tok_ptr):
+            _pchdp.z_step(chunk.indptr, chunk.indices, chunk.counts, tp, K, self.phi, self.prob, self.alias,
+                          self.mass, ab, self.alpha * R, tail, self.key, 4 * t, 4 * t + 2, self.labels[tokens],
+                          self.nwk, self.nk, T, start)
+        return self.end_sweep(l_k)
+
+    def draw_sticks(self, l_k):
+        """Step 2 of the sweep (serial), given the table counts l_k of the K*
+        active topics: alpha | z, l; gamma | l (Psi integrated out); Psi | l,
+        gamma. Returns the cumulative Psi of the tail topics K*, K* + 1, ..."""
+        K, rng, st = len(l_k), self.rng, self.settings
         n_tables = int(l_k.sum())
-        # 2. alpha | z, l;  gamma | l (Psi integrated out);  Psi | l, gamma
         if st["alpha_prior"] is not None:
             self.alpha = resample_alpha(self.alpha, n_tables, self.doc_lengths, st["alpha_prior"], rng, st["rounds"])
         if st["gamma_prior"] is not None:
@@ -136,24 +154,25 @@ class PartiallyCollapsedHDPState(BatchState):
         full[:K] = l_k
         self.sticks = rng.beta(1.0 + full, self.gamma + later)
         self.sticks[-1] = 1.0
-        psi = self.psi()
-        # 3. the largest candidate tail topic of the sweep (each token's candidate
-        # c ~ Psi_c / R over c >= K* is drawn in the z-step from stream 4t + 2)
-        tail = np.cumsum(psi[K:])
-        n_phi = K + _pchdp.max_candidate(self.tok_ptr, tail, self.key, 4 * t + 2, T) + 1 if tail.size else K
+        return np.cumsum(self.psi()[K:])
+
+    def draw_phi(self, K, tail, top):
+        """Step 4 of the sweep: Phi | z for the K active topics and the tail
+        topics up to the largest candidate ``K + top`` (drawn from the prior),
+        the topic slots grown to hold them. Returns ab = alpha Psi over the
+        slots (0 past the drawn topics)."""
+        n_phi = K + top + 1 if tail.size else K
         self._reserve(n_phi)
         ab = np.zeros(self.nk.shape[0])
-        ab[:n_phi] = self.alpha * psi[:n_phi]
-        # 4. Phi | z (candidates: the prior), 5. alias tables, 6. z | Phi, Psi, block by block
-        _pchdp.sample_phi(self.nwk, self.nk, n_phi, self.eta, self.ppu, self.key, 4 * t + 1, self.phi, T)
-        _pclda.build_alias(self.phi, ab, self.prob, self.alias, self.mass, T, n_topics=K)
-        R = float(tail[-1]) if tail.size else 0.0
-        for start, chunk, tp, tokens in token_blocks(c, self.tok_ptr):
-            _pchdp.z_step(chunk.indptr, chunk.indices, chunk.counts, tp, K, self.phi, self.prob, self.alias,
-                          self.mass, ab, self.alpha * R, tail, self.key, 4 * t, 4 * t + 2, self.labels[tokens],
-                          self.nwk, self.nk, T, start)
+        ab[:n_phi] = self.alpha * self.psi()[:n_phi]
+        _pchdp.sample_phi(self.nwk, self.nk, n_phi, self.eta, self.ppu, self.key, 4 * self.n_sweeps + 1, self.phi,
+                          self.n_threads)
+        return ab
+
+    def end_sweep(self, l_k):
+        """Count the sweep (after the z-step); its diagnostics."""
         self.n_sweeps += 1
-        return {"alpha": self.alpha, "gamma": self.gamma, "n_tables": n_tables, "n_active": self.n_active,
+        return {"alpha": self.alpha, "gamma": self.gamma, "n_tables": int(l_k.sum()), "n_active": self.n_active,
                 "log_lik": self.log_likelihood()}
 
     # -- the view of DirectAssignmentGibbs: occupied topics only, in label order ----
