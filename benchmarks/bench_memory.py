@@ -14,9 +14,10 @@ opens the corpus (the baseline). Columns:
   (a least-squares line per estimator), i.e. the memory each further token costs.
 
 Estimators: ``hdp.TruncationFreeSVI`` (online, one pass, minibatches of 500
-read from the memory map), ``lda.CollapsedGibbs`` (K = 20, 2 sweeps; it keeps
-the token-expanded word ids and a topic per token in memory by design) and the
-partially collapsed samplers ``lda.PartiallyCollapsedGibbs`` (K = 20) and
+read from the memory map), the collapsed samplers ``lda.CollapsedGibbs``
+(K = 20) and ``hdp.DirectAssignmentGibbs`` (from 20 topics), 2 sweeps each
+(1 averaged), with their default ``doc_topic_`` (a topic per token and the
+fitted D x K proportions), and the partially collapsed samplers ``lda.PartiallyCollapsedGibbs`` (K = 20) and
 ``hdp.PartiallyCollapsedGibbs`` (from 20 topics), 3 sweeps each (2 averaged),
 ``store_doc_topic=False``: a label per token, nothing per document, the corpus
 swept block by block.
@@ -44,6 +45,8 @@ ESTIMATORS = {
                              "est = E(batch_size=500, n_epochs=1, random_state=0)",
     "lda.CollapsedGibbs": "from bnpcore.lda import CollapsedGibbs as E; "
                           "est = E(n_components=20, max_iter=2, burn_in=1, random_state=0)",
+    "hdp.DirectAssignmentGibbs": "from bnpcore.hdp import DirectAssignmentGibbs as E; "
+                                 "est = E(n_components=20, max_iter=2, burn_in=1, random_state=0)",
     "lda.PartiallyCollapsed": "from bnpcore.lda import PartiallyCollapsedGibbs as E; "
                               "est = E(n_components=20, max_iter=3, burn_in=1, store_doc_topic=False, "
                               "random_state=0)",
