@@ -228,9 +228,12 @@ class _CVState(BatchState):
         self.bound_terms = self._bound(as_dict=True)
 
     def _init_from_gibbs(self, X, model):
-        z = getattr(model, "_z", None)
-        if not isinstance(model, DirectAssignmentGibbs) or z is None:
+        if not isinstance(model, DirectAssignmentGibbs) or not hasattr(model, "_z"):
             raise TypeError("init_from must be a fitted DirectAssignmentGibbs")
+        z = model._z
+        if z is None:
+            raise ValueError("init_from was fitted with store_doc_topic=False, which keeps no topic "
+                             "assignments to start from: refit it with store_doc_topic=True")
         if model._train_fingerprint != X.fingerprint():
             raise ValueError("init_from was fitted on a different corpus")
         if (z < 0).any():

@@ -354,6 +354,10 @@ def test_warm_start_from_gibbs(small_fit):
     assert m2.fit(train).n_components_ >= 5
     with pytest.raises(ValueError, match="different corpus"):
         CollapsedVB(max_iter=1).fit(train[:10], init_from=g)
+    light = DirectAssignmentGibbs(n_components=10, max_iter=3, burn_in=1, store_doc_topic=False,
+                                  random_state=0).fit(train)
+    with pytest.raises(ValueError, match="store_doc_topic=False"):
+        CollapsedVB(max_iter=1).fit(train, init_from=light)
 
 
 def test_save_load(small_fit, tmp_path):
