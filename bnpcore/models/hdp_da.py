@@ -479,8 +479,8 @@ class DAState(BatchState):
         several true topics is never divided. This proposal divides the
         topic's words instead: the halves first fit the minibatch alone (the
         restricted iteration with no memory, rho = 1), started from the tokens
-        in the documents that contain the topic's most frequent minibatch word;
-        then the updated lambda_k is divided word by word in the
+        in the documents that contain an anchor word drawn in proportion to the
+        topic's minibatch mass (``_anchor_shares``); then the updated lambda_k is divided word by word in the
         proportions s_w = (eta + n'_w) / (2 eta + n'_w + n''_w) of the fitted
         halves' counts, so that again lambda' + lambda'' = lambda_k."""
         cfg = self.settings
