@@ -46,6 +46,25 @@ Supported (``SUPPORTED``):
   threaded sampler (``first_doc``), the serial draws come from the same
   generator in the same order, and the reductions are integer sums and a
   maximum, so the fit equals the local one bit for bit.
+* ``hdp.DirectAssignmentVB`` (Bryant & Sudderth 2012, "Truly nonparametric
+  online variational inference for hierarchical Dirichlet processes"),
+  online (oHDP) and batch (bHDP), with or without split and merge moves.
+  The partitions hold only the documents. Per iteration the client takes the
+  documents (the next minibatch, or all of them) as the local fit does and
+  reads them itself (the moves need them), sends E[log phi] of their words
+  (their vocabulary x K doubles) once, and every partition holding some of
+  them runs the E-step kernel on its share with one thread (batch: from the
+  share's theta rows of the previous iteration, sent by the client) and
+  returns its rows of theta and n_jk, its statistics and entropy, and with
+  ``split_merge`` its responsibilities. The client assembles them as the
+  local E-step's output and runs the rest of the iteration (merges, global
+  step, splits, hyperparameters, pruning: ``DAState.update``). Only the
+  E-step, the bulk of the time, runs on the workers; the client holds what
+  the local fit holds: the iteration's documents (batch: the corpus), theta
+  (batch: D x (K + 1) doubles) and with ``split_merge`` the responsibilities
+  (their pairs x K doubles). Every document's E-step is the local one's bit
+  for bit; the partitions' statistics and entropies are summed in another
+  order than the kernel's, so the fit equals the local one to 1e-10.
 * the online estimators (``bnpcore.inference.online.OnlineEstimator``:
   ``hdp.TruncationFreeSVI``, ``hdp.OnlineVB``, ``mixture.TruncationFreeSVI``,
   ``mixture.StochasticVB``). The partitions hold the documents; per minibatch
@@ -88,6 +107,7 @@ documents, as their own ``fit``.
 """
 import contextlib
 import copy
+import math
 import operator
 import os
 import socket
@@ -102,6 +122,7 @@ from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pchdp, _pclda
 from bnpcore.kernels.special import digamma
+from bnpcore.models.hdp_da import DirectAssignmentVB, _Minibatch, estep_documents
 from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
 from bnpcore.models.lda import StandardVB, svb_bound
 from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
@@ -112,6 +133,7 @@ __all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_boun
 SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparameters=False)",
              "bnpcore.lda.PartiallyCollapsedGibbs (optimize_hyperparameters=False)",
              "bnpcore.hdp.PartiallyCollapsedGibbs",
+             "bnpcore.hdp.DirectAssignmentVB (mode='online' or 'batch')",
              "the online estimators bnpcore.hdp.TruncationFreeSVI, bnpcore.hdp.OnlineVB, "
              "bnpcore.mixture.TruncationFreeSVI, bnpcore.mixture.StochasticVB")
 
@@ -129,7 +151,7 @@ def check_supported(estimator):
     """Raise a TypeError/ValueError naming what the driver runs unless it runs ``estimator``."""
     if isinstance(estimator, OnlineEstimator):
         return
-    if not isinstance(estimator, (StandardVB, PartiallyCollapsedGibbs, PartiallyCollapsedHDP)):
+    if not isinstance(estimator, (StandardVB, PartiallyCollapsedGibbs, PartiallyCollapsedHDP, DirectAssignmentVB)):
         raise TypeError(f"bnpcore.distributed cannot fit {type(estimator).__name__}; it supports "
                         + "; ".join(SUPPORTED))
     name = type(estimator).__name__
@@ -469,8 +491,83 @@ class _PartiallyCollapsedHDP:
         _gather_labels(state.labels, state.tok_ptr, parts, bounds)
 
 
+class _DirectAssignment:
+    """``hdp.DirectAssignmentVB``, online and batch: ``DAState.step`` with the
+    E-step of each partition's share of the iteration's documents on its
+    worker (``_da_estep``); the partitions hold only their documents, the
+    client everything else (the moves and the global step by the state's own
+    ``update``)."""
+
+    @staticmethod
+    def partition(state, start, stop):
+        return _documents(state.corpus, start, stop)
+
+    @staticmethod
+    def prepare(state, n_partitions):
+        """Nothing: the documents' E-steps do not depend on the partitions."""
+
+    @staticmethod
+    def iterate(state, parts, sampling):
+        batch = Minibatch(state.corpus, state.next_ids(), state._word_map)
+        client, b, ids = parts.client, parts.bounds, batch.doc_ids
+        # the minibatch's documents by partition; each share's positions in the drawn order
+        part = np.searchsorted(b, ids, side="right") - 1
+        by_part = np.argsort(part, kind="stable")
+        shares = [(p, pos) for p, pos in enumerate(np.split(by_part, np.cumsum(np.bincount(part))[:-1])) if len(pos)]
+        elogphi = client.submit(_identity, state.elogphi(batch.vocab), pure=False)
+        vocab = client.submit(_identity, batch.vocab, pure=False)
+        settings, batch_mode = dict(state.settings, n_threads=1), state.settings["mode"] == "batch"
+        tasks = [client.submit(_da_estep, parts.futures[p], None if batch_mode else ids[pos] - b[p], elogphi, vocab,
+                               state.alpha * state.beta, settings, state.theta[ids[pos]] if state.warm else None,
+                               state.lam.shape[1], pure=False) for p, pos in shares]
+        # the local E-step's outputs: rows in the drawn order, the shares' statistics and entropies summed
+        S, K = batch.n_docs, state.n_components
+        theta, ndk, entropy = np.empty((S, K + 1)), np.empty((S, K)), np.zeros(K)
+        stats = np.zeros((len(batch.vocab), K))
+        resp = np.empty((len(batch.words), K)) if settings["split_merge"] else None
+        worker = []
+        for (_, pos), (at, share, seconds) in zip(shares, client.gather(tasks)):
+            theta[pos], ndk[pos] = share[0], share[1]
+            stats[at] += share[2]
+            entropy += share[3]
+            if resp is not None:
+                resp[_pairs_of(batch.ptr, pos)] = share[4]
+            worker.append(seconds)
+        return state.update(_Minibatch(batch, theta, ndk, stats, entropy, resp)), np.array(worker)
+
+    @staticmethod
+    def gather_into(state, parts, bounds):
+        """Nothing: the partitions hold only their documents."""
+
+
+def _da_estep(docs, rows, elogphi, vocab, alpha_beta, settings, theta, n_words):
+    """``estep_documents`` on the documents ``rows`` of a partition (None: all
+    of them), with the rows of ``elogphi`` (over the minibatch vocabulary
+    ``vocab``) of their words and their warm-start ``theta`` (copied: a
+    recomputed task starts from the same numbers): (the positions of the
+    share's words in ``vocab``, the E-step's outputs, seconds)."""
+    tick = time.perf_counter()
+    if rows is None:
+        whole = _with_documents(docs)
+        piece = np.diff(whole["indptr"]), whole["indices"], whole["counts"]
+    else:
+        piece = _take(docs, rows)
+    share = _minibatch([piece], np.arange(len(piece[0])), n_words)
+    where = np.full(n_words, -1, dtype=np.int64)
+    where[vocab] = np.arange(len(vocab))
+    at = where[share.vocab]
+    local = estep_documents(share, elogphi[at], alpha_beta, settings, None if theta is None else theta.copy())
+    return at, local, time.perf_counter() - tick
+
+
+def _pairs_of(ptr, pos):
+    """Positions, in a minibatch's CSR pairs (``ptr``), of the pairs of its documents ``pos``, in that order."""
+    lengths = ptr[pos + 1] - ptr[pos]
+    return np.repeat(ptr[pos] - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
+
+
 _PLANS = ((StandardVB, _SVB), (PartiallyCollapsedGibbs, _PartiallyCollapsed),
-          (PartiallyCollapsedHDP, _PartiallyCollapsedHDP))
+          (PartiallyCollapsedHDP, _PartiallyCollapsedHDP), (DirectAssignmentVB, _DirectAssignment))
 
 
 class _Partitions:
@@ -503,7 +600,7 @@ class _Partitions:
 def _fit_batch(estimator, X, client, n_partitions, checkpoint, checkpoint_every, resume):
     """The batch loop of ``BatchEstimator.fit`` with the plan's iterations on the cluster."""
     plan = next(plan for cls, plan in _PLANS if isinstance(estimator, cls))
-    loop = estimator._check_params()
+    loop = estimator._loop_settings(X)
     max_iter, burn_in, tol = loop["max_iter"], loop.get("burn_in"), loop.get("tol")
     state, start, seconds = estimator._start_or_resume(X, resume)
     plan.prepare(state, n_partitions)
@@ -516,10 +613,10 @@ def _fit_batch(estimator, X, client, n_partitions, checkpoint, checkpoint_every,
         metrics, worker = plan.iterate(state, parts, burn_in is not None and it > burn_in)
         spent = time.perf_counter() - tick
         seconds += spent
-        stopped = estimator._report(it, n_documents=it * X.n_docs, fit_seconds=seconds,
-                                    n_components=int(state.n_components), driver_seconds=spent - worker.max(),
-                                    **metrics)
-        if stopped or (tol is not None and metrics["delta"] < tol):
+        stopped = estimator._report(it, **{"n_documents": it * X.n_docs, "fit_seconds": seconds,
+                                           "n_components": int(state.n_components),
+                                           "driver_seconds": spent - worker.max(), **metrics})
+        if stopped or (tol is not None and metrics.get("delta", math.inf) < tol):
             break
         if checkpoint_every and it % checkpoint_every == 0:
             parts.gather()
@@ -585,7 +682,9 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         ``lda.StandardVB`` with ``schedule="parallel"`` (its ``n_threads`` is
         not used: each partition runs on one worker thread),
         ``lda.PartiallyCollapsedGibbs`` or ``hdp.PartiallyCollapsedGibbs``
-        (its ``n_threads`` draws Phi on the client), or an online estimator
+        (its ``n_threads`` draws Phi on the client), ``hdp.DirectAssignmentVB``
+        (its ``n_threads`` is not used: each share of an E-step runs on one
+        worker thread) or an online estimator
         (its ``n_threads`` runs the local step on the worker). Other
         estimators raise a TypeError listing the supported ones.
     corpus : Corpus or anything ``bnpcore.as_corpus`` accepts
@@ -599,10 +698,11 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         at most the number of documents). StandardVB: the fit equals
         ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly;
         the others equal their local fit for any ``n_partitions`` (bit for
-        bit; the mean-field online ones to 1e-10).
+        bit; DirectAssignmentVB and the mean-field online ones to 1e-10).
     checkpoint : str or path, optional
         Model file written every ``checkpoint_every`` iterations (online
-        estimators: documents) and when a callback stops the fit;
+        estimators: documents; DirectAssignmentVB: its iterations, which
+        online are minibatches, as in its ``fit``) and when a callback stops the fit;
         ``bnpcore.load`` it and call this function (or the estimator's
         ``fit``) with ``resume=True`` to continue.
     checkpoint_every : int, optional

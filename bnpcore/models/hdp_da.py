@@ -220,6 +220,27 @@ class _Documents:
                                      - self._per_doc(self.cell_sum, self.coef, self.total)).sum()
 
 
+def estep_documents(batch, elogphi, alpha_beta, settings, theta=None):
+    """Eqs. 3-4 on the documents of ``batch`` (a ``Minibatch``) given the rows
+    ``elogphi`` (len(batch.vocab), K) of E[log phi] and alpha beta*, warm-started
+    from ``theta`` (S, K + 1; overwritten) if given: (theta, ndk, stats over
+    ``batch.vocab``, entropy, the responsibilities when ``settings["split_merge"]``
+    keeps them, else None). Documents are independent given the globals, so the
+    documents of a minibatch may run in parts (``bnpcore.distributed``)."""
+    S, K = batch.n_docs, elogphi.shape[1]
+    warm = theta is not None
+    theta = theta if warm else np.empty((S, K + 1))
+    ndk = np.empty((S, K))
+    stats = np.zeros((len(batch.vocab), K))
+    entropy = np.zeros(K)
+    keep = settings["split_merge"]
+    resp = np.empty((len(batch.words) if keep else 0, K))
+    _dahdp.estep(batch.ptr, batch.words, batch.counts, elogphi, alpha_beta, settings["estep_tol"],
+                 settings["estep_max_iter"], warm, theta, ndk, stats, entropy, resp, settings["n_threads"])
+    entropy -= np.einsum("wk,wk->k", stats, elogphi)
+    return theta, ndk, stats, entropy, resp if keep else None
+
+
 class _Minibatch:
     """The local state of one minibatch after the E-step: theta (S, K+1), n (S, K),
     statistics (Vb, K), entropy H (K,) and responsibilities (nnz, K) or None."""
@@ -279,24 +300,37 @@ class DAState(BatchState):
 
     # -- one iteration ------------------------------------------------------------
     def sweep(self):
+        return self.step(self.next_ids())
+
+    def next_ids(self):
+        """The documents of the next iteration: all of them (batch mode) or the
+        next minibatch of the current random order (a new order per epoch)."""
         if self.settings["mode"] == "batch":
-            ids = np.arange(self.corpus.n_docs)
-        else:
-            if self.order is None or self.position >= len(self.order):
-                self.order, self.position = self.rng.permutation(self.corpus.n_docs), 0
-            ids = self.order[self.position:self.position + self.settings["batch_size"]]
-            self.position += len(ids)
-        return self.step(ids)
+            return np.arange(self.corpus.n_docs)
+        if self.order is None or self.position >= len(self.order):
+            self.order, self.position = self.rng.permutation(self.corpus.n_docs), 0
+        ids = self.order[self.position:self.position + self.settings["batch_size"]]
+        self.position += len(ids)
+        return ids
+
+    @property
+    def warm(self):
+        """Whether the E-step starts from the documents' theta of the previous iteration (batch mode)."""
+        return self.settings["mode"] == "batch" and self.theta is not None
 
     def step(self, ids):
         """E-step, merges, global step, splits, hyperparameters on the documents
         ``ids`` of ``self.corpus``; returns the iteration's record."""
+        return self.update(self.estep(Minibatch(self.corpus, ids, self._word_map), warm=self.warm))
+
+    def update(self, local):
+        """Everything after the E-step (``local``, a ``_Minibatch``): merges, the
+        global step, splits, hyperparameters, prune, sort; returns the record."""
         cfg = self.settings
-        batch = Minibatch(self.corpus, ids, self._word_map)
+        batch = local.batch
         S = batch.n_docs
         scale = self.n_total / S
         batch_mode = cfg["mode"] == "batch"
-        local = self.estep(batch, warm=batch_mode and self.theta is not None)
         merges = self.merge(local, scale) if cfg["split_merge"] else (0, 0)
         rho = 1.0 if batch_mode else (cfg["learning_offset"] + self.updates) ** (-cfg["learning_decay"])
         old_lam, old_beta = self.lam, self.beta
@@ -331,19 +365,13 @@ class DAState(BatchState):
     def estep(self, batch, warm=False):
         """Eqs. 3-4 on a minibatch with the current globals; the responsibilities
         are kept when moves need them."""
-        cfg = self.settings
-        K, S = self.n_components, batch.n_docs
-        elogphi = np.ascontiguousarray(expected_log_phi(self.lam[:, batch.vocab]).T)
-        theta = self.theta[batch.doc_ids] if warm else np.empty((S, K + 1))
-        ndk = np.empty((S, K))
-        stats = np.zeros((len(batch.vocab), K))
-        entropy = np.zeros(K)
-        keep = cfg["split_merge"]
-        resp = np.empty((len(batch.words) if keep else 0, K))
-        _dahdp.estep(batch.ptr, batch.words, batch.counts, elogphi, self.alpha * self.beta, cfg["estep_tol"],
-                     cfg["estep_max_iter"], warm, theta, ndk, stats, entropy, resp, cfg["n_threads"])
-        entropy -= np.einsum("wk,wk->k", stats, elogphi)
-        return _Minibatch(batch, theta, ndk, stats, entropy, resp if keep else None)
+        theta = self.theta[batch.doc_ids] if warm else None
+        return _Minibatch(batch, *estep_documents(batch, self.elogphi(batch.vocab), self.alpha * self.beta,
+                                                  self.settings, theta))
+
+    def elogphi(self, vocab):
+        """E[log phi] of the words ``vocab`` (global ids) as the E-step reads it: (len(vocab), K), C-ordered."""
+        return np.ascontiguousarray(expected_log_phi(self.lam[:, vocab]).T)
 
     # -- bound ---------------------------------------------------------------------------
     def bound(self, local, scale):
@@ -702,6 +730,8 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     adds and refine the halves by restricted iterations; merge moves (section
     3.2) join topics whose proportions co-vary across the minibatch. Both are
     accepted only when the minibatch estimate of the bound rises.
+    ``bnpcore.distributed.fit`` runs it on a Dask cluster (the E-step on the
+    workers, where the documents live; the rest on the client).
 
     Three details the paper leaves open, as implemented: q(pi_j) has a
     (K+1)-th cell for the rest of the mass (without it the prior of pi_j is not
