@@ -4,8 +4,10 @@ and 2 worker processes (one thread each, one partition per worker).
 
 Models (``--models``): ``svb`` StandardVB (parallel schedule), ``pc`` the
 partially collapsed LDA sampler, ``hdp-tfsvi`` HDP TF-SVI, ``dp-svb`` the
-truncated DP mixture SVI and ``hdp-ovb`` the online HDP of Wang et al. (online:
-one iteration = one minibatch; the last two split each minibatch by partition).
+truncated DP mixture SVI, ``hdp-ovb`` the online HDP of Wang et al., ``da-online``
+and ``da-batch`` the direct-assignment HDP of Bryant & Sudderth with split-merge
+moves, online and batch (online: one iteration = one minibatch; all but the
+truncation-free one split each minibatch by partition, the E-step on the workers).
 
 Prints seconds per iteration, the driver's overhead per iteration and the
 speed relative to the local single-threaded fit, as medians over iterations
@@ -60,6 +62,10 @@ def models(args):
                                                   n_threads=t), False),
         "hdp-ovb": (lambda t: hdp.OnlineVB(n_components=K, batch_size=args.batch_size, random_state=seed,
                                            n_threads=t), False),
+        "da-online": (lambda t: hdp.DirectAssignmentVB(n_components=K, batch_size=args.batch_size, max_iter=1,
+                                                       random_state=seed, n_threads=t), False),
+        "da-batch": (lambda t: hdp.DirectAssignmentVB(n_components=K, mode="batch", max_iter=n, tol=0.0,
+                                                      random_state=seed, n_threads=t), False),
     }
 
 
@@ -145,7 +151,8 @@ def compare(args, corpus, name):
                 twin = fits[name, "local", n if table[name][1] else 1]
                 mine, theirs = fits[name, kind, n].components_, twin.components_
                 same = ("yes" if np.array_equal(mine, theirs) else
-                        "to 1e-10" if np.allclose(mine, theirs, rtol=1e-10, atol=0) else "NO")
+                        "to 1e-10" if mine.shape == theirs.shape and np.allclose(mine, theirs, rtol=1e-10, atol=0)
+                        else "NO")
             share = f"{100 * driver / per_it:8.1f}%" if np.isfinite(driver) else f"{'':>9}"
             driver_text = f"{driver:12.4f}" if np.isfinite(driver) else f"{'':>12}"
             print(f"{name:<10} {label:<24} {per_it:12.4f} {driver_text} {share} {base / per_it:6.2f}x {first:9.3f}"
