@@ -122,7 +122,7 @@ from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pchdp, _pclda
 from bnpcore.kernels.special import digamma
-from bnpcore.models.hdp_da import DirectAssignmentVB, _Minibatch, estep_documents
+from bnpcore.models.hdp_da import DirectAssignmentVB, _Minibatch, estep_documents, reduce_estep
 from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
 from bnpcore.models.lda import StandardVB, svb_bound
 from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
@@ -514,26 +514,24 @@ class _DirectAssignment:
         part = np.searchsorted(b, ids, side="right") - 1
         by_part = np.argsort(part, kind="stable")
         shares = [(p, pos) for p, pos in enumerate(np.split(by_part, np.cumsum(np.bincount(part))[:-1])) if len(pos)]
-        elogphi = client.submit(_identity, state.elogphi(batch.vocab), pure=False)
-        vocab = client.submit(_identity, batch.vocab, pure=False)
+        elogphi = state.elogphi(batch.vocab)
+        sent = client.submit(_identity, elogphi, pure=False), client.submit(_identity, batch.vocab, pure=False)
         settings, batch_mode = dict(state.settings, n_threads=1), state.settings["mode"] == "batch"
-        tasks = [client.submit(_da_estep, parts.futures[p], None if batch_mode else ids[pos] - b[p], elogphi, vocab,
+        tasks = [client.submit(_da_estep, parts.futures[p], None if batch_mode else ids[pos] - b[p], *sent,
                                state.alpha * state.beta, settings, state.theta[ids[pos]] if state.warm else None,
                                state.lam.shape[1], pure=False) for p, pos in shares]
-        # the local E-step's outputs: rows in the drawn order, the shares' statistics and entropies summed
+        # the local E-step's outputs, rows and pairs in the drawn order, and its sums in the kernel's order
         S, K = batch.n_docs, state.n_components
-        theta, ndk, entropy = np.empty((S, K + 1)), np.empty((S, K)), np.zeros(K)
-        stats = np.zeros((len(batch.vocab), K))
-        resp = np.empty((len(batch.words), K)) if settings["split_merge"] else None
+        theta, ndk, psi_theta = np.empty((S, K + 1)), np.empty((S, K)), np.empty((S, K))
+        resp, log_norm = np.empty((len(batch.words), K)), np.empty(len(batch.words))
         worker = []
-        for (_, pos), (at, share, seconds) in zip(shares, client.gather(tasks)):
-            theta[pos], ndk[pos] = share[0], share[1]
-            stats[at] += share[2]
-            entropy += share[3]
-            if resp is not None:
-                resp[_pairs_of(batch.ptr, pos)] = share[4]
+        for (_, pos), (share, seconds) in zip(shares, client.gather(tasks)):
+            pairs = _pairs_of(batch.ptr, pos)
+            theta[pos], ndk[pos], psi_theta[pos], resp[pairs], log_norm[pairs] = share
             worker.append(seconds)
-        return state.update(_Minibatch(batch, theta, ndk, stats, entropy, resp)), np.array(worker)
+        stats, entropy = reduce_estep(batch, elogphi, ndk, resp, log_norm, psi_theta)
+        local = _Minibatch(batch, theta, ndk, stats, entropy, resp if settings["split_merge"] else None)
+        return state.update(local), np.array(worker)
 
     @staticmethod
     def gather_into(state, parts, bounds):
@@ -544,8 +542,8 @@ def _da_estep(docs, rows, elogphi, vocab, alpha_beta, settings, theta, n_words):
     """``estep_documents`` on the documents ``rows`` of a partition (None: all
     of them), with the rows of ``elogphi`` (over the minibatch vocabulary
     ``vocab``) of their words and their warm-start ``theta`` (copied: a
-    recomputed task starts from the same numbers): (the positions of the
-    share's words in ``vocab``, the E-step's outputs, seconds)."""
+    recomputed task starts from the same numbers): ((theta, ndk, psi(theta'),
+    responsibilities, log normalisers), seconds)."""
     tick = time.perf_counter()
     if rows is None:
         whole = _with_documents(docs)
@@ -555,9 +553,9 @@ def _da_estep(docs, rows, elogphi, vocab, alpha_beta, settings, theta, n_words):
     share = _minibatch([piece], np.arange(len(piece[0])), n_words)
     where = np.full(n_words, -1, dtype=np.int64)
     where[vocab] = np.arange(len(vocab))
-    at = where[share.vocab]
-    local = estep_documents(share, elogphi[at], alpha_beta, settings, None if theta is None else theta.copy())
-    return at, local, time.perf_counter() - tick
+    theta, ndk, _, _, resp, log_norm, psi_theta = estep_documents(
+        share, elogphi[where[share.vocab]], alpha_beta, settings, None if theta is None else theta.copy(), norms=True)
+    return (theta, ndk, psi_theta, resp, log_norm), time.perf_counter() - tick
 
 
 def _pairs_of(ptr, pos):

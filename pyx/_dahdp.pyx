@@ -96,7 +96,7 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
 def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
           const double[:, ::1] elogphi, const double[::1] alpha_beta, double tol, int max_iter, bint warm,
           double[:, ::1] theta, double[:, ::1] ndk, double[:, ::1] stats, double[::1] entropy,
-          double[:, ::1] resp, int n_threads=1):
+          double[:, ::1] resp, int n_threads=1, double[::1] log_norm=None, double[:, ::1] psi_theta=None):
     """Per-document coordinate ascent on (r_j, theta_j) to convergence ([SM] eqs. 3-4).
 
     ::
@@ -130,6 +130,10 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     resp : (nnz, K) OUT when it has nnz rows (the responsibilities, pairs in
         CSR order); any other number of rows: not written
     n_threads : int
+    log_norm : (nnz,) OUT if given, L_jw of every pair
+    psi_theta : (S, K) OUT if given, psi(theta'_jk) of every document; with
+        ``resp`` these let a caller redo the reductions of ``stats`` and
+        ``entropy`` in the same order (``bnpcore.distributed``)
 
     Returns
     -------
@@ -153,6 +157,10 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
         raise ValueError("words, counts and ptr disagree")
     n_threads = max(1, n_threads)
     cdef bint keep = resp.shape[0] == nnz and resp.shape[1] == K
+    if (log_norm is not None and log_norm.shape[0] != nnz) or \
+            (psi_theta is not None and (psi_theta.shape[0] != S or psi_theta.shape[1] != K)):
+        raise ValueError("log_norm must have nnz entries and psi_theta shape (S, K)")
+    cdef bint norms = log_norm is not None
     cdef int64_t j, p, k, v, w_max = 0, start, stop, base, tid
     for j in range(S):
         w_max = max(w_max, ptr[j + 1] - ptr[j])
@@ -198,6 +206,8 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                     c = counts[p]
                     if not flags[p - base]:
                         L[p - base] = shift[v] + m + log(L[p - base])
+                    if norms:
+                        log_norm[p] = L[p - base]
                     for k in range(K):
                         x = c * rows[p - base, k]
                         stats[v, k] += x
@@ -205,6 +215,8 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                         if keep:
                             resp[p, k] = rows[p - base, k]
             start = stop
+    if psi_theta is not None and K > 0:
+        psi_theta[:, :] = ps
     return int(rounds_arr.sum())
 
 

@@ -220,25 +220,48 @@ class _Documents:
                                      - self._per_doc(self.cell_sum, self.coef, self.total)).sum()
 
 
-def estep_documents(batch, elogphi, alpha_beta, settings, theta=None):
+def estep_documents(batch, elogphi, alpha_beta, settings, theta=None, norms=False):
     """Eqs. 3-4 on the documents of ``batch`` (a ``Minibatch``) given the rows
     ``elogphi`` (len(batch.vocab), K) of E[log phi] and alpha beta*, warm-started
     from ``theta`` (S, K + 1; overwritten) if given: (theta, ndk, stats over
     ``batch.vocab``, entropy, the responsibilities when ``settings["split_merge"]``
-    keeps them, else None). Documents are independent given the globals, so the
-    documents of a minibatch may run in parts (``bnpcore.distributed``)."""
+    keeps them, else None). ``norms``: keep the responsibilities and also
+    return the log normaliser of every pair and psi(theta') of every document,
+    from which ``reduce_estep`` redoes stats and entropy bit for bit: documents
+    are independent given the globals, so a minibatch may run in parts
+    (``bnpcore.distributed``)."""
     S, K = batch.n_docs, elogphi.shape[1]
     warm = theta is not None
     theta = theta if warm else np.empty((S, K + 1))
     ndk = np.empty((S, K))
     stats = np.zeros((len(batch.vocab), K))
     entropy = np.zeros(K)
-    keep = settings["split_merge"]
+    keep = settings["split_merge"] or norms
     resp = np.empty((len(batch.words) if keep else 0, K))
+    log_norm, psi_theta = (np.empty(len(batch.words)), np.empty((S, K))) if norms else (None, None)
     _dahdp.estep(batch.ptr, batch.words, batch.counts, elogphi, alpha_beta, settings["estep_tol"],
-                 settings["estep_max_iter"], warm, theta, ndk, stats, entropy, resp, settings["n_threads"])
+                 settings["estep_max_iter"], warm, theta, ndk, stats, entropy, resp, settings["n_threads"],
+                 log_norm, psi_theta)
     entropy -= np.einsum("wk,wk->k", stats, elogphi)
-    return theta, ndk, stats, entropy, resp if keep else None
+    out = theta, ndk, stats, entropy, resp if keep else None
+    return out + (log_norm, psi_theta) if norms else out
+
+
+def reduce_estep(batch, elogphi, ndk, resp, log_norm, psi_theta):
+    """(stats, entropy) of ``estep_documents`` from the per-document outputs
+    of its ``norms``, summed in the kernel's order (documents in order; in a
+    document, -n_jk psi(theta'_jk), then its pairs' c r and c r L), so bit for bit."""
+    S, K = ndk.shape
+    x = batch.counts[:, None] * resp
+    stats = np.zeros((len(batch.vocab), K))
+    np.add.at(stats, batch.words, x)                  # pair by pair, in order
+    doc = np.repeat(np.arange(S), np.diff(batch.ptr))
+    terms = np.empty((S + len(doc), K))                # document j's row, then its pairs'
+    terms[np.arange(S) + batch.ptr[:-1]] = -(ndk * psi_theta)
+    terms[np.arange(len(doc)) + doc + 1] = x * log_norm[:, None]
+    entropy = np.add.accumulate(terms, axis=0)[-1] if len(terms) else np.zeros(K)
+    entropy -= np.einsum("wk,wk->k", stats, elogphi)
+    return stats, entropy
 
 
 class _Minibatch:
