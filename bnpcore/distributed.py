@@ -53,18 +53,20 @@ Supported (``SUPPORTED``):
   documents (the next minibatch, or all of them) as the local fit does and
   reads them itself (the moves need them), sends E[log phi] of their words
   (their vocabulary x K doubles) once, and every partition holding some of
-  them runs the E-step kernel on its share with one thread (batch: from the
-  share's theta rows of the previous iteration, sent by the client) and
-  returns its rows of theta and n_jk, its statistics and entropy, and with
-  ``split_merge`` its responsibilities. The client assembles them as the
-  local E-step's output and runs the rest of the iteration (merges, global
-  step, splits, hyperparameters, pruning: ``DAState.update``). Only the
-  E-step, the bulk of the time, runs on the workers; the client holds what
-  the local fit holds: the iteration's documents (batch: the corpus), theta
-  (batch: D x (K + 1) doubles) and with ``split_merge`` the responsibilities
-  (their pairs x K doubles). Every document's E-step is the local one's bit
-  for bit; the partitions' statistics and entropies are summed in another
-  order than the kernel's, so the fit equals the local one to 1e-10.
+  them runs the E-step kernel to convergence on its share with one thread
+  (batch: from the share's theta rows of the previous iteration, sent by the
+  client) and returns its rows of theta, n_jk and psi(theta') and its pairs'
+  responsibilities and log normalisers. The client puts them in the drawn
+  order, redoes the kernel's sums (statistics, entropy) in the kernel's
+  order (``reduce_estep``: one pass over the pairs, against the E-step's
+  many) and runs the rest of the iteration (merges, global step, splits,
+  hyperparameters, pruning: ``DAState.update``). Every document's E-step is
+  the local one's and the sums are added in the same order, so the fit
+  equals the local one bit for bit, for any number of partitions. The
+  E-step's rounds run on the workers, everything else on the client, which
+  holds what the local fit holds: the iteration's documents (batch: the
+  corpus), theta (batch: D x (K + 1) doubles) and the responsibilities of
+  the iteration's pairs (x K doubles; batch: every pair's).
 * the online estimators (``bnpcore.inference.online.OnlineEstimator``:
   ``hdp.TruncationFreeSVI``, ``hdp.OnlineVB``, ``mixture.TruncationFreeSVI``,
   ``mixture.StochasticVB``). The partitions hold the documents; per minibatch
@@ -696,7 +698,7 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         at most the number of documents). StandardVB: the fit equals
         ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly;
         the others equal their local fit for any ``n_partitions`` (bit for
-        bit; DirectAssignmentVB and the mean-field online ones to 1e-10).
+        bit; the mean-field online ones to 1e-10).
     checkpoint : str or path, optional
         Model file written every ``checkpoint_every`` iterations (online
         estimators: documents; DirectAssignmentVB: its iterations, which
