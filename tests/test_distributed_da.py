@@ -32,8 +32,9 @@ def make(mode, split_merge=True):
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
-            distributed.Client(cl) as c:
+    """A LocalCluster of 2 worker processes with one thread each (as tests/test_distributed.py)."""
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as c:
         yield c
 
 
