@@ -93,6 +93,27 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
             break
 
 
+cdef void add_document(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+                       const double[:, ::1] r, const double[::1] L, int64_t first, const double[:, ::1] ndk,
+                       const double[:, ::1] ps, double[:, ::1] stats, double[::1] entropy) noexcept nogil:
+    """Document j's terms of the E-step's sums, in their order: -n_jk psi(theta'_jk)
+    into the entropy, then pair by pair c r into the statistics and c r L into the
+    entropy; its pairs' responsibilities and log normalisers are the rows
+    ``first``.. of ``r`` and ``L``."""
+    cdef int64_t K = stats.shape[1], p, k, i, v
+    cdef double c, x
+    for k in range(K):
+        entropy[k] -= ndk[j, k] * ps[j, k]
+    for p in range(ptr[j], ptr[j + 1]):
+        i = first + p - ptr[j]
+        v = words[p]
+        c = counts[p]
+        for k in range(K):
+            x = c * r[i, k]
+            stats[v, k] += x
+            entropy[k] += x * L[i]
+
+
 def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
           const double[:, ::1] elogphi, const double[::1] alpha_beta, double tol, int max_iter, bint warm,
           double[:, ::1] theta, double[:, ::1] ndk, double[:, ::1] stats, double[::1] entropy,
@@ -177,7 +198,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     cdef double[::1] shift = shift_arr, L = L_arr
     cdef signed char[::1] flags = flags_arr
     cdef int64_t[::1] rounds = rounds_arr
-    cdef double m, x, c
+    cdef double m
     with nogil:
         for v in prange(V, num_threads=n_threads, schedule="static"):
             shift[v] = -INFINITY
@@ -200,24 +221,42 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                 m = -INFINITY
                 for k in range(K):
                     m = max(m, ps[j, k])
-                    entropy[k] -= ndk[j, k] * ps[j, k]
                 for p in range(ptr[j], ptr[j + 1]):
-                    v = words[p]
-                    c = counts[p]
                     if not flags[p - base]:
-                        L[p - base] = shift[v] + m + log(L[p - base])
+                        L[p - base] = shift[words[p]] + m + log(L[p - base])
                     if norms:
                         log_norm[p] = L[p - base]
-                    for k in range(K):
-                        x = c * rows[p - base, k]
-                        stats[v, k] += x
-                        entropy[k] += x * L[p - base]
-                        if keep:
+                    if keep:
+                        for k in range(K):
                             resp[p, k] = rows[p - base, k]
+                add_document(j, ptr, words, counts, rows, L, ptr[j] - base, ndk, ps, stats, entropy)
             start = stop
     if psi_theta is not None and K > 0:
         psi_theta[:, :] = ps
     return int(rounds_arr.sum())
+
+
+def reduce_sums(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
+                const double[:, ::1] resp, const double[::1] log_norm, const double[:, ::1] ndk,
+                const double[:, ::1] psi_theta, double[:, ::1] stats, double[::1] entropy):
+    """``stats`` and ``entropy`` of ``estep`` (added to) from its outputs ``resp``,
+    ``log_norm``, ``ndk`` and ``psi_theta``, summed in its order (documents in
+    order), so bit for bit: the documents' E-steps may run apart
+    (``bnpcore.distributed``) and be summed here.
+
+    Equivalent NumPy: ``np.add.at(stats, words, counts[:, None] * resp)``, and
+    for each document j in order ``entropy -= ndk[j] * psi_theta[j]``, then for
+    each of its pairs ``entropy += counts[p] * resp[p] * log_norm[p]``.
+    """
+    cdef int64_t S = ptr.shape[0] - 1, nnz = words.shape[0], K = stats.shape[1], j
+    if counts.shape[0] != nnz or ptr[S] != nnz or resp.shape[0] != nnz or log_norm.shape[0] != nnz:
+        raise ValueError("words, counts, resp, log_norm and ptr disagree")
+    if resp.shape[1] != K or ndk.shape[0] != S or ndk.shape[1] != K or psi_theta.shape[0] != S \
+            or psi_theta.shape[1] != K or entropy.shape[0] != K:
+        raise ValueError("resp must have shape (nnz, K), ndk and psi_theta (S, K), entropy (K,)")
+    with nogil:
+        for j in range(S):
+            add_document(j, ptr, words, counts, resp, log_norm, ptr[j], ndk, psi_theta, stats, entropy)
 
 
 def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,

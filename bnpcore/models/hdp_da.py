@@ -249,17 +249,10 @@ def estep_documents(batch, elogphi, alpha_beta, settings, theta=None, norms=Fals
 
 def reduce_estep(batch, elogphi, ndk, resp, log_norm, psi_theta):
     """(stats, entropy) of ``estep_documents`` from the per-document outputs
-    of its ``norms``, summed in the kernel's order (documents in order; in a
-    document, -n_jk psi(theta'_jk), then its pairs' c r and c r L), so bit for bit."""
+    of its ``norms``, summed in the kernel's order (``_dahdp.reduce_sums``), so bit for bit."""
     S, K = ndk.shape
-    x = batch.counts[:, None] * resp
-    stats = np.zeros((len(batch.vocab), K))
-    np.add.at(stats, batch.words, x)                  # pair by pair, in order
-    doc = np.repeat(np.arange(S), np.diff(batch.ptr))
-    terms = np.empty((S + len(doc), K))                # document j's row, then its pairs'
-    terms[np.arange(S) + batch.ptr[:-1]] = -(ndk * psi_theta)
-    terms[np.arange(len(doc)) + doc + 1] = x * log_norm[:, None]
-    entropy = np.add.accumulate(terms, axis=0)[-1] if len(terms) else np.zeros(K)
+    stats, entropy = np.zeros((len(batch.vocab), K)), np.zeros(K)
+    _dahdp.reduce_sums(batch.ptr, batch.words, batch.counts, resp, log_norm, ndk, psi_theta, stats, entropy)
     entropy -= np.einsum("wk,wk->k", stats, elogphi)
     return stats, entropy
 
