@@ -153,8 +153,8 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     n_threads : int
     log_norm : (nnz,) OUT if given, L_jw of every pair
     psi_theta : (S, K) OUT if given, psi(theta'_jk) of every document; with
-        ``resp`` these let a caller redo the reductions of ``stats`` and
-        ``entropy`` in the same order (``bnpcore.distributed``)
+        ``resp`` and ``ndk``, ``reduce_sums`` redoes ``stats`` and ``entropy``
+        from them bit for bit (``bnpcore.distributed``)
 
     Returns
     -------
