@@ -36,9 +36,11 @@ Supported (``SUPPORTED``):
 * ``hdp.PartiallyCollapsedGibbs`` (Terenin, Magnusson, Jonsson & Draper 2020,
   "Sparse parallel training of hierarchical Dirichlet process topic
   models"). Each partition keeps its topic labels; a sweep is three rounds
-  with ``PartiallyCollapsedHDPState.sweep``'s serial draws between them on
-  the client: the partitions return their table counts l_k (given alpha Psi),
-  the client draws the concentrations and the sticks; the partitions return
+  (and one per round of alpha's update) with ``PartiallyCollapsedHDPState.sweep``'s
+  serial draws between them on the client: the partitions return their table
+  counts l_k (given alpha Psi); per round of alpha's update they return their
+  sums of its auxiliary variables (exact integers) and the client draws
+  alpha; the client draws gamma and the sticks; the partitions return
   their largest candidate tail topic (given the tail of Psi), the client grows
   the topic slots and draws Phi; the partitions resample their labels (given
   Phi and alpha Psi, W x C and C doubles) and return the moves of n_wk and
@@ -154,7 +156,7 @@ def _documents(corpus, start, stop):
     """Documents [start, stop) as a partition holds them: their CSR arrays
     (``indptr`` from 0, ``indices``, ``counts``) for an in-memory corpus; for an
     opened on-disk corpus only ``on_disk``: (its directory, start, stop, the
-    fingerprint of those documents), which the worker reads (``_with_documents``)."""
+    fingerprint of those documents), which the worker reads (``_run_step``)."""
     span = _span(corpus, start, stop)
     if corpus._path is None:
         return _arrays(span)
@@ -205,26 +207,22 @@ def _opened(on_disk):
     return corpus
 
 
-def _with_documents(part):
-    """The partition with its documents' CSR arrays, read on this worker for an
-    on-disk partition (the pages released after the read)."""
-    if "on_disk" not in part:
-        return part
+def _run_step(task, part, *args, documents=True):
+    """``task`` on the partition, with its documents if ``documents``: (the new
+    partition, the task's output). An on-disk partition's documents are views
+    of the worker's mapping of the directory, its pages released after the
+    task (no copy), and not kept in the partition: the worker reads them again
+    when a task needs them."""
+    if not documents or "on_disk" not in part:
+        return task(part, *args)
     _, start, stop, _ = part["on_disk"]
     corpus = _opened(part["on_disk"])
-    new = dict(part, **_arrays(_span(corpus, start, stop)))
-    corpus._drop_pages()
-    return new
-
-
-def _run_step(task, part, *args):
-    """``task`` on the partition with its documents: (the new partition, the
-    task's output). An on-disk partition's documents are not kept in it: the
-    worker reads them again at the next iteration."""
-    new, out = task(_with_documents(part), *args)
-    if "on_disk" in part:
-        new = {key: value for key, value in new.items() if key not in ("indptr", "indices", "counts")}
-    return new, out
+    span = _span(corpus, start, stop)
+    try:
+        new, out = task(dict(part, indptr=span.indptr, indices=span.indices, counts=span.counts), *args)
+    finally:
+        corpus._drop_pages()
+    return {key: value for key, value in new.items() if key not in ("indptr", "indices", "counts")}, out
 
 
 def _identity(value):
@@ -275,6 +273,14 @@ def _pchdp_tables(part, ab, K, key, stream):
     l_k = np.zeros(K, dtype=np.int64)
     _pchdp.sample_tables(part["tok_ptr"], part["z"], ab, K, key, stream, l_k, 1, part["first_doc"])
     return part, (l_k, time.perf_counter() - tick)
+
+
+def _pchdp_alpha_auxiliary(part, alpha, key, stream):
+    """A round of ``PartiallyCollapsedHDPState.resample_alpha`` on a partition:
+    (the partition, (its sums of log w_j and s_j, seconds))."""
+    tick = time.perf_counter()
+    log_w, s = _pchdp.alpha_auxiliary(part["tok_ptr"], alpha, key, stream, 1, part["first_doc"])
+    return part, (log_w, s, time.perf_counter() - tick)
 
 
 def _pchdp_candidate(part, tail, key, stream):
@@ -410,7 +416,9 @@ class _PartiallyCollapsed:
 
     @staticmethod
     def iterate(state, parts, sampling):
+        tick = time.perf_counter()
         _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, state.phi, state.n_threads)
+        client = time.perf_counter() - tick
         stats = parts.step(_pc_step, state.phi, state.key, state.n_sweeps, sampling and state.doc_topic)
         for moves, _ in stats:          # integer sums: exact in any order
             state.nwk += moves
@@ -419,7 +427,7 @@ class _PartiallyCollapsed:
         if sampling:                    # _State.collect; the partitions add their n_jk
             state.sum_wk = state.sum_wk + state.nwk
             state.n_collected += 1
-        return {}, np.array([s[1] for s in stats])
+        return {"client_seconds": client}, np.array([s[1] for s in stats])
 
     @staticmethod
     def gather_into(state, parts, bounds):
@@ -434,9 +442,10 @@ class _PartiallyCollapsed:
 class _PartiallyCollapsedHDP:
     """``hdp.PartiallyCollapsedGibbs``: ``PartiallyCollapsedHDPState.sweep``
     with the labels on the workers, in three rounds: the partitions' table
-    counts, their largest candidate tail topic, their z-step; the serial draws
-    between the rounds (concentrations, sticks, the topic slots, Phi) on the
-    client, by the state's own methods."""
+    counts (then their sums of alpha's auxiliary variables, once per round of
+    its update), their largest candidate tail topic, their z-step; the serial
+    draws between the rounds (concentrations, sticks, the topic slots, Phi) on
+    the client, by the state's own methods."""
 
     @staticmethod
     def partition(state, start, stop):
@@ -449,20 +458,37 @@ class _PartiallyCollapsedHDP:
     @staticmethod
     def iterate(state, parts, sampling):
         t, K, key = state.n_sweeps, state.n_active, state.key
-        steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, 4 * t + 3)]
+        # the table counts and the candidates need the labels only, not the documents
+        steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, 4 * t + 3, documents=False)]
         l_k = np.sum([s[0] for s in steps[0]], axis=0)      # integer sums: exact in any order
-        tail = state.draw_sticks(l_k)
+        remote = 0.0
+
+        def auxiliary(alpha, stream):       # alpha's rounds: the partitions' exact integer sums
+            nonlocal remote
+            tick = time.perf_counter()
+            steps.append(parts.step(_pchdp_alpha_auxiliary, alpha, key, stream, documents=False))
+            remote += time.perf_counter() - tick
+            return sum(s[0] for s in steps[-1]), sum(s[1] for s in steps[-1])
+
+        tick = time.perf_counter()
+        tail = state.draw_sticks(l_k, auxiliary)
+        client = time.perf_counter() - tick - remote
         top = -1
         if tail.size:
-            steps.append(parts.step(_pchdp_candidate, tail, key, 4 * t + 2))
+            steps.append(parts.step(_pchdp_candidate, tail, key, 4 * t + 2, documents=False))
             top = max(s[0] for s in steps[-1])
+        tick = time.perf_counter()
         ab = state.draw_phi(K, tail, top)
+        client += time.perf_counter() - tick
         tail_weight = state.alpha * float(tail[-1]) if tail.size else 0.0
         steps.append(parts.step(_pchdp_z_step, state.phi, ab, K, tail_weight, tail, key, t))
         for moves, nk_moves, _ in steps[-1]:
             state.nwk += moves
             state.nk += nk_moves
-        return state.end_sweep(l_k), sum(np.array([s[-1] for s in step]) for step in steps)
+        tick = time.perf_counter()
+        record = state.end_sweep(l_k)
+        record["client_seconds"] = client + time.perf_counter() - tick
+        return record, sum(np.array([s[-1] for s in step]) for step in steps)
 
     @staticmethod
     def gather_into(state, parts, bounds):
@@ -486,12 +512,13 @@ class _Partitions:
         self.futures = [self.client.submit(_identity, self.plan.partition(self.state, b[p], b[p + 1]))
                         for p in range(len(b) - 1)]
 
-    def step(self, task, *args):
+    def step(self, task, *args, documents=True):
         """``task(partition, *args)`` on every partition (arrays in ``args`` sent
-        once); the partitions become the first items of the results, the
-        second items are gathered and returned."""
+        once; the documents read for an on-disk partition only if ``documents``);
+        the partitions become the first items of the results, the second items
+        are gathered and returned."""
         args = [self.client.submit(_identity, a) if isinstance(a, np.ndarray) else a for a in args]
-        steps = [self.client.submit(_run_step, task, part, *args) for part in self.futures]
+        steps = [self.client.submit(_run_step, task, part, *args, documents=documents) for part in self.futures]
         self.futures = [self.client.submit(operator.getitem, s, 0) for s in steps]
         return self.client.gather([self.client.submit(operator.getitem, s, 1) for s in steps])
 

@@ -217,6 +217,7 @@ class GibbsState(_State):
     doubles) for ``doc_topic_``."""
 
     _transient = _State._transient + ("tok_ptr",)
+    layout = 2          # 1 kept dense per-document counts n_jk; 2 rebuilds them from the labels
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, optimize=None, doc_topic=True):
         super().__init__(corpus, alpha, eta, optimize)
