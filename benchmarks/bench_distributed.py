@@ -21,7 +21,8 @@ back, the client's reduction) or minus the worker's local step (online:
 cutting the minibatch out of the partitions, shipping the K x W global state
 and the statistics). Every row runs the same iterations from the same seed.
 
-    python benchmarks/bench_distributed.py [--models svb cvb0 pc hdp-tfsvi dp-svb hdp-ovb] [--topics 20] [--iterations 20]
+    python benchmarks/bench_distributed.py [--models svb cvb0 pc hdp-tfsvi dp-svb hdp-ovb] [--topics 20]
+                                           [--iterations 20]
     python benchmarks/bench_distributed.py --synthetic 30000 --models svb pc     # a generated on-disk corpus
     python benchmarks/bench_distributed.py --bytes --models svb hdp-tfsvi      # bytes sent, in memory / on disk
 
