@@ -810,7 +810,9 @@ class CollapsedVB(_LDA):
         word-topic counts (and variances) and sees the other threads'
         updates only after the sweep, when the copies' changes are merged
         (document counts stay exact). The result then depends on the number
-        of threads (with one thread it is the sequential schedule). Default
+        of threads (with one thread it is the sequential schedule);
+        ``bnpcore.distributed.fit`` runs the same fit with the blocks on a
+        Dask cluster. Default
         "sequential": exact and the same on every machine, and the delayed
         schedule has not yet shown a gain: on KOS (K = 50, CVB0, 30 sweeps,
         a 2-cpu machine shared with other jobs) it took 9.4 s at 2 threads
