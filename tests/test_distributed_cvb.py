@@ -12,7 +12,7 @@ import pytest
 distributed = pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
 
 import bnpcore  # noqa: E402
-from bnpcore import datasets, lda  # noqa: E402
+from bnpcore import cli, datasets, lda  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
 from bnpcore.corpus import Corpus, write  # noqa: E402
 from bnpcore.models.lda import _RECOUNT_EVERY  # noqa: E402
@@ -114,3 +114,14 @@ def test_errors_name_what_runs(client, corpus):
         bnpdist.fit(cvb(2, optimize_hyperparameters=True), corpus, client)
     with pytest.raises(TypeError, match=r"lda\.CollapsedVB \(schedule='delayed'"):
         bnpdist.fit(lda.CollapsedGibbs(), corpus, client)
+
+
+def test_cli_scheduler(client, capsys):
+    """``--param schedule=delayed`` runs lda-cvb0 on the cluster; the default sequential schedule is refused."""
+    fit = ["fit", "--model", "lda-cvb0", "--data", "bars", "--iterations", "3", "--scheduler",
+           client.scheduler.address, "-q"]
+    assert cli.main(fit + ["--param", "schedule=delayed"]) == 0
+    assert "fitted in" in capsys.readouterr().out
+    assert cli.main(fit) == 2
+    assert "--scheduler cannot run model lda-cvb0: bnpcore.distributed runs CollapsedVB with schedule='delayed'" \
+        in capsys.readouterr().err
