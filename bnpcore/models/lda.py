@@ -433,6 +433,9 @@ class DelayedCVBState(SequentialState):
             np.sum(parts, axis=0, out=counts)
 
     def _recount(self):
+        # against one count over the whole corpus (SequentialState._recount), measured on KOS (K = 20, 2
+        # threads, after 12 sweeps): the word-topic and topic counts differ by <= 4e-15 relative (the
+        # document counts not at all); after 30 sweeps the topics by <= 2e-11 relative (CVB0), 2e-10 (CVB)
         c, b, var_dk = self.corpus, thread_blocks(self.corpus.n_docs, self.n_threads), self.var[0]
         blocks = []
         for start, stop in zip(b[:-1], b[1:]):
