@@ -2,29 +2,32 @@
 (1 and 2 threads) and by ``bnpcore.distributed.fit`` on a LocalCluster of 1
 and 2 worker processes (one thread each, one partition per worker).
 
-Models (``--models``): ``svb`` StandardVB (parallel schedule), ``pc`` the
-partially collapsed LDA sampler, ``hdp-tfsvi`` HDP TF-SVI, ``dp-svb`` the
-truncated DP mixture SVI and ``hdp-ovb`` the online HDP of Wang et al. (online:
-one iteration = one minibatch; the last two split each minibatch by partition).
+Models (``--models``): ``svb`` StandardVB (parallel schedule), ``cvb0``
+CollapsedVB (CVB0, delayed schedule), ``pc`` and ``pc-hdp`` the partially
+collapsed LDA and HDP samplers, ``hdp-tfsvi`` HDP TF-SVI, ``dp-svb`` the
+truncated DP mixture SVI and ``hdp-ovb`` the online HDP of Wang et al.
+(online: one iteration = one minibatch; the last two split each minibatch by
+partition).
 
 Prints seconds per iteration, the driver's time per iteration and the speed
 relative to the local single-threaded fit (and, for the clusters, relative to
 one worker), as medians over iterations 2..n (the first iteration, shown
 apart, also ships the partitions to the workers), and checks that every
 distributed fit equals the local fit (with as many threads as partitions for
-StandardVB; any for the others): bit for bit, or to 1e-10 where the client
-sums the partitions' shares of a minibatch. The driver's time ("driver") is
-the iteration's wall time minus the slowest partition's kernel time (batch:
-scheduling, shipping the broadcast out and the partial counts back, the
-client's reduction and global step) or minus the worker's local step (online:
-cutting the minibatch out of the partitions, shipping the K x W global state
-and the statistics). Of it, "client s" is the partially collapsed samplers'
-serial draws on the client (Phi; for the HDP also the concentrations and the
-sticks), steps the local fit runs serially too; "overhead" is the rest
-(scheduling, communication, reduction) as a share of the iteration. Every row
-runs the same iterations from the same seed.
+StandardVB and CollapsedVB; any for the others): bit for bit, or to 1e-10
+where the client sums the partitions' shares of a minibatch. The driver's
+time ("driver") is the iteration's wall time minus the slowest partition's
+kernel time (batch: scheduling, shipping the broadcast out and the partial
+counts back, the client's reduction and global step) or minus the worker's
+local step (online: cutting the minibatch out of the partitions, shipping the
+K x W global state and the statistics). Of it, "client s" is the partially
+collapsed samplers' serial draws on the client (Phi; for the HDP also the
+concentrations and the sticks), steps the local fit runs serially too;
+"overhead" is the rest (scheduling, communication, reduction) as a share of
+the iteration. Every row runs the same iterations from the same seed.
 
-    python benchmarks/bench_distributed.py [--models svb pc hdp-tfsvi dp-svb hdp-ovb] [--topics 20] [--iterations 20]
+    python benchmarks/bench_distributed.py [--models svb cvb0 pc hdp-tfsvi dp-svb hdp-ovb] [--topics 20]
+                                           [--iterations 20]
     python benchmarks/bench_distributed.py --synthetic 30000 --models svb pc     # a generated on-disk corpus
     python benchmarks/bench_distributed.py --bytes --models svb hdp-tfsvi      # bytes sent, in memory / on disk
     python benchmarks/bench_distributed.py --data DIR --models pc pc-hdp --no-doc-topic --iterations 8
@@ -58,6 +61,8 @@ def models(args):
     K, n, seed = args.topics, args.iterations, args.seed
     return {
         "svb": (lambda t: lda.StandardVB(n_components=K, max_iter=n, tol=None, random_state=seed, n_threads=t), True),
+        "cvb0": (lambda t: lda.CollapsedVB(n_components=K, order=0, max_iter=n, tol=None, schedule="delayed",
+                                           random_state=seed, n_threads=t), True),
         "pc": (lambda t: lda.PartiallyCollapsedGibbs(n_components=K, max_iter=n, burn_in=n // 2, random_state=seed,
                                                      n_threads=t, store_doc_topic=args.doc_topic), False),
         "pc-hdp": (lambda t: hdp.PartiallyCollapsedGibbs(max_iter=n, burn_in=n // 2, random_state=seed, n_threads=t,
@@ -83,7 +88,7 @@ def timing(est):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["svb", "pc", "hdp-tfsvi", "dp-svb", "hdp-ovb"])
+    ap.add_argument("--models", nargs="+", default=["svb", "cvb0", "pc", "hdp-tfsvi", "dp-svb", "hdp-ovb"])
     ap.add_argument("--topics", type=int, default=20)
     ap.add_argument("--iterations", type=int, default=20, help="of the batch models")
     ap.add_argument("--batch-size", type=int, default=256, help="of the online models (one epoch)")

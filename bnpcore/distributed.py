@@ -22,6 +22,20 @@ Supported (``SUPPORTED``):
   ``n_threads = n_partitions`` bit for bit (topics, proportions, delta); only
   the "documents" term of the recorded bound, a sum over D x K entries, is
   summed per partition and may differ from the local one in the last digits.
+* ``lda.CollapsedVB`` with the delayed schedule, CVB (``order=2``) and CVB0
+  (Asuncion, Welling, Smyth & Teh 2009, "On smoothing and inference for
+  topic models", section 5). Each partition keeps its rows of r and its
+  expected document-topic counts (and their variances for CVB); per
+  iteration the client broadcasts the word-topic and topic counts (and
+  their variances: K x W doubles, twice for CVB), every partition sweeps its
+  documents against its own copy of them with the estimator's kernel on one
+  thread and returns its copy, and the client merges the copies' changes in
+  partition order, as the threaded sweep merges its threads' copies. Every
+  tenth sweep the partitions instead recount their expected counts from r
+  and return their sums, which the client adds in partition order (the
+  threaded fit recounts block by block the same way). The partitions are
+  OpenMP's static chunks, so the fit equals the local one with
+  ``n_threads = n_partitions`` bit for bit (topics, proportions, delta).
 * ``lda.PartiallyCollapsedGibbs`` (Magnusson, Jonsson, Villani & Broman 2018,
   "Sparse partially collapsed MCMC for parallel inference in topic models").
   Each partition keeps its topic indicators z (and the sums of its n_jk
@@ -105,13 +119,15 @@ from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pchdp, _pclda
 from bnpcore.kernels.special import digamma
 from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
-from bnpcore.models.lda import StandardVB, svb_bound
+from bnpcore.models.lda import (_RECOUNT_EVERY, CollapsedVB, DelayedCVBState, StandardVB, block_counts,
+                                delayed_cvb_sweep, svb_bound, thread_blocks)
 from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
 
 __all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_bounds"]
 
 #: What the driver runs, as shown in errors.
 SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparameters=False)",
+             "bnpcore.lda.CollapsedVB (schedule='delayed', optimize_hyperparameters=False)",
              "bnpcore.lda.PartiallyCollapsedGibbs (optimize_hyperparameters=False)",
              "bnpcore.hdp.PartiallyCollapsedGibbs",
              "the online estimators bnpcore.hdp.TruncationFreeSVI, bnpcore.hdp.OnlineVB, "
@@ -131,7 +147,7 @@ def check_supported(estimator):
     """Raise a TypeError/ValueError naming what the driver runs unless it runs ``estimator``."""
     if isinstance(estimator, OnlineEstimator):
         return
-    if not isinstance(estimator, (StandardVB, PartiallyCollapsedGibbs, PartiallyCollapsedHDP)):
+    if not isinstance(estimator, (StandardVB, CollapsedVB, PartiallyCollapsedGibbs, PartiallyCollapsedHDP)):
         raise TypeError(f"bnpcore.distributed cannot fit {type(estimator).__name__}; it supports "
                         + "; ".join(SUPPORTED))
     name = type(estimator).__name__
@@ -141,15 +157,17 @@ def check_supported(estimator):
     if isinstance(estimator, StandardVB) and estimator.schedule != "parallel":
         raise ValueError(f"bnpcore.distributed runs StandardVB with schedule='parallel' only, "
                          f"got schedule={estimator.schedule!r}")
+    if isinstance(estimator, CollapsedVB) and estimator.schedule != "delayed":
+        raise ValueError(f"bnpcore.distributed runs CollapsedVB with schedule='delayed' only (the sequential "
+                         f"schedule updates the counts after every pair), got schedule={estimator.schedule!r}")
 
 
 def partition_bounds(n_docs, n_partitions):
     """First document of each partition and the end: OpenMP's static schedule
     (the first ``n_docs % P`` chunks one document longer), so partition p holds
-    the documents thread p sweeps in ``svb_parallel_step``."""
-    q, extra = divmod(n_docs, n_partitions)
-    sizes = [q + 1] * extra + [q] * (n_partitions - extra)
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    the documents thread p sweeps in ``svb_parallel_step`` and
+    ``cvb_parallel_sweep`` (``bnpcore.models.lda.thread_blocks``)."""
+    return thread_blocks(n_docs, n_partitions)
 
 
 def _documents(corpus, start, stop):
@@ -243,6 +261,22 @@ def _svb_step(part, log_word):
     documents = (gammaln(ndk + alpha) - gammaln(alpha)).sum()
     new = dict(part, r=r, ndk=ndk)
     return new, (nwk[0], delta, entropy, documents, time.perf_counter() - tick)
+
+
+def _cvb_step(part, recount, *shared):
+    """One delayed CVB / CVB0 sweep of a partition against its copy of the
+    broadcast ``shared`` counts (``DelayedCVBState._run`` for one block), then,
+    with ``recount``, its expected counts recomputed from r (one block of
+    ``DelayedCVBState._recount``): (new partition, (its copies after the sweep,
+    or with ``recount`` its counts, its delta, seconds))."""
+    tick = time.perf_counter()
+    r, vb_dk = part["r"].copy(), part["vb_dk"].copy()
+    var_dk = None if part["var_dk"] is None else part["var_dk"].copy()
+    docs = part["indptr"], part["indices"], part["counts"]
+    copies, (delta, _) = delayed_cvb_sweep(*docs, part["alpha"], part["eta"], part["mode"], r, vb_dk, var_dk,
+                                           shared, 1)
+    out = block_counts(*docs, r, vb_dk, var_dk, len(part["eta"])) if recount else [c[0] for c in copies]
+    return dict(part, r=r, vb_dk=vb_dk, var_dk=var_dk), (out, delta, time.perf_counter() - tick)
 
 
 def _pc_step(part, phi, key, sweep, collect):
@@ -362,15 +396,32 @@ def _gather_labels(labels, tok_ptr, parts, bounds):
         labels[tok_ptr[bounds[p]]:tok_ptr[bounds[p + 1]]] = part["z"]
 
 
+def _with_rows(state, start, stop, **per_document):
+    """A variational plan's partition: its documents, alpha, its pairs' rows of
+    the responsibilities r and its rows of the ``per_document`` arrays."""
+    c = state.corpus
+    lo, hi = c.indptr[start], c.indptr[stop]
+    rows = {name: None if a is None else a[start:stop] for name, a in per_document.items()}
+    return dict(_documents(c, start, stop), alpha=state.alpha, r=state.r[lo:hi], **rows)
+
+
+def _gather_rows(state, parts, bounds, **per_document):
+    """Copy the partitions' rows of r and of the ``per_document`` arrays into the client's arrays."""
+    indptr = state.corpus.indptr
+    for p, part in enumerate(parts):
+        state.r[indptr[bounds[p]]:indptr[bounds[p + 1]]] = part["r"]
+        for name, a in per_document.items():
+            if a is not None:
+                a[bounds[p]:bounds[p + 1]] = part[name]
+
+
 class _SVB:
     """``lda.StandardVB``, parallel schedule: ``ParallelSVBState.sweep`` with the
     documents on the workers."""
 
     @staticmethod
     def partition(state, start, stop):
-        c = state.corpus
-        lo, hi = c.indptr[start], c.indptr[stop]
-        return dict(_documents(c, start, stop), alpha=state.alpha, r=state.r[lo:hi], ndk=state.ndk[start:stop])
+        return _with_rows(state, start, stop, ndk=state.ndk)
 
     @staticmethod
     def prepare(state, n_partitions):
@@ -394,10 +445,48 @@ class _SVB:
 
     @staticmethod
     def gather_into(state, parts, bounds):
-        indptr = state.corpus.indptr
-        for p, part in enumerate(parts):
-            state.r[indptr[bounds[p]]:indptr[bounds[p + 1]]] = part["r"]
-            state.ndk[bounds[p]:bounds[p + 1]] = part["ndk"]
+        _gather_rows(state, parts, bounds, ndk=state.ndk)
+
+
+class _CollapsedVB:
+    """``lda.CollapsedVB``, delayed schedule: ``DelayedCVBState.sweep`` with the
+    documents (and their rows of r and of the document counts) on the workers,
+    one block per partition."""
+
+    @staticmethod
+    def partition(state, start, stop):
+        return dict(_with_rows(state, start, stop, vb_dk=state.vb_dk, var_dk=state.var[0]), eta=state.eta,
+                    mode=state.mode)
+
+    @staticmethod
+    def prepare(state, n_partitions):
+        """The state of the local fit with ``n_threads = n_partitions`` (what a
+        local resume of a checkpoint continues with): a delayed state with that
+        many blocks, a new one counted in those blocks (as its ``__init__``)."""
+        if not isinstance(state, DelayedCVBState):      # one thread's SequentialState: the same attributes
+            state.__class__ = DelayedCVBState
+        state.n_threads = n_partitions
+        if state.n_sweeps == 0:
+            state._recount()
+
+    @staticmethod
+    def iterate(state, parts, sampling):
+        """``SequentialState.sweep``: one sweep, merged (or recounted) by the state's own methods in partition order."""
+        recount = (state.n_sweeps + 1) % _RECOUNT_EVERY == 0
+        stats = parts.step(_cvb_step, recount, *state.shared())
+        if recount:     # the recount overwrites every shared count: the sweep's merge is not needed
+            state.set_counts([s[0] for s in stats])
+        else:
+            state.merge([np.stack(copies) for copies in zip(*(s[0] for s in stats))])
+        state.n_sweeps += 1
+        delta = 0.0
+        for s in stats:     # cvb_parallel_sweep's sum over its threads
+            delta += s[1]
+        return {"delta": delta / max(state.n_vb_tokens, 1)}, np.array([s[2] for s in stats])
+
+    @staticmethod
+    def gather_into(state, parts, bounds):
+        _gather_rows(state, parts, bounds, vb_dk=state.vb_dk, var_dk=state.var[0])
 
 
 class _PartiallyCollapsed:
@@ -495,7 +584,7 @@ class _PartiallyCollapsedHDP:
         _gather_labels(state.labels, state.tok_ptr, parts, bounds)
 
 
-_PLANS = ((StandardVB, _SVB), (PartiallyCollapsedGibbs, _PartiallyCollapsed),
+_PLANS = ((StandardVB, _SVB), (CollapsedVB, _CollapsedVB), (PartiallyCollapsedGibbs, _PartiallyCollapsed),
           (PartiallyCollapsedHDP, _PartiallyCollapsedHDP))
 
 
@@ -609,8 +698,9 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
     Parameters
     ----------
     estimator : one of ``SUPPORTED``
-        ``lda.StandardVB`` with ``schedule="parallel"`` (its ``n_threads`` is
-        not used: each partition runs on one worker thread),
+        ``lda.StandardVB`` with ``schedule="parallel"`` or
+        ``lda.CollapsedVB`` with ``schedule="delayed"`` (their ``n_threads``
+        is not used: each partition runs on one worker thread),
         ``lda.PartiallyCollapsedGibbs`` or ``hdp.PartiallyCollapsedGibbs``
         (its ``n_threads`` draws Phi on the client), or an online estimator
         (its ``n_threads`` runs the local step on the worker). Other
@@ -623,8 +713,9 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         and closed after.
     n_partitions : int, optional
         Contiguous document partitions (default: the cluster's worker threads;
-        at most the number of documents). StandardVB: the fit equals
-        ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly;
+        at most the number of documents). StandardVB and CollapsedVB: the
+        fit equals ``estimator.set_params(n_threads=n_partitions).fit(corpus)``
+        exactly;
         the others equal their local fit for any ``n_partitions`` (bit for
         bit; the mean-field online ones to 1e-10).
     checkpoint : str or path, optional
