@@ -2,28 +2,36 @@
 (1 and 2 threads) and by ``bnpcore.distributed.fit`` on a LocalCluster of 1
 and 2 worker processes (one thread each, one partition per worker).
 
-Models (``--models``): ``svb`` StandardVB (parallel schedule), ``pc`` the
-partially collapsed LDA sampler, ``hdp-tfsvi`` HDP TF-SVI, ``dp-svb`` the
+Models (``--models``): ``svb`` StandardVB (parallel schedule), ``cvb0``
+CollapsedVB (CVB0, delayed schedule), ``pc`` and ``pc-hdp`` the partially
+collapsed LDA and HDP samplers, ``hdp-tfsvi`` HDP TF-SVI, ``dp-svb`` the
 truncated DP mixture SVI, ``hdp-ovb`` the online HDP of Wang et al., ``da-online``
 and ``da-batch`` the direct-assignment HDP of Bryant & Sudderth with split-merge
 moves, online and batch (online: one iteration = one minibatch; all but the
 truncation-free one split each minibatch by partition, the E-step on the workers).
 
-Prints seconds per iteration, the driver's overhead per iteration and the
-speed relative to the local single-threaded fit, as medians over iterations
-2..n (the first iteration, shown apart, also ships the partitions to the
-workers), and checks that every distributed fit equals the local fit (with as
-many threads as partitions for StandardVB; any for the others): bit for bit,
-or to 1e-10 where the client sums the partitions' shares of a minibatch. The driver's
-overhead is the iteration's wall time minus the slowest partition's kernel
-time (batch: scheduling, shipping the broadcast out and the partial counts
-back, the client's reduction) or minus the worker's local step (online:
-cutting the minibatch out of the partitions, shipping the K x W global state
-and the statistics). Every row runs the same iterations from the same seed.
+Prints seconds per iteration, the driver's time per iteration and the speed
+relative to the local single-threaded fit (and, for the clusters, relative to
+one worker), as medians over iterations 2..n (the first iteration, shown
+apart, also ships the partitions to the workers), and checks that every
+distributed fit equals the local fit (with as many threads as partitions for
+StandardVB and CollapsedVB; any for the others): bit for bit, or to 1e-10
+where the client sums the partitions' shares of a minibatch. The driver's
+time ("driver") is the iteration's wall time minus the slowest partition's
+kernel time (batch: scheduling, shipping the broadcast out and the partial
+counts back, the client's reduction and global step) or minus the worker's
+local step (online: cutting the minibatch out of the partitions, shipping the
+K x W global state and the statistics). Of it, "client s" is the partially
+collapsed samplers' serial draws on the client (Phi; for the HDP also the
+concentrations and the sticks), steps the local fit runs serially too;
+"overhead" is the rest (scheduling, communication, reduction) as a share of
+the iteration. Every row runs the same iterations from the same seed.
 
-    python benchmarks/bench_distributed.py [--models svb pc hdp-tfsvi dp-svb hdp-ovb] [--topics 20] [--iterations 20]
+    python benchmarks/bench_distributed.py [--models svb cvb0 pc hdp-tfsvi dp-svb hdp-ovb] [--topics 20]
+                                           [--iterations 20]
     python benchmarks/bench_distributed.py --synthetic 30000 --models svb pc     # a generated on-disk corpus
     python benchmarks/bench_distributed.py --bytes --models svb hdp-tfsvi      # bytes sent, in memory / on disk
+    python benchmarks/bench_distributed.py --data DIR --models pc pc-hdp --no-doc-topic --iterations 8
 
 ``--bytes`` measures instead what the client sends: each model fitted on a
 LocalCluster of 2 workers to the corpus in memory and to the same corpus
@@ -54,8 +62,12 @@ def models(args):
     K, n, seed = args.topics, args.iterations, args.seed
     return {
         "svb": (lambda t: lda.StandardVB(n_components=K, max_iter=n, tol=None, random_state=seed, n_threads=t), True),
+        "cvb0": (lambda t: lda.CollapsedVB(n_components=K, order=0, max_iter=n, tol=None, schedule="delayed",
+                                           random_state=seed, n_threads=t), True),
         "pc": (lambda t: lda.PartiallyCollapsedGibbs(n_components=K, max_iter=n, burn_in=n // 2, random_state=seed,
-                                                     n_threads=t), False),
+                                                     n_threads=t, store_doc_topic=args.doc_topic), False),
+        "pc-hdp": (lambda t: hdp.PartiallyCollapsedGibbs(max_iter=n, burn_in=n // 2, random_state=seed, n_threads=t,
+                                                         store_doc_topic=args.doc_topic), False),
         "hdp-tfsvi": (lambda t: hdp.TruncationFreeSVI(batch_size=args.batch_size, random_state=seed, n_threads=t),
                       False),
         "dp-svb": (lambda t: mixture.StochasticVB(n_components=K, batch_size=args.batch_size, random_state=seed,
@@ -74,21 +86,28 @@ def timing(est):
     # medians over iterations 2..n: the first iteration of a distributed fit also ships the partitions
     per_it = np.median(np.diff([h["fit_seconds"] for h in hist]))
     driver = np.median([h["driver_seconds"] for h in hist[1:]]) if "driver_seconds" in hist[0] else float("nan")
-    return per_it, driver, hist[0]["fit_seconds"]
+    # the samplers' serial draws on the client (part of driver_seconds; the local fit runs them too)
+    client = np.median([h["client_seconds"] for h in hist[1:]]) if "client_seconds" in hist[0] else 0.0
+    return per_it, driver, client, hist[0]["fit_seconds"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["svb", "pc", "hdp-tfsvi", "dp-svb", "hdp-ovb"])
+    ap.add_argument("--models", nargs="+", default=["svb", "cvb0", "pc", "hdp-tfsvi", "dp-svb", "hdp-ovb"])
     ap.add_argument("--topics", type=int, default=20)
     ap.add_argument("--iterations", type=int, default=20, help="of the batch models")
     ap.add_argument("--batch-size", type=int, default=256, help="of the online models (one epoch)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--synthetic", type=int, metavar="N", help="N generated documents instead of KOS")
+    ap.add_argument("--data", metavar="DIR", help="an on-disk corpus (bnpcore.corpus.write) instead of KOS")
+    ap.add_argument("--no-doc-topic", dest="doc_topic", action="store_false",
+                    help="fit the samplers with store_doc_topic=False (large corpora)")
     ap.add_argument("--bytes", action="store_true", help="measure the bytes the client sends per iteration")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        if args.synthetic:
+        if args.data:
+            corpus, name = Corpus.open(args.data), f"{args.data} (on disk)"
+        elif args.synthetic:
             datasets.write_synthetic(f"{tmp}/corpus", args.synthetic, random_state=args.seed)
             corpus, name = Corpus.open(f"{tmp}/corpus"), "synthetic (on disk)"
         else:
@@ -139,24 +158,29 @@ def compare(args, corpus, name):
                 Client(cl) as client:
             for name in args.models:
                 fits[name, "dask", workers] = distributed.fit(table[name][0](1), corpus, client)
-    print(f"{'model':<10} {'run':<24} {'s/iteration':>12} {'driver s/it':>12} {'driver %':>9} {'speed':>7} "
-          f"{'1st it s':>9}  equals local")
+    print(f"{'model':<10} {'run':<24} {'s/iteration':>12} {'driver s/it':>12} {'driver %':>9} {'client s':>9} "
+          f"{'overhead':>9} {'speed':>7} {'1st it s':>9} {'/1 worker':>9}  equals local")
     for name in args.models:
-        base = timing(fits[name, "local", 1])[0]
+        base, one_worker = timing(fits[name, "local", 1])[0], timing(fits[name, "dask", 1])[0]
         for kind, n in ((k, n) for k in ("local", "dask") for n in (1, 2)):
-            per_it, driver, first = timing(fits[name, kind, n])
+            per_it, driver, client, first = timing(fits[name, kind, n])
             label = f"local, n_threads={n}" if kind == "local" else f"LocalCluster, {n} worker(s)"
             same = ""
             if kind == "dask":
                 twin = fits[name, "local", n if table[name][1] else 1]
-                mine, theirs = fits[name, kind, n].components_, twin.components_
+                topics = "components_" if hasattr(twin, "components_") else "topics_"     # the HDP samplers
+                mine, theirs = getattr(fits[name, kind, n], topics), getattr(twin, topics)
                 same = ("yes" if np.array_equal(mine, theirs) else
                         "to 1e-10" if mine.shape == theirs.shape and np.allclose(mine, theirs, rtol=1e-10, atol=0)
                         else "NO")
-            share = f"{100 * driver / per_it:8.1f}%" if np.isfinite(driver) else f"{'':>9}"
-            driver_text = f"{driver:12.4f}" if np.isfinite(driver) else f"{'':>12}"
-            print(f"{name:<10} {label:<24} {per_it:12.4f} {driver_text} {share} {base / per_it:6.2f}x {first:9.3f}"
-                  f"  {same}")
+            if np.isfinite(driver):
+                driver_text = (f"{driver:12.4f} {100 * driver / per_it:8.1f}% {client:9.4f} "
+                               f"{100 * (driver - client) / per_it:8.1f}%")
+            else:
+                driver_text = f"{'':>42}"
+            scaling = f"{one_worker / per_it:8.2f}x" if kind == "dask" else f"{'':>9}"
+            print(f"{name:<10} {label:<24} {per_it:12.4f} {driver_text} {base / per_it:6.2f}x {first:9.3f}"
+                  f" {scaling}  {same}")
 
 
 if __name__ == "__main__":

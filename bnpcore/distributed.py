@@ -22,6 +22,20 @@ Supported (``SUPPORTED``):
   ``n_threads = n_partitions`` bit for bit (topics, proportions, delta); only
   the "documents" term of the recorded bound, a sum over D x K entries, is
   summed per partition and may differ from the local one in the last digits.
+* ``lda.CollapsedVB`` with the delayed schedule, CVB (``order=2``) and CVB0
+  (Asuncion, Welling, Smyth & Teh 2009, "On smoothing and inference for
+  topic models", section 5). Each partition keeps its rows of r and its
+  expected document-topic counts (and their variances for CVB); per
+  iteration the client broadcasts the word-topic and topic counts (and
+  their variances: K x W doubles, twice for CVB), every partition sweeps its
+  documents against its own copy of them with the estimator's kernel on one
+  thread and returns its copy, and the client merges the copies' changes in
+  partition order, as the threaded sweep merges its threads' copies. Every
+  tenth sweep the partitions instead recount their expected counts from r
+  and return their sums, which the client adds in partition order (the
+  threaded fit recounts block by block the same way). The partitions are
+  OpenMP's static chunks, so the fit equals the local one with
+  ``n_threads = n_partitions`` bit for bit (topics, proportions, delta).
 * ``lda.PartiallyCollapsedGibbs`` (Magnusson, Jonsson, Villani & Broman 2018,
   "Sparse partially collapsed MCMC for parallel inference in topic models").
   Each partition keeps its topic indicators z (and the sums of its n_jk
@@ -36,9 +50,11 @@ Supported (``SUPPORTED``):
 * ``hdp.PartiallyCollapsedGibbs`` (Terenin, Magnusson, Jonsson & Draper 2020,
   "Sparse parallel training of hierarchical Dirichlet process topic
   models"). Each partition keeps its topic labels; a sweep is three rounds
-  with ``PartiallyCollapsedHDPState.sweep``'s serial draws between them on
-  the client: the partitions return their table counts l_k (given alpha Psi),
-  the client draws the concentrations and the sticks; the partitions return
+  (and one per round of alpha's update) with ``PartiallyCollapsedHDPState.sweep``'s
+  serial draws between them on the client: the partitions return their table
+  counts l_k (given alpha Psi); per round of alpha's update they return their
+  sums of its auxiliary variables (exact integers) and the client draws
+  alpha; the client draws gamma and the sticks; the partitions return
   their largest candidate tail topic (given the tail of Psi), the client grows
   the topic slots and draws Phi; the partitions resample their labels (given
   Phi and alpha Psi, W x C and C doubles) and return the moves of n_wk and
@@ -126,13 +142,15 @@ from bnpcore.kernels import _lda, _pchdp, _pclda
 from bnpcore.kernels.special import digamma
 from bnpcore.models.hdp_da import DirectAssignmentVB, _Minibatch, estep_documents, reduce_estep
 from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
-from bnpcore.models.lda import StandardVB, svb_bound
+from bnpcore.models.lda import (_RECOUNT_EVERY, CollapsedVB, DelayedCVBState, StandardVB, block_counts,
+                                delayed_cvb_sweep, svb_bound, thread_blocks)
 from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
 
 __all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_bounds"]
 
 #: What the driver runs, as shown in errors.
 SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparameters=False)",
+             "bnpcore.lda.CollapsedVB (schedule='delayed', optimize_hyperparameters=False)",
              "bnpcore.lda.PartiallyCollapsedGibbs (optimize_hyperparameters=False)",
              "bnpcore.hdp.PartiallyCollapsedGibbs",
              "bnpcore.hdp.DirectAssignmentVB (mode='online' or 'batch')",
@@ -153,7 +171,8 @@ def check_supported(estimator):
     """Raise a TypeError/ValueError naming what the driver runs unless it runs ``estimator``."""
     if isinstance(estimator, OnlineEstimator):
         return
-    if not isinstance(estimator, (StandardVB, PartiallyCollapsedGibbs, PartiallyCollapsedHDP, DirectAssignmentVB)):
+    if not isinstance(estimator, (StandardVB, CollapsedVB, PartiallyCollapsedGibbs, PartiallyCollapsedHDP,
+                                  DirectAssignmentVB)):
         raise TypeError(f"bnpcore.distributed cannot fit {type(estimator).__name__}; it supports "
                         + "; ".join(SUPPORTED))
     name = type(estimator).__name__
@@ -163,22 +182,24 @@ def check_supported(estimator):
     if isinstance(estimator, StandardVB) and estimator.schedule != "parallel":
         raise ValueError(f"bnpcore.distributed runs StandardVB with schedule='parallel' only, "
                          f"got schedule={estimator.schedule!r}")
+    if isinstance(estimator, CollapsedVB) and estimator.schedule != "delayed":
+        raise ValueError(f"bnpcore.distributed runs CollapsedVB with schedule='delayed' only (the sequential "
+                         f"schedule updates the counts after every pair), got schedule={estimator.schedule!r}")
 
 
 def partition_bounds(n_docs, n_partitions):
     """First document of each partition and the end: OpenMP's static schedule
     (the first ``n_docs % P`` chunks one document longer), so partition p holds
-    the documents thread p sweeps in ``svb_parallel_step``."""
-    q, extra = divmod(n_docs, n_partitions)
-    sizes = [q + 1] * extra + [q] * (n_partitions - extra)
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    the documents thread p sweeps in ``svb_parallel_step`` and
+    ``cvb_parallel_sweep`` (``bnpcore.models.lda.thread_blocks``)."""
+    return thread_blocks(n_docs, n_partitions)
 
 
 def _documents(corpus, start, stop):
     """Documents [start, stop) as a partition holds them: their CSR arrays
     (``indptr`` from 0, ``indices``, ``counts``) for an in-memory corpus; for an
     opened on-disk corpus only ``on_disk``: (its directory, start, stop, the
-    fingerprint of those documents), which the worker reads (``_with_documents``)."""
+    fingerprint of those documents), which the worker reads (``_run_step``)."""
     span = _span(corpus, start, stop)
     if corpus._path is None:
         return _arrays(span)
@@ -229,26 +250,22 @@ def _opened(on_disk):
     return corpus
 
 
-def _with_documents(part):
-    """The partition with its documents' CSR arrays, read on this worker for an
-    on-disk partition (the pages released after the read)."""
-    if "on_disk" not in part:
-        return part
+def _run_step(task, part, *args, documents=True):
+    """``task`` on the partition, with its documents if ``documents``: (the new
+    partition, the task's output). An on-disk partition's documents are views
+    of the worker's mapping of the directory, its pages released after the
+    task (no copy), and not kept in the partition: the worker reads them again
+    when a task needs them."""
+    if not documents or "on_disk" not in part:
+        return task(part, *args)
     _, start, stop, _ = part["on_disk"]
     corpus = _opened(part["on_disk"])
-    new = dict(part, **_arrays(_span(corpus, start, stop)))
-    corpus._drop_pages()
-    return new
-
-
-def _run_step(task, part, *args):
-    """``task`` on the partition with its documents: (the new partition, the
-    task's output). An on-disk partition's documents are not kept in it: the
-    worker reads them again at the next iteration."""
-    new, out = task(_with_documents(part), *args)
-    if "on_disk" in part:
-        new = {key: value for key, value in new.items() if key not in ("indptr", "indices", "counts")}
-    return new, out
+    span = _span(corpus, start, stop)
+    try:
+        new, out = task(dict(part, indptr=span.indptr, indices=span.indices, counts=span.counts), *args)
+    finally:
+        corpus._drop_pages()
+    return {key: value for key, value in new.items() if key not in ("indptr", "indices", "counts")}, out
 
 
 def _identity(value):
@@ -269,6 +286,22 @@ def _svb_step(part, log_word):
     documents = (gammaln(ndk + alpha) - gammaln(alpha)).sum()
     new = dict(part, r=r, ndk=ndk)
     return new, (nwk[0], delta, entropy, documents, time.perf_counter() - tick)
+
+
+def _cvb_step(part, recount, *shared):
+    """One delayed CVB / CVB0 sweep of a partition against its copy of the
+    broadcast ``shared`` counts (``DelayedCVBState._run`` for one block), then,
+    with ``recount``, its expected counts recomputed from r (one block of
+    ``DelayedCVBState._recount``): (new partition, (its copies after the sweep,
+    or with ``recount`` its counts, its delta, seconds))."""
+    tick = time.perf_counter()
+    r, vb_dk = part["r"].copy(), part["vb_dk"].copy()
+    var_dk = None if part["var_dk"] is None else part["var_dk"].copy()
+    docs = part["indptr"], part["indices"], part["counts"]
+    copies, (delta, _) = delayed_cvb_sweep(*docs, part["alpha"], part["eta"], part["mode"], r, vb_dk, var_dk,
+                                           shared, 1)
+    out = block_counts(*docs, r, vb_dk, var_dk, len(part["eta"])) if recount else [c[0] for c in copies]
+    return dict(part, r=r, vb_dk=vb_dk, var_dk=var_dk), (out, delta, time.perf_counter() - tick)
 
 
 def _pc_step(part, phi, key, sweep, collect):
@@ -299,6 +332,14 @@ def _pchdp_tables(part, ab, K, key, stream):
     l_k = np.zeros(K, dtype=np.int64)
     _pchdp.sample_tables(part["tok_ptr"], part["z"], ab, K, key, stream, l_k, 1, part["first_doc"])
     return part, (l_k, time.perf_counter() - tick)
+
+
+def _pchdp_alpha_auxiliary(part, alpha, key, stream):
+    """A round of ``PartiallyCollapsedHDPState.resample_alpha`` on a partition:
+    (the partition, (its sums of log w_j and s_j, seconds))."""
+    tick = time.perf_counter()
+    log_w, s = _pchdp.alpha_auxiliary(part["tok_ptr"], alpha, key, stream, 1, part["first_doc"])
+    return part, (log_w, s, time.perf_counter() - tick)
 
 
 def _pchdp_candidate(part, tail, key, stream):
@@ -380,15 +421,32 @@ def _gather_labels(labels, tok_ptr, parts, bounds):
         labels[tok_ptr[bounds[p]]:tok_ptr[bounds[p + 1]]] = part["z"]
 
 
+def _with_rows(state, start, stop, **per_document):
+    """A variational plan's partition: its documents, alpha, its pairs' rows of
+    the responsibilities r and its rows of the ``per_document`` arrays."""
+    c = state.corpus
+    lo, hi = c.indptr[start], c.indptr[stop]
+    rows = {name: None if a is None else a[start:stop] for name, a in per_document.items()}
+    return dict(_documents(c, start, stop), alpha=state.alpha, r=state.r[lo:hi], **rows)
+
+
+def _gather_rows(state, parts, bounds, **per_document):
+    """Copy the partitions' rows of r and of the ``per_document`` arrays into the client's arrays."""
+    indptr = state.corpus.indptr
+    for p, part in enumerate(parts):
+        state.r[indptr[bounds[p]]:indptr[bounds[p + 1]]] = part["r"]
+        for name, a in per_document.items():
+            if a is not None:
+                a[bounds[p]:bounds[p + 1]] = part[name]
+
+
 class _SVB:
     """``lda.StandardVB``, parallel schedule: ``ParallelSVBState.sweep`` with the
     documents on the workers."""
 
     @staticmethod
     def partition(state, start, stop):
-        c = state.corpus
-        lo, hi = c.indptr[start], c.indptr[stop]
-        return dict(_documents(c, start, stop), alpha=state.alpha, r=state.r[lo:hi], ndk=state.ndk[start:stop])
+        return _with_rows(state, start, stop, ndk=state.ndk)
 
     @staticmethod
     def prepare(state, n_partitions):
@@ -412,10 +470,48 @@ class _SVB:
 
     @staticmethod
     def gather_into(state, parts, bounds):
-        indptr = state.corpus.indptr
-        for p, part in enumerate(parts):
-            state.r[indptr[bounds[p]]:indptr[bounds[p + 1]]] = part["r"]
-            state.ndk[bounds[p]:bounds[p + 1]] = part["ndk"]
+        _gather_rows(state, parts, bounds, ndk=state.ndk)
+
+
+class _CollapsedVB:
+    """``lda.CollapsedVB``, delayed schedule: ``DelayedCVBState.sweep`` with the
+    documents (and their rows of r and of the document counts) on the workers,
+    one block per partition."""
+
+    @staticmethod
+    def partition(state, start, stop):
+        return dict(_with_rows(state, start, stop, vb_dk=state.vb_dk, var_dk=state.var[0]), eta=state.eta,
+                    mode=state.mode)
+
+    @staticmethod
+    def prepare(state, n_partitions):
+        """The state of the local fit with ``n_threads = n_partitions`` (what a
+        local resume of a checkpoint continues with): a delayed state with that
+        many blocks, a new one counted in those blocks (as its ``__init__``)."""
+        if not isinstance(state, DelayedCVBState):      # one thread's SequentialState: the same attributes
+            state.__class__ = DelayedCVBState
+        state.n_threads = n_partitions
+        if state.n_sweeps == 0:
+            state._recount()
+
+    @staticmethod
+    def iterate(state, parts, sampling):
+        """``SequentialState.sweep``: one sweep, merged (or recounted) by the state's own methods in partition order."""
+        recount = (state.n_sweeps + 1) % _RECOUNT_EVERY == 0
+        stats = parts.step(_cvb_step, recount, *state.shared())
+        if recount:     # the recount overwrites every shared count: the sweep's merge is not needed
+            state.set_counts([s[0] for s in stats])
+        else:
+            state.merge([np.stack(copies) for copies in zip(*(s[0] for s in stats))])
+        state.n_sweeps += 1
+        delta = 0.0
+        for s in stats:     # cvb_parallel_sweep's sum over its threads
+            delta += s[1]
+        return {"delta": delta / max(state.n_vb_tokens, 1)}, np.array([s[2] for s in stats])
+
+    @staticmethod
+    def gather_into(state, parts, bounds):
+        _gather_rows(state, parts, bounds, vb_dk=state.vb_dk, var_dk=state.var[0])
 
 
 class _PartiallyCollapsed:
@@ -434,7 +530,9 @@ class _PartiallyCollapsed:
 
     @staticmethod
     def iterate(state, parts, sampling):
+        tick = time.perf_counter()
         _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, state.phi, state.n_threads)
+        client = time.perf_counter() - tick
         stats = parts.step(_pc_step, state.phi, state.key, state.n_sweeps, sampling and state.doc_topic)
         for moves, _ in stats:          # integer sums: exact in any order
             state.nwk += moves
@@ -443,7 +541,7 @@ class _PartiallyCollapsed:
         if sampling:                    # _State.collect; the partitions add their n_jk
             state.sum_wk = state.sum_wk + state.nwk
             state.n_collected += 1
-        return {}, np.array([s[1] for s in stats])
+        return {"client_seconds": client}, np.array([s[1] for s in stats])
 
     @staticmethod
     def gather_into(state, parts, bounds):
@@ -458,9 +556,10 @@ class _PartiallyCollapsed:
 class _PartiallyCollapsedHDP:
     """``hdp.PartiallyCollapsedGibbs``: ``PartiallyCollapsedHDPState.sweep``
     with the labels on the workers, in three rounds: the partitions' table
-    counts, their largest candidate tail topic, their z-step; the serial draws
-    between the rounds (concentrations, sticks, the topic slots, Phi) on the
-    client, by the state's own methods."""
+    counts (then their sums of alpha's auxiliary variables, once per round of
+    its update), their largest candidate tail topic, their z-step; the serial
+    draws between the rounds (concentrations, sticks, the topic slots, Phi) on
+    the client, by the state's own methods."""
 
     @staticmethod
     def partition(state, start, stop):
@@ -473,20 +572,37 @@ class _PartiallyCollapsedHDP:
     @staticmethod
     def iterate(state, parts, sampling):
         t, K, key = state.n_sweeps, state.n_active, state.key
-        steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, 4 * t + 3)]
+        # the table counts and the candidates need the labels only, not the documents
+        steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, 4 * t + 3, documents=False)]
         l_k = np.sum([s[0] for s in steps[0]], axis=0)      # integer sums: exact in any order
-        tail = state.draw_sticks(l_k)
+        remote = 0.0
+
+        def auxiliary(alpha, stream):       # alpha's rounds: the partitions' exact integer sums
+            nonlocal remote
+            tick = time.perf_counter()
+            steps.append(parts.step(_pchdp_alpha_auxiliary, alpha, key, stream, documents=False))
+            remote += time.perf_counter() - tick
+            return sum(s[0] for s in steps[-1]), sum(s[1] for s in steps[-1])
+
+        tick = time.perf_counter()
+        tail = state.draw_sticks(l_k, auxiliary)
+        client = time.perf_counter() - tick - remote
         top = -1
         if tail.size:
-            steps.append(parts.step(_pchdp_candidate, tail, key, 4 * t + 2))
+            steps.append(parts.step(_pchdp_candidate, tail, key, 4 * t + 2, documents=False))
             top = max(s[0] for s in steps[-1])
+        tick = time.perf_counter()
         ab = state.draw_phi(K, tail, top)
+        client += time.perf_counter() - tick
         tail_weight = state.alpha * float(tail[-1]) if tail.size else 0.0
         steps.append(parts.step(_pchdp_z_step, state.phi, ab, K, tail_weight, tail, key, t))
         for moves, nk_moves, _ in steps[-1]:
             state.nwk += moves
             state.nk += nk_moves
-        return state.end_sweep(l_k), sum(np.array([s[-1] for s in step]) for step in steps)
+        tick = time.perf_counter()
+        record = state.end_sweep(l_k)
+        record["client_seconds"] = client + time.perf_counter() - tick
+        return record, sum(np.array([s[-1] for s in step]) for step in steps)
 
     @staticmethod
     def gather_into(state, parts, bounds):
@@ -566,7 +682,7 @@ def _pairs_of(ptr, pos):
     return np.repeat(ptr[pos] - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
 
 
-_PLANS = ((StandardVB, _SVB), (PartiallyCollapsedGibbs, _PartiallyCollapsed),
+_PLANS = ((StandardVB, _SVB), (CollapsedVB, _CollapsedVB), (PartiallyCollapsedGibbs, _PartiallyCollapsed),
           (PartiallyCollapsedHDP, _PartiallyCollapsedHDP), (DirectAssignmentVB, _DirectAssignment))
 
 
@@ -583,12 +699,13 @@ class _Partitions:
         self.futures = [self.client.submit(_identity, self.plan.partition(self.state, b[p], b[p + 1]))
                         for p in range(len(b) - 1)]
 
-    def step(self, task, *args):
+    def step(self, task, *args, documents=True):
         """``task(partition, *args)`` on every partition (arrays in ``args`` sent
-        once); the partitions become the first items of the results, the
-        second items are gathered and returned."""
+        once; the documents read for an on-disk partition only if ``documents``);
+        the partitions become the first items of the results, the second items
+        are gathered and returned."""
         args = [self.client.submit(_identity, a) if isinstance(a, np.ndarray) else a for a in args]
-        steps = [self.client.submit(_run_step, task, part, *args) for part in self.futures]
+        steps = [self.client.submit(_run_step, task, part, *args, documents=documents) for part in self.futures]
         self.futures = [self.client.submit(operator.getitem, s, 0) for s in steps]
         return self.client.gather([self.client.submit(operator.getitem, s, 1) for s in steps])
 
@@ -679,8 +796,9 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
     Parameters
     ----------
     estimator : one of ``SUPPORTED``
-        ``lda.StandardVB`` with ``schedule="parallel"`` (its ``n_threads`` is
-        not used: each partition runs on one worker thread),
+        ``lda.StandardVB`` with ``schedule="parallel"`` or
+        ``lda.CollapsedVB`` with ``schedule="delayed"`` (their ``n_threads``
+        is not used: each partition runs on one worker thread),
         ``lda.PartiallyCollapsedGibbs`` or ``hdp.PartiallyCollapsedGibbs``
         (its ``n_threads`` draws Phi on the client), ``hdp.DirectAssignmentVB``
         (its ``n_threads`` is not used: each share of an E-step runs on one
@@ -695,8 +813,9 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         and closed after.
     n_partitions : int, optional
         Contiguous document partitions (default: the cluster's worker threads;
-        at most the number of documents). StandardVB: the fit equals
-        ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly;
+        at most the number of documents). StandardVB and CollapsedVB: the
+        fit equals ``estimator.set_params(n_threads=n_partitions).fit(corpus)``
+        exactly;
         the others equal their local fit for any ``n_partitions`` (bit for
         bit; the mean-field online ones to 1e-10).
     checkpoint : str or path, optional

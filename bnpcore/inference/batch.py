@@ -59,9 +59,13 @@ class BatchState:
 
     Checkpoints save every instance attribute except those named in
     ``_transient`` (the corpus, caches); :meth:`restore` puts them back.
+    ``layout`` numbers the saved attributes: a subclass that changes them
+    increments it, so that resuming a checkpoint written before is a clear
+    error rather than a fit that fails half-way.
     """
 
     _transient = ("corpus",)
+    layout = 1
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -85,10 +89,16 @@ class BatchState:
         self.corpus = corpus
 
     @staticmethod
-    def from_checkpoint(key, saved, corpus):
+    def from_checkpoint(key, saved, corpus, layout=1):
         if key not in _STATE_CLASSES:
             raise ValueError(f"the checkpoint holds an unknown state class {key!r}")
-        state = object.__new__(_STATE_CLASSES[key])
+        cls = _STATE_CLASSES[key]
+        if layout != cls.layout:
+            raise ValueError(f"the checkpoint holds a {cls.__name__} of layout {layout}, written by another "
+                             f"bnpcore version; this one resumes layout {cls.layout}: continue the fit with "
+                             "the version that wrote it, or start a new fit (the checkpoint's fitted model "
+                             "loads and predicts as it is)")
+        state = object.__new__(cls)
         state.__dict__.update(saved)
         state.restore(corpus)
         return state
@@ -259,7 +269,7 @@ class BatchEstimator(BaseEstimator):
     def _keep_resumable(self, state, X, iteration, seconds):
         self._batch_state = state
         self._resume = {"iteration": iteration, "fit_seconds": seconds, "fingerprint": X.fingerprint(),
-                        "state_class": class_key(type(state))}
+                        "state_class": class_key(type(state)), "state_layout": type(state).layout}
 
     def _checkpoint(self, state, X, iteration, seconds, path):
         self._keep_resumable(state, X, iteration, seconds)
@@ -301,7 +311,9 @@ class BatchEstimator(BaseEstimator):
             raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
         state = self.__dict__.get("_batch_state")
         if state is None:         # loaded from a file
-            state = BatchState.from_checkpoint(resume["state_class"], resume.pop("state"), X)
+            # checkpoints from before layouts were recorded hold layout 1
+            state = BatchState.from_checkpoint(resume["state_class"], resume.pop("state"), X,
+                                               resume.get("state_layout", 1))
             saved = resume.pop("average")
             self._average = None
             if saved is not None and heldout is not None:

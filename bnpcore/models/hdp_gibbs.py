@@ -111,6 +111,7 @@ class _GibbsState(BatchState):
     is 4 bytes per token, 8 per document (offsets) and W x (topic slots)."""
 
     _transient = ("corpus", "tok_ptr", "table")
+    layout = 2          # 1 kept dense per-document counts n_jk; 2 rebuilds them from the labels
 
     def __init__(self, corpus, k0, eta_tot, alpha, gamma, settings, rng):
         self.eta, self.eta_tot = eta_tot / corpus.n_words, eta_tot

@@ -217,6 +217,7 @@ class GibbsState(_State):
     doubles) for ``doc_topic_``."""
 
     _transient = _State._transient + ("tok_ptr",)
+    layout = 2          # 1 kept dense per-document counts n_jk; 2 rebuilds them from the labels
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, optimize=None, doc_topic=True):
         super().__init__(corpus, alpha, eta, optimize)
@@ -366,33 +367,90 @@ class SequentialState(_State):
         return np.maximum(self.vb_dk + self.cg_dk, 0.0), np.maximum(self.vb_wk + self.cg_wk, 0.0)
 
 
+def thread_blocks(n_docs, n_threads):
+    """First document of each thread's block and the end: OpenMP's static
+    schedule (the first ``n_docs % n_threads`` blocks one document longer), the
+    documents thread t sweeps in the parallel kernels (``svb_parallel_step``,
+    ``cvb_parallel_sweep``)."""
+    q, extra = divmod(n_docs, n_threads)
+    sizes = [q + 1] * extra + [q] * (n_threads - extra)
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def delayed_cvb_sweep(indptr, indices, counts, alpha, eta, mode, r, vb_dk, var_dk, shared, n_threads):
+    """One delayed-update CVB / CVB0 sweep (``_lda.cvb_parallel_sweep``) of the
+    documents in ``n_threads`` blocks, each against its own copy of the
+    ``shared`` counts (``DelayedCVBState.shared``); updates ``r``, ``vb_dk``
+    (and ``var_dk``) in place. Returns (the copies after the sweep, one array
+    per shared array stacked in block order, (delta, entropy))."""
+    copies = [np.repeat(a[None], n_threads, axis=0) for a in shared]
+    no_var = [np.empty((0,) + a.shape) for a in shared] if mode == _lda.MODE_CVB0 else []
+    result = _lda.cvb_parallel_sweep(indptr, indices, counts, alpha, eta, float(eta.sum()), mode, r, vb_dk, var_dk,
+                                     *copies, *no_var, n_threads)
+    return copies, result
+
+
+def block_counts(indptr, indices, counts, r, vb_dk, var_dk, n_words):
+    """The expected counts of a block of documents (``indptr`` from 0) from
+    its rows of ``r``: writes the block's ``vb_dk`` (and ``var_dk``) rows;
+    returns its word-topic and topic counts (and their variances with
+    ``var_dk``), in the order of ``DelayedCVBState.shared``."""
+    K = r.shape[1]
+    out = [np.empty((n_words, K)), np.empty(K)]
+    var = [np.empty((n_words, K)), np.empty(K)] if var_dk is not None else [None, None]
+    _lda.count_expected(indptr, indices, counts, _NONE_SAMPLED, r, vb_dk, *out, var_dk, *var)
+    return out + var if var_dk is not None else out
+
+
 class DelayedCVBState(SequentialState):
-    """CVB / CVB0 with the delayed schedule: documents in ``n_threads`` blocks,
-    each thread updating its own copy of the word-topic and topic counts (and
-    variances), the copies' changes merged after every sweep
-    (``_lda.cvb_parallel_sweep``; Asuncion et al. 2009, section 5)."""
+    """CVB / CVB0 with the delayed schedule: documents in ``n_threads`` blocks
+    (``thread_blocks``), each thread updating its own copy of the word-topic
+    and topic counts (and variances), the copies' changes merged after every
+    sweep (``delayed_cvb_sweep``; Asuncion et al. 2009, section 5). The
+    periodic recount from r also counts block by block and sums the blocks'
+    counts in block order, so that ``bnpcore.distributed``, which keeps each
+    block on a worker, repeats the fit bit for bit."""
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, mode, n_threads, optimize=None):
         self.n_threads = n_threads
         super().__init__(corpus, n_topics, alpha, eta, rng, mode, _NONE_SAMPLED, optimize=optimize)
 
-    _transient = SequentialState._transient + ("copies",)
+    def shared(self):
+        """The counts every block copies: word-topic and topic counts (and for CVB their variances)."""
+        return (self.vb_wk, self.vb_k) + (self.var[1:] if self.mode == _lda.MODE_CVB else ())
 
-    def _scratch(self):
-        super()._scratch()
-        T, (W, K) = self.n_threads, self.vb_wk.shape
-        n_var = T if self.mode == _lda.MODE_CVB else 0
-        self.copies = (np.empty((T, W, K)), np.empty((T, K)), np.empty((n_var, W, K)), np.empty((n_var, K)))
+    def merge(self, copies):
+        """Add the changes of the blocks' copies (``delayed_cvb_sweep``) to the
+        shared counts; one block: its copy (the sequential schedule, exactly)."""
+        for copy, counts in zip(copies, self.shared()):
+            if len(copy) == 1:
+                counts[:] = copy[0]
+            else:
+                counts += (copy - counts).sum(axis=0)
+
+    def set_counts(self, blocks):
+        """The shared counts as the sums, in block order, of the blocks' counts (``block_counts``)."""
+        for counts, parts in zip(self.shared(), zip(*blocks)):
+            np.sum(parts, axis=0, out=counts)
+
+    def _recount(self):
+        # against one count over the whole corpus (SequentialState._recount), measured on KOS (K = 20, 2
+        # threads, after 12 sweeps): the word-topic and topic counts differ by <= 4e-15 relative (the
+        # document counts not at all); after 30 sweeps the topics by <= 2e-11 relative (CVB0), 2e-10 (CVB)
+        c, b, var_dk = self.corpus, thread_blocks(self.corpus.n_docs, self.n_threads), self.var[0]
+        blocks = []
+        for start, stop in zip(b[:-1], b[1:]):
+            lo, hi = c.indptr[start], c.indptr[stop]
+            blocks.append(block_counts(c.indptr[start:stop + 1] - lo, c.indices[lo:hi], c.counts[lo:hi],
+                                       self.r[lo:hi], self.vb_dk[start:stop],
+                                       None if var_dk is None else var_dk[start:stop], c.n_words))
+        self.set_counts(blocks)
 
     def _run(self, do_cg, do_vb, stack):
         c = self.corpus
-        shared = (self.vb_wk, self.vb_k) + (self.var[1:] if self.mode == _lda.MODE_CVB else ())
-        for copy, counts in zip(self.copies, shared):
-            copy[:] = counts
-        result = _lda.cvb_parallel_sweep(c.indptr, c.indices, c.counts, self.alpha, self.eta, self.eta_tot,
-                                         self.mode, self.r, self.vb_dk, self.var[0], *self.copies, self.n_threads)
-        for copy, counts in zip(self.copies, shared):
-            counts += (copy - counts).sum(axis=0)
+        copies, result = delayed_cvb_sweep(c.indptr, c.indices, c.counts, self.alpha, self.eta, self.mode, self.r,
+                                           self.vb_dk, self.var[0], self.shared(), self.n_threads)
+        self.merge(copies)
         return result
 
 
@@ -756,7 +814,9 @@ class CollapsedVB(_LDA):
         word-topic counts (and variances) and sees the other threads'
         updates only after the sweep, when the copies' changes are merged
         (document counts stay exact). The result then depends on the number
-        of threads (with one thread it is the sequential schedule). Default
+        of threads (with one thread it is the sequential schedule);
+        ``bnpcore.distributed.fit`` runs the same fit with the blocks on a
+        Dask cluster. Default
         "sequential": exact and the same on every machine, and the delayed
         schedule has not yet shown a gain: on KOS (K = 50, CVB0, 30 sweeps,
         a 2-cpu machine shared with other jobs) it took 9.4 s at 2 threads

@@ -61,6 +61,8 @@ class PartiallyCollapsedState(_State):
     doubles) for ``doc_topic_``. Phi and the alias tables are rebuilt from the
     counts every sweep."""
 
+    layout = 2          # 1 kept dense per-document counts n_jk; 2 rebuilds them from the labels
+
     def __init__(self, corpus, n_topics, alpha, eta, rng, n_threads, optimize=None, doc_topic=True):
         super().__init__(corpus, alpha, eta, optimize)
         K, c = n_topics, corpus

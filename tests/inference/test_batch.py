@@ -146,6 +146,20 @@ def test_checkpoint_and_resume_continue_exactly(text, tmp_path):
         part.fit(observed, resume=True)           # finished: nothing to resume
 
 
+def test_resume_refuses_a_checkpoint_of_another_state_layout(text, tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.npz"
+    part = RandomTopics(max_iter=8, random_state=5)
+    with part.reporting(lambda e, rec: rec["iteration"] == 3):
+        part.fit(text, checkpoint=path)
+    state_class = type(part._batch_state)
+    unrecorded = load(path)
+    del unrecorded._resume["state_layout"]          # a file from before layouts were recorded: layout 1
+    assert unrecorded.fit(text, resume=True).n_iter_ == 8
+    monkeypatch.setattr(state_class, "layout", 2)   # the state's saved attributes changed since
+    with pytest.raises(ValueError, match=f"{state_class.__name__} of layout 1.*resumes layout 2"):
+        load(path).fit(text, resume=True)
+
+
 def test_periodic_checkpoints_are_loadable_models(text, tmp_path):
     path = tmp_path / "every.npz"
     RandomTopics(max_iter=6, random_state=0).fit(text, checkpoint=path, checkpoint_every=2)
