@@ -663,11 +663,10 @@ def _da_estep(docs, rows, elogphi, vocab, alpha_beta, settings, theta, n_words):
     recomputed task starts from the same numbers): ((theta, ndk, psi(theta'),
     responsibilities, log normalisers), seconds)."""
     tick = time.perf_counter()
-    if rows is None:
-        whole = _with_documents(docs)
-        piece = np.diff(whole["indptr"]), whole["indices"], whole["counts"]
-    else:
-        piece = _take(docs, rows)
+    if rows is None and "on_disk" not in docs:
+        piece = np.diff(docs["indptr"]), docs["indices"], docs["counts"]
+    else:       # on disk, all documents (rows None) are a range: one positioned read per file
+        piece = _take(docs, np.arange(docs["on_disk"][2] - docs["on_disk"][1]) if rows is None else rows)
     share = _minibatch([piece], np.arange(len(piece[0])), n_words)
     where = np.full(n_words, -1, dtype=np.int64)
     where[vocab] = np.arange(len(vocab))
