@@ -649,7 +649,10 @@ class _DirectAssignment:
             worker.append(seconds)
         stats, entropy = reduce_estep(batch, elogphi, ndk, resp, log_norm, psi_theta)
         local = _Minibatch(batch, theta, ndk, stats, entropy, resp if settings["split_merge"] else None)
-        return state.update(local), np.array(worker)
+        tick = time.perf_counter()
+        record = state.update(local)        # serial in the local fit too: moves, global step, hyperparameters
+        record["client_seconds"] = time.perf_counter() - tick
+        return record, np.array(worker)
 
     @staticmethod
     def gather_into(state, parts, bounds):
