@@ -163,10 +163,12 @@ def _newton_log(objective, x, max_steps=20):
 # bound pieces
 # ---------------------------------------------------------------------------
 
-def expected_log_phi(lam):
-    """E[log phi_kw] = psi(lambda_kw) - psi(Lambda_k) for rows of ``lam``."""
+def expected_log_phi(lam, vocab=None):
+    """E[log phi_kw] = psi(lambda_kw) - psi(Lambda_k) for rows of ``lam``,
+    Lambda_k the row's total over all W words; ``vocab``: only the columns of
+    those words (a minibatch's), still normalised by the whole row."""
     lam = np.atleast_2d(lam)
-    return digamma(lam) - digamma(lam.sum(axis=1))[:, None]
+    return digamma(lam if vocab is None else lam[:, vocab]) - digamma(lam.sum(axis=1))[:, None]
 
 
 def topic_terms(lam, eta):
@@ -387,13 +389,13 @@ class DAState(BatchState):
 
     def elogphi(self, vocab):
         """E[log phi] of the words ``vocab`` (global ids) as the E-step reads it: (len(vocab), K), C-ordered."""
-        return np.ascontiguousarray(expected_log_phi(self.lam[:, vocab]).T)
+        return np.ascontiguousarray(expected_log_phi(self.lam, vocab).T)
 
     # -- bound ---------------------------------------------------------------------------
     def bound(self, local, scale):
         """The minibatch bound L_B (the bound itself in batch mode) as named terms."""
         lam, beta = self.lam, self.beta
-        tokens = local.tokens(expected_log_phi(lam[:, local.batch.vocab]))
+        tokens = local.tokens(expected_log_phi(lam, local.batch.vocab))
         docs = _Documents(local.theta, local.ndk, self.alpha * beta, self.alpha)
         return {"tokens": scale * float(tokens.sum()), "documents": scale * float(docs.value()),
                 "topics": float(topic_terms(lam, self.eta).sum()),
@@ -449,9 +451,9 @@ class DAState(BatchState):
         lam_m = self._merged_lambda(ka, kb)
         r = local.resp[:, ka] + local.resp[:, kb]
         stats = local.stats[:, ka] + local.stats[:, kb]
-        tokens_m = -float(local.batch.counts @ xlogy(r, r)) + stats @ expected_log_phi(lam_m[vocab])[0]
+        tokens_m = -float(local.batch.counts @ xlogy(r, r)) + stats @ expected_log_phi(lam_m, vocab)[0]
         tokens_old = (local.entropy[pair] + np.einsum("wk,kw->k", local.stats[:, pair],
-                                                      expected_log_phi(self.lam[pair][:, vocab]))).sum()
+                                                      expected_log_phi(self.lam[pair], vocab))).sum()
         ab = self.alpha * self.beta
         docs = _Documents(local.theta, local.ndk, ab, self.alpha)
         d_docs = docs.change(pair, [(local.theta[:, ka] + local.theta[:, kb], local.ndk[:, ka] + local.ndk[:, kb],
@@ -620,7 +622,7 @@ class DAState(BatchState):
     def _split_gain(self, local, scale, k, lam1, lam2, beta1, beta2, theta1, theta2, r1, stats1, stats2, entropy,
                     n1):
         vocab = local.batch.vocab
-        elog = expected_log_phi(np.stack([self.lam[k], lam1, lam2])[:, vocab])
+        elog = expected_log_phi(np.stack([self.lam[k], lam1, lam2]), vocab)
         tokens_old = local.entropy[k] + local.stats[:, k] @ elog[0]
         tokens_new = entropy[0] + stats1 @ elog[1] + entropy[1] + stats2 @ elog[2]
         ab = self.alpha * self.beta

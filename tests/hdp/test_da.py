@@ -94,7 +94,7 @@ def test_estep_matches_numpy_transcription():
     corpus = tiny_corpus()
     state = fresh_state(corpus)
     batch = minibatch(state, corpus)
-    elogphi = np.ascontiguousarray(hdp_da.expected_log_phi(state.lam[:, batch.vocab]).T)
+    elogphi = state.elogphi(batch.vocab)
     ab = state.alpha * state.beta
     theta, ndk, stats, ent, resp = run_estep(batch, elogphi, ab)
     ref_theta, ref_resp = numpy_estep(batch, elogphi, ab, 1e-10, 500)
@@ -115,6 +115,21 @@ def test_estep_matches_numpy_transcription():
     np.testing.assert_allclose(ent, -(c[:, None] * xlogy(resp, resp)).sum(0), rtol=1e-10)
 
 
+def test_a_minibatch_estep_normalises_the_topics_over_all_words():
+    """A document's E-step does not depend on the other documents of its
+    minibatch: E[log phi] of the minibatch's words is normalised by each
+    topic's total over the whole vocabulary, not over the minibatch's words."""
+    corpus = tiny_corpus()
+    state = fresh_state(corpus)
+    ids = np.array([3, 7])
+    alone = state.estep(minibatch(state, corpus, ids))
+    within = state.estep(minibatch(state, corpus))
+    assert len(minibatch(state, corpus, ids).vocab) < corpus.n_words
+    np.testing.assert_allclose(alone.theta, within.theta[ids], rtol=1e-12)
+    np.testing.assert_allclose(hdp_da.expected_log_phi(state.lam, [2, 5]),
+                               digamma(state.lam[:, [2, 5]]) - digamma(state.lam.sum(1))[:, None], rtol=1e-14)
+
+
 def test_estep_threads_and_chunks_give_identical_statistics():
     """More pairs than one chunk of the kernel (2**15): statistics, entropy and
     proportions are bit-identical for 1 and 2 threads and equal to sums of the
@@ -123,7 +138,7 @@ def test_estep_threads_and_chunks_give_identical_statistics():
     state = fresh_state(corpus, K=5)
     batch = minibatch(state, corpus)
     assert len(batch.words) > 2 ** 15
-    elogphi = np.ascontiguousarray(hdp_da.expected_log_phi(state.lam[:, batch.vocab]).T)
+    elogphi = state.elogphi(batch.vocab)
     ab = state.alpha * state.beta
     outs = []
     for threads in (1, 2):
