@@ -50,11 +50,9 @@ Supported (``SUPPORTED``):
 * ``hdp.PartiallyCollapsedGibbs`` (Terenin, Magnusson, Jonsson & Draper 2020,
   "Sparse parallel training of hierarchical Dirichlet process topic
   models"). Each partition keeps its topic labels; a sweep is three rounds
-  (and one per round of alpha's update) with ``PartiallyCollapsedHDPState.sweep``'s
-  serial draws between them on the client: the partitions return their table
-  counts l_k (given alpha Psi); per round of alpha's update they return their
-  sums of its auxiliary variables (exact integers) and the client draws
-  alpha; the client draws gamma and the sticks; the partitions return
+  with ``PartiallyCollapsedHDPState.sweep``'s serial draws between them on
+  the client: the partitions return their table counts l_k (given alpha Psi),
+  the client draws the concentrations and the sticks; the partitions return
   their largest candidate tail topic (given the tail of Psi), the client grows
   the topic slots and draws Phi; the partitions resample their labels (given
   Phi and alpha Psi, W x C and C doubles) and return the moves of n_wk and
@@ -334,14 +332,6 @@ def _pchdp_tables(part, ab, K, key, stream):
     return part, (l_k, time.perf_counter() - tick)
 
 
-def _pchdp_alpha_auxiliary(part, alpha, key, stream):
-    """A round of ``PartiallyCollapsedHDPState.resample_alpha`` on a partition:
-    (the partition, (its sums of log w_j and s_j, seconds))."""
-    tick = time.perf_counter()
-    log_w, s = _pchdp.alpha_auxiliary(part["tok_ptr"], alpha, key, stream, 1, part["first_doc"])
-    return part, (log_w, s, time.perf_counter() - tick)
-
-
 def _pchdp_candidate(part, tail, key, stream):
     """Step 3: (the partition, (its largest candidate tail index, seconds))."""
     tick = time.perf_counter()
@@ -556,10 +546,9 @@ class _PartiallyCollapsed:
 class _PartiallyCollapsedHDP:
     """``hdp.PartiallyCollapsedGibbs``: ``PartiallyCollapsedHDPState.sweep``
     with the labels on the workers, in three rounds: the partitions' table
-    counts (then their sums of alpha's auxiliary variables, once per round of
-    its update), their largest candidate tail topic, their z-step; the serial
-    draws between the rounds (concentrations, sticks, the topic slots, Phi) on
-    the client, by the state's own methods."""
+    counts, their largest candidate tail topic, their z-step; the serial draws
+    between the rounds (concentrations, sticks, the topic slots, Phi) on the
+    client, by the state's own methods."""
 
     @staticmethod
     def partition(state, start, stop):
@@ -575,18 +564,9 @@ class _PartiallyCollapsedHDP:
         # the table counts and the candidates need the labels only, not the documents
         steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, 4 * t + 3, documents=False)]
         l_k = np.sum([s[0] for s in steps[0]], axis=0)      # integer sums: exact in any order
-        remote = 0.0
-
-        def auxiliary(alpha, stream):       # alpha's rounds: the partitions' exact integer sums
-            nonlocal remote
-            tick = time.perf_counter()
-            steps.append(parts.step(_pchdp_alpha_auxiliary, alpha, key, stream, documents=False))
-            remote += time.perf_counter() - tick
-            return sum(s[0] for s in steps[-1]), sum(s[1] for s in steps[-1])
-
         tick = time.perf_counter()
-        tail = state.draw_sticks(l_k, auxiliary)
-        client = time.perf_counter() - tick - remote
+        tail = state.draw_sticks(l_k)
+        client = time.perf_counter() - tick
         top = -1
         if tail.size:
             steps.append(parts.step(_pchdp_candidate, tail, key, 4 * t + 2, documents=False))

@@ -6,8 +6,7 @@ Psi are sampled explicitly, the document proportions are integrated out.
 One sweep calls, each releasing the GIL and running in ``n_threads``:
 
 1. ``sample_tables``: the table counts l_k = sum_j l_jk, each l_jk a sum of
-   Bernoulli(alpha Psi_k / (alpha Psi_k + i)), i < n_jk, documents in parallel
-   (then ``alpha_auxiliary`` once per round of the concentration's update);
+   Bernoulli(alpha Psi_k / (alpha Psi_k + i)), i < n_jk, documents in parallel;
 2. ``sample_phi``: Phi | z per topic, in parallel over topics (Dirichlet, or the
    Poisson Polya urn approximation);
 3. ``_pclda.build_alias(..., n_topics=K)``: per word, a Walker alias table of
@@ -33,8 +32,8 @@ from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 from bnpcore.kernels._pclda cimport (_alias_pick, _bucket, _bucket_pick, _doc_close, _doc_open, _list_add,
                                     _list_remove, _log_gamma_small, _move_token, label_t)
 from bnpcore.kernels._pclda import check_labels, z_scratch
-from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_beta, bnp_rng_log_gamma, bnp_rng_normal,
-                                  bnp_rng_uniform, bnp_stream_init, bnp_stream_t)
+from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_normal, bnp_rng_uniform,
+                                  bnp_stream_init, bnp_stream_t)
 
 cnp.import_array()
 
@@ -104,83 +103,6 @@ def sample_tables(const int64_t[::1] tok_ptr, const label_t[::1] z,          # I
     np.asarray(l_k)[:K] = part[:, :K].sum(axis=0)
 
 
-# ---------------------------------------------------------------------------
-# the document concentration's auxiliary variables
-# ---------------------------------------------------------------------------
-
-cdef extern from *:
-    """
-    /* An exact sum of doubles in fixed point, units of 2^-64: hi the integer
-     * part, lo the fraction. Adds are integer, hence associative: a sum is the
-     * same in any order and over any partition of its terms. A term is exact
-     * to 2^-64 (truncated), |sum| < 2^63. */
-    typedef struct { int64_t hi; uint64_t lo; } bnp_fixed_t;
-    static inline void bnp_fixed_merge(bnp_fixed_t *s, int64_t hi, uint64_t lo) {
-        s->lo += lo;
-        s->hi += hi + (s->lo < lo);                       /* carry */
-    }
-    static inline void bnp_fixed_add(bnp_fixed_t *s, double x) {
-        double whole = floor(x);                          /* x - whole in [0, 1), exact */
-        bnp_fixed_merge(s, (int64_t)whole, (uint64_t)((x - whole) * 18446744073709551616.0));
-    }
-    """
-    ctypedef struct bnp_fixed_t:
-        int64_t hi
-        uint64_t lo
-    void bnp_fixed_merge(bnp_fixed_t *s, int64_t hi, uint64_t lo) nogil
-    void bnp_fixed_add(bnp_fixed_t *s, double x) nogil
-
-
-cdef void _alpha_auxiliary_doc(int64_t n, double alpha, uint64_t key, uint64_t stream, uint64_t j,
-                               bnp_fixed_t *log_w_sum, int64_t *s_sum) noexcept nogil:
-    """Add document j's log w_j and s_j (stream (key, stream, j))."""
-    cdef bnp_stream_t st
-    bnp_stream_init(&st, key, stream, j)
-    bnp_fixed_add(log_w_sum, bnp_rng_log_beta(&st.bitgen, alpha + 1.0, <double>n, NULL))
-    if bnp_rng_uniform(&st.bitgen) * (n + alpha) < n:
-        s_sum[0] += 1
-
-
-def alpha_auxiliary(const int64_t[::1] tok_ptr, double alpha,                # IN (D + 1,), alpha > 0
-                    uint64_t key, uint64_t stream, int n_threads=1, uint64_t first_doc=0):
-    """The auxiliary variables of the document concentration's update (Teh,
-    Jordan, Beal & Blei 2006, "Hierarchical Dirichlet processes", appendix A):
-    for each document j with n_j > 0 tokens, from stream (key, stream,
-    first_doc + j), ``log w_j`` of ``w_j ~ Beta(alpha + 1, n_j)`` and
-    ``s_j = [u (n_j + alpha) < n_j]`` (Bernoulli(n_j / (n_j + alpha))).
-    Returns ``(sum_j log w_j, sum_j s_j)`` as Python integers, the first in
-    units of 2^-64 (each log w_j truncated to that grid and summed exactly in
-    fixed point): the same integers for any thread count, adding up exactly over
-    partitions of the documents (``first_doc``); ``sum / 2**64`` is the sum,
-    within D 2^-64 of the exact one. Equivalent NumPy::
-
-        n = np.diff(tok_ptr); n = n[n > 0]
-        log_w = np.log(rng.beta(alpha + 1, n)); s = rng.random(len(n)) * (n + alpha) < n
-        return round(log_w.sum() * 2**64), int(s.sum())    # up to the rounding of the float sum
-    """
-    cdef int64_t D = tok_ptr.shape[0] - 1, j, total_s = 0
-    cdef int t, T = n_threads
-    cdef bnp_fixed_t total
-    if not alpha > 0.0:
-        raise ValueError(f"alpha must be positive, got {alpha}")
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be positive, got {n_threads}")
-    # per-thread sums, _PAD apart (integer sums: the same in any order); a row's
-    # first two slots are its bnp_fixed_t
-    sums = np.zeros((T, _PAD), dtype=np.int64)
-    counts = np.zeros((T, _PAD), dtype=np.int64)
-    cdef int64_t[:, ::1] sv = sums, cv = counts
-    total.hi, total.lo = 0, 0
-    with nogil:
-        for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=256):
-            if tok_ptr[j + 1] > tok_ptr[j]:
-                _alpha_auxiliary_doc(tok_ptr[j + 1] - tok_ptr[j], alpha, key, stream, first_doc + <uint64_t>j,
-                                     <bnp_fixed_t *>&sv[threadid(), 0], &cv[threadid(), 0])
-        for t in range(T):
-            bnp_fixed_merge(&total, (<bnp_fixed_t *>&sv[t, 0]).hi, (<bnp_fixed_t *>&sv[t, 0]).lo)
-            total_s += cv[t, 0]
-    hi, lo = total.hi, total.lo         # Python integers
-    return (hi << 64) + lo, total_s
 # ---------------------------------------------------------------------------
 # the tail candidates
 # ---------------------------------------------------------------------------

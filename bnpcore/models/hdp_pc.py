@@ -4,9 +4,8 @@ Terenin, Magnusson, Jonsson & Draper (2020).
 The state keeps the topics Phi and the global stick Psi explicitly and integrates
 the document proportions out; one sweep is four kernel calls of
 ``bnpcore.kernels._pchdp`` (table counts, Phi | z, alias tables, z | Phi, Psi),
-all parallel over documents, topics or words, the document concentration's
-auxiliary variables (one kernel call per round, parallel over documents), and
-a few serial O(K) draws (the stick, the top-level concentration). The estimator shares transform / score and the
+all parallel over documents, topics or words, and a few serial O(K) draws
+(the stick, the concentrations). The estimator shares transform / score and the
 fitted attributes of ``bnpcore.hdp.DirectAssignmentGibbs``.
 """
 import numpy as np
@@ -15,14 +14,10 @@ from scipy.special import gammaln
 from bnpcore._validation import check_int, check_prior, effective_n_threads
 from bnpcore.inference.batch import BatchState
 from bnpcore.kernels import _pchdp, _pclda
-from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior
+from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, resample_alpha
 from bnpcore.models.lda_pc import count_labels, draw_labels, label_dtype, token_blocks
 
 __all__ = ["PartiallyCollapsedGibbs", "resample_gamma_sticks"]
-
-# The streams of alpha's auxiliary variables: sweep t, round r uses stream
-# _ALPHA_STREAMS + t * rounds + r, apart from the sweeps' streams 4t .. 4t + 3.
-_ALPHA_STREAMS = 1 << 63
 
 
 def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
@@ -143,14 +138,14 @@ class PartiallyCollapsedHDPState(BatchState):
                           self.nwk, self.nk, T, start)
         return self.end_sweep(l_k)
 
-    def draw_sticks(self, l_k, auxiliary=None):
-        """Step 2 of the sweep, given the table counts l_k of the K* active
-        topics: alpha | z, l (``resample_alpha``); gamma | l (Psi integrated
-        out); Psi | l, gamma. Returns the cumulative Psi of the tail topics K*,
-        K* + 1, ..."""
+    def draw_sticks(self, l_k):
+        """Step 2 of the sweep (serial), given the table counts l_k of the K*
+        active topics: alpha | z, l; gamma | l (Psi integrated out); Psi | l,
+        gamma. Returns the cumulative Psi of the tail topics K*, K* + 1, ..."""
         K, rng, st = len(l_k), self.rng, self.settings
+        n_tables = int(l_k.sum())
         if st["alpha_prior"] is not None:
-            self.alpha = self.resample_alpha(int(l_k.sum()), auxiliary)
+            self.alpha = resample_alpha(self.alpha, n_tables, self.doc_lengths, st["alpha_prior"], rng, st["rounds"])
         if st["gamma_prior"] is not None:
             self.gamma = resample_gamma_sticks(self.gamma, l_k[:self.max_topics - 1], st["gamma_prior"], rng,
                                                st["rounds"])
@@ -161,25 +156,6 @@ class PartiallyCollapsedHDPState(BatchState):
         self.sticks = rng.beta(1.0 + full, self.gamma + later)
         self.sticks[-1] = 1.0
         return np.cumsum(self.psi()[K:])
-
-    def resample_alpha(self, n_tables, auxiliary=None):
-        """Teh, Jordan, Beal & Blei (2006), appendix A, ``rounds`` times:
-        ``alpha ~ Gamma(a + m.. - sum_j s_j, b - sum_j log w_j)`` with the
-        documents' auxiliary variables w_j ~ Beta(alpha + 1, n_j), s_j ~
-        Bernoulli(n_j / (n_j + alpha)) drawn in parallel from keyed streams
-        (``_pchdp.alpha_auxiliary``: exact integer sums, so the same for any
-        thread count or partition of the documents). ``auxiliary(alpha,
-        stream)``: their sums over all documents (default: this state's
-        kernel on its threads)."""
-        if auxiliary is None:
-            def auxiliary(alpha, stream):
-                return _pchdp.alpha_auxiliary(self.tok_ptr, alpha, self.key, stream, self.n_threads)
-        a, b = self.settings["alpha_prior"]
-        rounds, alpha = self.settings["rounds"], self.alpha
-        for r in range(rounds):
-            log_w, s = auxiliary(alpha, _ALPHA_STREAMS + self.n_sweeps * rounds + r)
-            alpha = self.rng.gamma(a + n_tables - s, 1.0 / (b - log_w / 2 ** 64))
-        return alpha
 
     def draw_phi(self, K, tail, top):
         """Step 4 of the sweep: Phi | z for the K active topics and the tail
