@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-distributed = pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
+pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
 
 import bnpcore  # noqa: E402
 from bnpcore import cli, datasets, hdp, lda, mixture  # noqa: E402
@@ -30,13 +30,6 @@ ONLINE = {
     "mixture.StochasticVB": lambda: mixture.StochasticVB(n_components=8, batch_size=40, n_epochs=2, prune_every=200,
                                                          random_state=4, n_threads=1),
 }
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
-            distributed.Client(cl) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-distributed = pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
+pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
 
 import bnpcore  # noqa: E402
 from bnpcore import cli, datasets, lda  # noqa: E402
@@ -20,13 +20,6 @@ from bnpcore.models.lda import _RECOUNT_EVERY  # noqa: E402
 # 12 sweeps: the expected counts are recomputed from r after sweep 10 (_RECOUNT_EVERY)
 PARAMS = {"n_components": 5, "max_iter": 12, "tol": None, "schedule": "delayed", "random_state": 3}
 assert PARAMS["max_iter"] > _RECOUNT_EVERY
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
-            distributed.Client(cl) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-distributed = pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
+pytest.importorskip("dask.distributed", reason="bnpcore.distributed needs dask[distributed]")
 
 import bnpcore  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
@@ -28,14 +28,6 @@ MOVES = ("splits", "split_tries", "merges", "merge_tries", "pruned", "n_componen
 
 def make(mode, split_merge=True):
     return hdp.DirectAssignmentVB(**COMMON, **MODES[mode], split_merge=split_merge)
-
-
-@pytest.fixture(scope="module")
-def client():
-    """A LocalCluster of 2 worker processes with one thread each (as tests/test_distributed.py)."""
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
-    with cluster, distributed.Client(cluster) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
