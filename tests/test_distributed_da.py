@@ -121,3 +121,12 @@ def test_lost_worker_changes_nothing(client, corpus, local, mode):
         bnpdist.fit(est, corpus, client, n_partitions=2)
     assert killed
     assert_same(est, local[mode, True])
+
+
+def test_cli_scheduler(client, capsys):
+    """``bnpcore fit --scheduler`` runs the batch and the online direct-assignment HDP on the cluster."""
+    from bnpcore import cli
+    for model in ("hdp-da-batch", "hdp-da-sm"):
+        assert cli.main(["fit", "--model", model, "--data", "bars", "--iterations", "2", "--scheduler",
+                         client.scheduler.address, "-q"]) == 0
+        assert "fitted in" in capsys.readouterr().out
