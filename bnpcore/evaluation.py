@@ -224,9 +224,8 @@ def infer_doc_topic(topic_word, alpha, docs, max_iter=100, tol=1e-4, n_threads=N
     threads = effective_n_threads(n_threads)
     gamma = np.empty((docs.n_docs, n_topics))
     n_iter = np.empty(docs.n_docs, dtype=np.int64)
-    scratch = np.empty((threads, 2 * n_topics))
     _evaluation.infer_doc_topic(word_topic, alpha, docs.indptr, docs.indices, docs.counts, max_iter, tol,
-                                gamma, n_iter, scratch, threads)
+                                gamma, n_iter, threads)
     return gamma / gamma.sum(axis=1, keepdims=True)
 
 

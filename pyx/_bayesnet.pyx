@@ -42,6 +42,7 @@ from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
+from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform
 from bnpcore.kernels.special cimport bnp_digamma
 
@@ -416,7 +417,7 @@ def parallel_step(dict plan, list scratches,                                    
                          f"{vb_threads.shape[0]} count rows")
     if q.shape[0] != N or colbase.shape[0] != N or weights.shape[0] != N or base.shape[1] != plan["n_assigned"]:
         raise ValueError("q, base, colbase and weights must have one row per case")
-    acc_np = np.zeros((T, 2))
+    acc_np = np.zeros((T, PAD))
     cdef double[:, ::1] acc = acc_np
     cdef Tree *trees = <Tree *>malloc(T * sizeof(Tree))
     cdef Pots *pots = <Pots *>malloc(T * sizeof(Pots))

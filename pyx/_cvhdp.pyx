@@ -20,6 +20,8 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport exp, log, log1p
 from libc.stdint cimport int32_t, int64_t
 
+from bnpcore.kernels.parallel cimport PAD
+
 cnp.import_array()
 
 cdef double _Q_MAX = 1.0 - 1e-15      # log1p(-q) stays finite; P+ = 1 to double precision
@@ -306,7 +308,7 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
         Z_wk[:, :] = 0.0
         return 0.0
     T = <int>min(T, D)
-    work = np.empty((T, 3 * K))
+    work = np.empty((T, 3 * K + PAD))
     cdef double[:, ::1] wv = work
     cdef double ent = 0.0
     zeros = np.zeros(K)
@@ -338,7 +340,7 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
         ev[t] = _sweep_block(bv[t], bv[t + 1], &indptr[0], &indices[0], &counts[0], rp, &E_jk[0, 0],
                              &V_jk[0, 0], &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0], K, dp + t * WK,
                              dp + (T + t) * WK, dp + (2 * T + t) * WK, &E_k[0], &V_k[0], dkp + t * K,
-                             dkp + (T + t) * K, &prior_doc[0], &prior_word[0], prior_topic, wp + 3 * t * K, K)
+                             dkp + (T + t) * K, &prior_doc[0], &prior_word[0], prior_topic, wp + t * (3 * K + PAD), K)
     E_wk_a, V_wk_a, Z_wk_a, E_k_a, V_k_a = np.asarray(E_wk), np.asarray(V_wk), np.asarray(Z_wk), np.asarray(E_k), \
         np.asarray(V_k)
     Z_wk_a[...] = 0.0
@@ -491,8 +493,8 @@ def cv_fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int3
     if n_threads < 1:
         raise ValueError(f"cv_fold_in: n_threads must be >= 1, got {n_threads}")
     nnz_max = int(np.max(np.diff(np.asarray(indptr)))) if n_docs else 0
-    rbuf = np.empty((n_threads, max(nnz_max, 1) * max(K, 1)), dtype=np.float64)
-    stats = np.zeros((n_threads, 3 * max(K, 1)), dtype=np.float64)
+    rbuf = np.empty((n_threads, max(nnz_max, 1) * max(K, 1) + PAD), dtype=np.float64)
+    stats = np.zeros((n_threads, 3 * max(K, 1) + PAD), dtype=np.float64)
     cdef double[:, ::1] rv = rbuf
     cdef double[:, ::1] sv = stats
     cdef double ps = 0.0

@@ -16,6 +16,7 @@ from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 from cython.parallel cimport prange, threadid
 
+from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.special cimport bnp_digamma
 
 # unnormalised responsibility sums below this are recomputed in log space
@@ -192,12 +193,12 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     L_arr = np.empty(rows_arr.shape[0])
     flags_arr = np.empty(rows_arr.shape[0], dtype=np.int8)
     ps_arr = np.empty((S, max(K, 1)))
-    eb_arr = np.empty((n_threads, max(K, 1)))
-    rounds_arr = np.zeros(n_threads, dtype=np.int64)
+    eb_arr = np.empty((n_threads, max(K, 1) + PAD))
+    rounds_arr = np.zeros((n_threads, PAD), dtype=np.int64)
     cdef double[:, ::1] expphi = expphi_arr, rows = rows_arr, ps = ps_arr, eb = eb_arr
     cdef double[::1] shift = shift_arr, L = L_arr
     cdef signed char[::1] flags = flags_arr
-    cdef int64_t[::1] rounds = rounds_arr
+    cdef int64_t[:, ::1] rounds = rounds_arr
     cdef double m
     with nogil:
         for v in prange(V, num_threads=n_threads, schedule="static"):
@@ -216,7 +217,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                 tid = threadid()
                 doc_rounds(j, ptr, words, counts, elogphi, expphi, alpha_beta, tol, max_iter, warm, theta, ndk,
                            &rows[ptr[j] - base, 0], &L[ptr[j] - base], <char *> &flags[ptr[j] - base], &ps[j, 0],
-                           &eb[tid, 0], &rounds[tid])
+                           &eb[tid, 0], &rounds[tid, 0])
             for j in range(start, stop):          # the reduction, in document order
                 m = -INFINITY
                 for k in range(K):

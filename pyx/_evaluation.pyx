@@ -12,11 +12,14 @@ Counts come as a CSR matrix (``indptr`` int64, ``indices`` int32 word ids,
 arrays are ``topic_word.T`` made contiguous, so the K values of one word are
 adjacent.
 """
+import numpy as np
+
 from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY, exp, fabs, log, log1p
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
+from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_gamma, bnp_rng_uniform
 from bnpcore.kernels.special cimport (bnp_digamma, bnp_dlgamma, bnp_lgamma, bnp_log_dirmult, bnp_logaddexp,
                                       bnp_logsumexp)
@@ -195,7 +198,6 @@ def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = top
                     int64_t max_iter, double tol,
                     double[:, ::1] gamma,               # OUT (n_docs, K) variational Dirichlet parameters
                     int64_t[::1] n_iter,                # OUT (n_docs,) iterations used
-                    double[:, ::1] scratch,             # scratch (n_threads, 2 K)
                     int n_threads):
     """Variational posterior q(pi_j) = Dirichlet(gamma_j) of each document with fixed topics.
 
@@ -211,6 +213,7 @@ def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = top
     cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_topics = word_topic.shape[1], j
     cdef int64_t lo, hi
     cdef double *buf
+    cdef double[:, ::1] scratch = np.empty((n_threads, 2 * n_topics + PAD))
     for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
         lo = indptr[j]
         hi = indptr[j + 1]

@@ -25,6 +25,7 @@ cimport numpy as cnp
 from libc.math cimport exp, log
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_rng_log_beta, bnp_stream_t,
                                   bnp_stream_init)
 from bnpcore.kernels.stirling cimport StirlingTable, sample_tables
@@ -474,7 +475,7 @@ def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents
     if n_docs == 0 or K == 0:
         return
     z_arr = np.zeros(words.shape[0], dtype=np.int64)
-    scratch = np.zeros((n_threads, 2 * K), dtype=np.float64)
+    scratch = np.zeros((n_threads, 2 * K + PAD), dtype=np.float64)
     cdef int64_t[::1] z = z_arr
     cdef double[:, ::1] sv = scratch
     cdef const int32_t *wp = &words[0] if words.shape[0] else NULL

@@ -27,6 +27,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
 
 from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform, bnp_stream_t, bnp_stream_init
+from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.special cimport bnp_digamma
 
 cnp.import_array()
@@ -645,6 +646,12 @@ cdef struct Sequential:
     double entropy       # - sum c_jw r log r of the new rows (MODE_SVB)
 
 
+cdef struct PaddedSequential:
+    # one thread's state in the parallel sweep, clear of the next one's cache lines
+    Sequential s
+    double pad[PAD]
+
+
 cdef inline double _sampled(const Sequential *a, const int32_t *st, int64_t stride, int64_t s,
                             int64_t offset) noexcept nogil:
     """Sampled document- or word-topic count of sample s at offset (0 without samples)."""
@@ -905,35 +912,35 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
         raise ValueError("count copies disagree on the number of topics or words")
     if mode == M_CVB and (var_dk.shape[0] != D or var_wk_threads.shape[0] != T or var_k_threads.shape[0] != T):
         raise ValueError("MODE_CVB needs the variance arrays")
-    work = np.empty((T, 2 * K))
+    work = np.empty((T, 2 * K + PAD))
     cdef double[:, ::1] wv = work
-    cdef Sequential *a = <Sequential *>calloc(T, sizeof(Sequential))
+    cdef PaddedSequential *a = <PaddedSequential *>calloc(T, sizeof(PaddedSequential))
     if a == NULL:
         raise MemoryError()
     for t in range(T):
-        a[t].K = K
-        a[t].mode = mode
-        a[t].threshold = -1
-        a[t].do_vb = True
-        a[t].alpha = &alpha[0]
-        a[t].eta = &eta[0]
-        a[t].eta_tot = eta_tot
-        a[t].vb_dk = &vb_dk[0, 0]
-        a[t].vb_wk = &wk_threads[t, 0, 0]
-        a[t].vb_k = &k_threads[t, 0]
+        a[t].s.K = K
+        a[t].s.mode = mode
+        a[t].s.threshold = -1
+        a[t].s.do_vb = True
+        a[t].s.alpha = &alpha[0]
+        a[t].s.eta = &eta[0]
+        a[t].s.eta_tot = eta_tot
+        a[t].s.vb_dk = &vb_dk[0, 0]
+        a[t].s.vb_wk = &wk_threads[t, 0, 0]
+        a[t].s.vb_k = &k_threads[t, 0]
         if mode == M_CVB:
-            a[t].var_dk = &var_dk[0, 0]
-            a[t].var_wk = &var_wk_threads[t, 0, 0]
-            a[t].var_k = &var_k_threads[t, 0]
-        a[t].work = &wv[t, 0]
+            a[t].s.var_dk = &var_dk[0, 0]
+            a[t].s.var_wk = &var_wk_threads[t, 0, 0]
+            a[t].s.var_k = &var_k_threads[t, 0]
+        a[t].s.work = &wv[t, 0]
     try:
         for j in prange(D, nogil=True, num_threads=n_threads, schedule="static"):
             t = threadid()
             for p in range(indptr[j], indptr[j + 1]):
-                _vb_pair(&a[t], j, indices[p], counts[p], &r[p, 0])
+                _vb_pair(&a[t].s, j, indices[p], counts[p], &r[p, 0])
         delta = 0.0
         for t in range(T):
-            delta += a[t].delta
+            delta += a[t].s.delta
         return delta, 0.0
     finally:
         free(a)
@@ -956,15 +963,15 @@ cdef struct SVBParallel:
     double *ndk
     double *nwk          # n_threads x W x K partial word counts
     int64_t nwk_stride
-    double *work         # n_threads x K
-    double *acc          # n_threads x 2: delta, entropy
+    double *work         # n_threads x (K + PAD)
+    double *acc          # n_threads x PAD: delta, entropy
 
 
 cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
     cdef int64_t K = a.K, p, k
     cdef int32_t w
     cdef double c, z, lz, rn, d, delta = 0.0, ent = 0.0
-    cdef double *x = a.work + tid * K
+    cdef double *x = a.work + tid * (K + PAD)
     cdef double *nd = a.ndk + j * K
     cdef double *nw
     cdef double *row
@@ -997,8 +1004,8 @@ cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
             row[k] = rn
             nd[k] += c * rn
             nw[k] += c * rn
-    a.acc[2 * tid] += delta
-    a.acc[2 * tid + 1] += ent
+    a.acc[PAD * tid] += delta
+    a.acc[PAD * tid + 1] += ent
 
 
 def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
@@ -1031,8 +1038,8 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
         raise ValueError("arrays disagree on the number of topics or words")
     ew = np.exp(log_word)
     ed = np.exp(log_doc)
-    work = np.empty((n_threads, K))
-    acc = np.zeros((n_threads, 2))
+    work = np.empty((n_threads, K + PAD))
+    acc = np.zeros((n_threads, PAD))
     cdef const double[:, ::1] ewv = ew, edv = ed
     cdef double[:, ::1] wv = work, av = acc
     cdef SVBParallel a
@@ -1222,9 +1229,9 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
             if counts[p] <= threshold:
                 n_cg += counts[p]
         max_tokens = max(max_tokens, n_cg)
-    r_np = np.empty((n_threads, max_pairs * K))
-    z_np = np.empty((n_threads, max_tokens), dtype=np.int32)
-    work_np = np.empty((n_threads, 5 * K))
+    r_np = np.empty((n_threads, max_pairs * K + PAD))
+    z_np = np.empty((n_threads, max_tokens + 2 * PAD), dtype=np.int32)
+    work_np = np.empty((n_threads, 5 * K + PAD))
     cdef double[:, ::1] rb = r_np, wk = work_np
     cdef int32_t[:, ::1] zb = z_np
     cdef FoldIn f

@@ -32,14 +32,11 @@ from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 from bnpcore.kernels._pclda cimport (_alias_pick, _bucket, _bucket_pick, _doc_close, _doc_open, _list_add,
                                     _list_remove, _log_gamma_small, _move_token, label_t)
 from bnpcore.kernels._pclda import check_labels, z_scratch
+from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_normal, bnp_rng_uniform,
                                   bnp_stream_init, bnp_stream_t)
 
 cnp.import_array()
-
-cdef enum:
-    # padding of per-thread scratch rows (no false sharing between threads)
-    _PAD = 16
 
 # Above this mean a Poisson draw of the Polya urn is normal, rounded (the
 # approximation is already the urn's; it keeps a draw O(1) for large counts).
@@ -85,7 +82,7 @@ def sample_tables(const int64_t[::1] tok_ptr, const label_t[::1] z,          # I
         for j, k with ndk[j, k] > 0:      # ndk[j] = np.bincount(z[tok_ptr[j]:tok_ptr[j + 1]], minlength=K)
             l_k[k] += (rng.random(ndk[j, k]) * (ab[k] + np.arange(ndk[j, k])) < ab[k]).sum()
     """
-    cdef int64_t D = tok_ptr.shape[0] - 1, j, T = n_threads, stride = K + _PAD
+    cdef int64_t D = tok_ptr.shape[0] - 1, j, T = n_threads, stride = K + PAD
     if ab.shape[0] < K or l_k.shape[0] < K or tok_ptr[D] != z.shape[0]:
         raise ValueError(f"ab and l_k need K = {K} entries and tok_ptr must end at the number of labels")
     if n_threads < 1:
@@ -151,7 +148,7 @@ def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN
         raise ValueError("tail_cdf is empty")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
-    best = np.full((n_threads, _PAD), -1, dtype=np.int64)
+    best = np.full((n_threads, PAD), -1, dtype=np.int64)
     cdef int64_t[:, ::1] bv = best
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=64):
@@ -238,7 +235,7 @@ def sample_phi(const int32_t[:, ::1] nwk, const int64_t[::1] nk, int64_t K,    #
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if W == 0 or K == 0:
         return
-    work = np.empty((n_threads, W + _PAD))
+    work = np.empty((n_threads, W + PAD))
     cdef double[:, ::1] wv = work
     with nogil:
         for k in prange(K, num_threads=n_threads, schedule="dynamic", chunksize=1):
@@ -264,7 +261,7 @@ cdef struct ZArgs:
     const double *tail_cdf       # cumulative Psi_k over the tail topics K, K + 1, ...
     int64_t n_tail               # entries of tail_cdf (0: no tail)
     int32_t *nwk
-    int64_t stride               # of the per-thread rows below: C + _PAD
+    int64_t stride               # of the per-thread rows below: C + PAD
     double *cum
     int32_t *nd
     int32_t *dlist
@@ -376,7 +373,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     cdef int64_t[:, ::1] kv = parts
     cdef ZArgs a
     cdef ZArgs *ap = &a
-    a.C, a.K, a.stride = C, K, C + _PAD
+    a.C, a.K, a.stride = C, K, C + PAD
     a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
     a.phi, a.prob, a.alias, a.mass, a.ab, a.tail = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0], &ab[0], tail
     a.tail_cdf, a.n_tail, a.nwk = &tail_cdf[0] if M else NULL, M, &nwk[0, 0]

@@ -33,6 +33,7 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport exp, log, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
+from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform, bnp_rng_uniform_pos,
                                   bnp_stream_init, bnp_stream_t)
 
@@ -43,9 +44,6 @@ cnp.import_array()
 # 8 streams open, so that its passes over the words touch whole lines.
 cdef enum:
     PHI_BLOCK = 8
-    # padding of per-thread scratch rows: rows of different threads stay at least
-    # one cache line apart (no false sharing)
-    _PAD = 16
 
 
 # ---------------------------------------------------------------------------
@@ -220,7 +218,7 @@ def build_alias(const double[:, ::1] phi, const double[::1] alpha,              
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if W == 0 or K == 0:
         return
-    stacks = np.empty((n_threads, 2 * K + _PAD), dtype=np.int32)
+    stacks = np.empty((n_threads, 2 * K + PAD), dtype=np.int32)
     cdef int32_t[:, ::1] sv = stacks
     with nogil:
         for w in prange(W, num_threads=n_threads, schedule="static"):
@@ -243,7 +241,7 @@ cdef struct ZArgs:
     const int32_t *alias
     const double *mass
     int32_t *nwk
-    int64_t stride       # of the per-thread rows below: K + _PAD
+    int64_t stride       # of the per-thread rows below: K + PAD
     double *cum          # n_threads x stride: cumulative weights of the document bucket
     int32_t *nd          # n_threads x stride: the document's counts n_jk (0 between documents)
     int32_t *dlist       # n_threads x stride: topics with n_jk > 0
@@ -297,7 +295,7 @@ def z_scratch(int n_threads, int64_t K):
     """Per-thread rows of K topics (padded) for a z-step: the cumulative weights
     of the document bucket, the document's counts (0), topic list and positions
     in it (-1), and the thread's changes of the topic totals (0)."""
-    shape = (n_threads, K + _PAD)
+    shape = (n_threads, K + PAD)
     return (np.empty(shape), np.zeros(shape, dtype=np.int32), np.empty(shape, dtype=np.int32),
             np.full(shape, -1, dtype=np.int32), np.zeros(shape, dtype=np.int64))
 
@@ -351,7 +349,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     cdef int64_t[:, ::1] kv = parts
     cdef ZArgs a
     cdef ZArgs *ap = &a
-    a.K, a.stride = K, K + _PAD
+    a.K, a.stride = K, K + PAD
     a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
     a.phi, a.prob, a.alias, a.mass, a.nwk = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0], &nwk[0, 0]
     a.cum, a.nd, a.dlist, a.dpos, a.nk_part = &cv[0, 0], &nv[0, 0], &lv[0, 0], &pv[0, 0], &kv[0, 0]
