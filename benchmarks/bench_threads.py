@@ -4,6 +4,7 @@
     python benchmarks/bench_threads.py                          # KOS, every registered model
     python benchmarks/bench_threads.py --path docword.nips.txt --vocab vocab.nips.txt
     python benchmarks/bench_threads.py --models lda-cvb0 lda-cvb0/delayed --iterations 50
+    python benchmarks/bench_threads.py --path /tmp/nips --repeat 3   # NIPS-sized: bnpcore.datasets.write_synthetic
 
 For each model: training seconds and tokens/s (training tokens x iterations /
 seconds), the seconds of the held-out evaluation (``transform`` of the
@@ -11,15 +12,25 @@ observed tokens plus the scoring kernel: the per-document kernels every
 estimator runs in parallel), the speed-up of both at 2 threads over 1, and the
 held-out per-word log-likelihood (document completion, ``harness``'s neutral
 protocol: 10% of each document's tokens held out). ``name/delayed`` runs a
-registered model with ``schedule="delayed"`` (the delayed-update CVB/CVB0).
-Iterations: ``--iterations`` for every model with an iteration parameter
-(burn-in and kept samples shrunk to fit), the registry's settings otherwise.
+registered model with ``schedule="delayed"`` (the delayed-update CVB/CVB0
+and CV-HDP); ``hdp-da-batch/no-moves`` is bHDP without split and merge moves
+(the moves run on one thread, so this isolates the parallel E-step). Iterations: ``--iterations`` for every model with an iteration
+parameter (burn-in and kept samples shrunk to fit), the registry's settings
+otherwise.
 
 Timings on a machine shared with other work are only comparable within one
-run (ratios side by side); the caption prints the load average.
+run (ratios side by side); the caption prints the load average. ``--repeat R``
+fits every model R times at 1 and 2 threads in turn and reports the median
+seconds. The caption also gives the machine's own ceiling: the throughput of
+two processes running a pure-Python loop that shares nothing, over one
+process, as the median of ``--repeat`` trials (2.0 on two idle cores; on a
+virtual machine whose second core is shared with other guests it is lower, and
+no kernel can beat it).
 """
 import argparse
+import multiprocessing
 import os
+import statistics
 import sys
 import time
 
@@ -30,7 +41,34 @@ from harness import threads_note, token_split  # noqa: E402
 THREADS = (1, 2)
 # registered model with schedule="delayed" (delayed-update CVB / CVB0)
 VARIANTS = {"lda-cvb0/delayed": ("lda-cvb0", {"schedule": "delayed"}),
-            "lda-cvb/delayed": ("lda-cvb", {"schedule": "delayed"})}
+            "lda-cvb/delayed": ("lda-cvb", {"schedule": "delayed"}),
+            "hdp-cvb/delayed": ("hdp-cvb", {"schedule": "delayed"}),
+            "hdp-da-batch/no-moves": ("hdp-da-batch", {"split_merge": False})}
+
+
+def _spin(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def machine_ceiling(repeat, n=5_000_000):
+    """Median over ``repeat`` trials of 2 x (seconds of one forked process
+    running ``_spin(n)``) / (seconds of two at once): the speed-up two threads
+    could get on this machine now, with nothing shared."""
+    fork = multiprocessing.get_context("fork")
+
+    def seconds(n_procs):
+        procs = [fork.Process(target=_spin, args=(n,)) for _ in range(n_procs)]
+        start = time.perf_counter()
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join()
+        return time.perf_counter() - start
+
+    return statistics.median(2 * seconds(1) / seconds(2) for _ in range(repeat))
 
 
 def make_estimator(name, threads, cfg):
@@ -53,20 +91,26 @@ def make_estimator(name, threads, cfg):
 
 
 def run_model(name, observed, heldout, cfg):
-    """One row per thread count: (name, threads, iterations, fit s, tokens/s, eval s, heldout)."""
+    """One row per thread count: (name, threads, iterations, fit s, tokens/s, eval s, heldout),
+    seconds the median of ``cfg.repeat`` fits, thread counts in turn."""
     from bnpcore.cli import heldout_score
+    runs = {threads: [] for threads in THREADS}
+    for _ in range(cfg.repeat):
+        for threads in THREADS:
+            est = make_estimator(name, threads, cfg)
+            start = time.perf_counter()
+            est.fit(observed)
+            fit_s = time.perf_counter() - start
+            iterations = max(1, len(getattr(est, "history_", ()) or ()))
+            start = time.perf_counter()
+            ll = heldout_score(est, observed, heldout, est.transform(observed))
+            runs[threads].append((fit_s, time.perf_counter() - start, iterations, ll))
     rows = []
-    for threads in THREADS:
-        est = make_estimator(name, threads, cfg)
-        start = time.perf_counter()
-        est.fit(observed)
-        fit_s = time.perf_counter() - start
-        iterations = max(1, len(getattr(est, "history_", ()) or ()))
-        start = time.perf_counter()
-        ll = heldout_score(est, observed, heldout, est.transform(observed))
-        eval_s = time.perf_counter() - start
-        rows.append(("bnpcore", name, threads, iterations, fit_s, observed.n_tokens * iterations / fit_s, eval_s,
-                     ll))
+    for threads, fits in runs.items():
+        fit_s = statistics.median(f[0] for f in fits)
+        iterations, ll = fits[0][2:]
+        rows.append(("bnpcore", name, threads, iterations, fit_s, observed.n_tokens * iterations / fit_s,
+                     statistics.median(f[1] for f in fits), ll))
     return rows
 
 
@@ -101,12 +145,14 @@ def parse_args(argv=None):
     p.add_argument("--path", default="kos", help="a UCI docword file (default: the bundled KOS)")
     p.add_argument("--vocab", help="UCI vocabulary file")
     p.add_argument("--models", nargs="+", default=sorted(MODELS) + sorted(VARIANTS), metavar="MODEL",
-                   help="registered models (bnpcore list) and name/delayed variants (default: all)")
+                   help="registered models (bnpcore list) and the variants name/delayed, hdp-da-batch/no-moves (default: all)")
     p.add_argument("--iterations", type=int, default=20,
                    help="iterations of every model with an iteration parameter (default 20; 0: the registry's)")
     p.add_argument("--topics", type=int, default=10, help="K of tomotopy's LDA (default 10, the registry's LDA K)")
     p.add_argument("--sweeps", type=int, default=100, help="sweeps of tomotopy's samplers (default 100)")
     p.add_argument("--no-tomotopy", action="store_true", help="skip the tomotopy rows")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="fits per model and thread count, in turn; seconds are the medians (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="also write the table to this file")
     return p.parse_args(argv)
@@ -117,7 +163,8 @@ def main(argv=None):
     cfg = parse_args(argv)
     corpus, observed, heldout = token_split(cfg.path, cfg.vocab, seed=cfg.seed)
     caption = (f"{cfg.path}: {corpus.n_docs} documents, {corpus.n_words} words, {observed.n_tokens} training "
-               f"tokens; {threads_note()}; load average at start {os.getloadavg()[0]:.1f}")
+               f"tokens; {threads_note()}; load average at start {os.getloadavg()[0]:.1f}; machine ceiling at "
+               f"start {machine_ceiling(max(cfg.repeat, 3)):.2f}x")
     print(caption, flush=True)
     rows = []
     for name in cfg.models:
@@ -131,7 +178,9 @@ def main(argv=None):
             rows += run_tomotopy(observed, heldout, cfg)
         else:
             print("skipping tomotopy: not installed (pip install .[bench])", file=sys.stderr)
-    caption += f"; load average at end {os.getloadavg()[0]:.1f}"
+    caption += (f"; load average at end {os.getloadavg()[0]:.1f}; machine ceiling at end "
+                f"{machine_ceiling(max(cfg.repeat, 3)):.2f}x")
+    print(caption)
     print_rows(rows)
     if cfg.out:
         with open(cfg.out, "w") as fh:

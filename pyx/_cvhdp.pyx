@@ -325,7 +325,7 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
     bounds[0], bounds[T] = 0, D
     bounds = np.maximum.accumulate(np.minimum(bounds, D))
     delta = np.zeros((3, T, W, K))             # dE, dV, Z per block
-    dk = np.zeros((2, T, K))                   # dE_k, dV_k per block
+    dk = np.zeros((T, 2, K + PAD))             # dE_k, dV_k per block (padded: written for every pair)
     ents = np.zeros(T)
     cdef int64_t[::1] bv = bounds
     cdef double[:, :, :, ::1] dv = delta
@@ -339,8 +339,8 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
     for t in prange(T, nogil=True, num_threads=T, schedule="static", chunksize=1):
         ev[t] = _sweep_block(bv[t], bv[t + 1], &indptr[0], &indices[0], &counts[0], rp, &E_jk[0, 0],
                              &V_jk[0, 0], &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0], K, dp + t * WK,
-                             dp + (T + t) * WK, dp + (2 * T + t) * WK, &E_k[0], &V_k[0], dkp + t * K,
-                             dkp + (T + t) * K, &prior_doc[0], &prior_word[0], prior_topic, wp + t * (3 * K + PAD), K)
+                             dp + (T + t) * WK, dp + (2 * T + t) * WK, &E_k[0], &V_k[0], dkp + 2 * t * (K + PAD),
+                             dkp + (2 * t + 1) * (K + PAD), &prior_doc[0], &prior_word[0], prior_topic, wp + t * (3 * K + PAD), K)
     E_wk_a, V_wk_a, Z_wk_a, E_k_a, V_k_a = np.asarray(E_wk), np.asarray(V_wk), np.asarray(Z_wk), np.asarray(E_k), \
         np.asarray(V_k)
     Z_wk_a[...] = 0.0
@@ -348,8 +348,8 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
         E_wk_a += delta[0, t]
         V_wk_a += delta[1, t]
         Z_wk_a += delta[2, t]
-        E_k_a += dk[0, t]
-        V_k_a += dk[1, t]
+        E_k_a += dk[t, 0, :K]
+        V_k_a += dk[t, 1, :K]
         ent += ents[t]
     return ent
 

@@ -913,7 +913,14 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
     if mode == M_CVB and (var_dk.shape[0] != D or var_wk_threads.shape[0] != T or var_k_threads.shape[0] != T):
         raise ValueError("MODE_CVB needs the variance arrays")
     work = np.empty((T, 2 * K + PAD))
+    # each thread's topic counts (and variances), written for every pair: copied
+    # into padded rows, as (T, K) rows of small K would share cache lines
+    k_local = np.zeros((T, 2, K + PAD))
+    k_local[:, 0, :K] = k_threads
+    if mode == M_CVB:
+        k_local[:, 1, :K] = var_k_threads
     cdef double[:, ::1] wv = work
+    cdef double[:, :, ::1] kl = k_local
     cdef PaddedSequential *a = <PaddedSequential *>calloc(T, sizeof(PaddedSequential))
     if a == NULL:
         raise MemoryError()
@@ -927,17 +934,20 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
         a[t].s.eta_tot = eta_tot
         a[t].s.vb_dk = &vb_dk[0, 0]
         a[t].s.vb_wk = &wk_threads[t, 0, 0]
-        a[t].s.vb_k = &k_threads[t, 0]
+        a[t].s.vb_k = &kl[t, 0, 0]
         if mode == M_CVB:
             a[t].s.var_dk = &var_dk[0, 0]
             a[t].s.var_wk = &var_wk_threads[t, 0, 0]
-            a[t].s.var_k = &var_k_threads[t, 0]
+            a[t].s.var_k = &kl[t, 1, 0]
         a[t].s.work = &wv[t, 0]
     try:
         for j in prange(D, nogil=True, num_threads=n_threads, schedule="static"):
             t = threadid()
             for p in range(indptr[j], indptr[j + 1]):
                 _vb_pair(&a[t].s, j, indices[p], counts[p], &r[p, 0])
+        np.asarray(k_threads)[:] = k_local[:, 0, :K]
+        if mode == M_CVB:
+            np.asarray(var_k_threads)[:] = k_local[:, 1, :K]
         delta = 0.0
         for t in range(T):
             delta += a[t].s.delta

@@ -759,7 +759,11 @@ class StandardVB(_LDA):
         (``delta`` in ``history_``) falls below ``tol``; None runs ``max_iter``.
     schedule : {"parallel", "sequential"}, default "parallel"
         "parallel": all pairs from the counts of the previous iteration (the
-        usual E-step/M-step), documents in ``n_threads`` threads;
+        usual E-step/M-step), documents in ``n_threads`` threads, each
+        summing its block's word-topic counts (so fits at different thread
+        counts agree to rounding, about 1e-15 relative per iteration, not bit
+        for bit; ``bnpcore.distributed`` with P partitions repeats
+        ``n_threads=P`` exactly);
         "sequential": pair by pair, counts updated after each, on one thread
         (``n_threads`` other than None or 1 then warns that only
         ``transform`` and ``score`` use it).

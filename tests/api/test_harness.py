@@ -116,3 +116,28 @@ def test_repro_004_says_which_ordering_holds():
     assert ok and verdict.startswith("CVB/CGS = CGS")
     assert repro.ordering(np.array([-3.0]))[0] == "?"       # one seed cannot judge
     assert repro.ordering(np.array([-3.0, -3.2, -2.9]))[0] == "<"
+
+
+def test_bench_threads_reports_the_median_of_repeated_fits(monkeypatch, tiny_corpus):
+    bench_threads = _module("bench_threads")
+    durations = {1: iter([5.0, 1.0, 3.0]), 2: iter([2.0, 2.0, 8.0])}     # fit seconds by thread count
+    clock, calls = [0.0], []
+
+    class FakeTime:                       # fit: start, stop; evaluation: start, stop (1 s)
+        @staticmethod
+        def perf_counter():
+            calls.append(clock[0])
+            if len(calls) % 4 == 1:
+                clock[0] += next(durations[1 + (len(calls) // 4) % 2])
+            elif len(calls) % 4 == 3:
+                clock[0] += 1.0
+            return calls[-1]
+
+    monkeypatch.setattr(bench_threads, "time", FakeTime)
+    observed, heldout = tiny_corpus.split_tokens(0.2, random_state=0)
+    cfg = bench_threads.parse_args(["--iterations", "2", "--repeat", "3"])
+    rows = bench_threads.run_model("lda-pcgs", observed, heldout, cfg)
+    assert [(r[2], r[4], r[6]) for r in rows] == [(1, 3.0, 1.0), (2, 2.0, 1.0)]
+    assert rows[0][7] == rows[1][7]       # an exact sampler: the same fit at any thread count
+    monkeypatch.undo()
+    assert 0.0 < bench_threads.machine_ceiling(1, n=10_000) < 4.0
