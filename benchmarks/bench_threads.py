@@ -14,9 +14,9 @@ held-out per-word log-likelihood (document completion, ``harness``'s neutral
 protocol: 10% of each document's tokens held out). ``name/delayed`` runs a
 registered model with ``schedule="delayed"`` (the delayed-update CVB/CVB0
 and CV-HDP); ``hdp-da-batch/no-moves`` is bHDP without split and merge moves
-(the moves run on one thread, so this isolates the parallel E-step). Iterations: ``--iterations`` for every model with an iteration
-parameter (burn-in and kept samples shrunk to fit), the registry's settings
-otherwise.
+(the moves run on one thread, so this isolates the parallel E-step).
+Iterations: ``--iterations`` for every model with an iteration parameter
+(burn-in and kept samples shrunk to fit), the registry's settings otherwise.
 
 Timings on a machine shared with other work are only comparable within one
 run (ratios side by side); the caption prints the load average. ``--repeat R``
@@ -145,7 +145,8 @@ def parse_args(argv=None):
     p.add_argument("--path", default="kos", help="a UCI docword file (default: the bundled KOS)")
     p.add_argument("--vocab", help="UCI vocabulary file")
     p.add_argument("--models", nargs="+", default=sorted(MODELS) + sorted(VARIANTS), metavar="MODEL",
-                   help="registered models (bnpcore list) and the variants name/delayed, hdp-da-batch/no-moves (default: all)")
+                   help="registered models (bnpcore list) and the variants name/delayed, "
+                        "hdp-da-batch/no-moves (default: all)")
     p.add_argument("--iterations", type=int, default=20,
                    help="iterations of every model with an iteration parameter (default 20; 0: the registry's)")
     p.add_argument("--topics", type=int, default=10, help="K of tomotopy's LDA (default 10, the registry's LDA K)")

@@ -340,7 +340,8 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
         ev[t] = _sweep_block(bv[t], bv[t + 1], &indptr[0], &indices[0], &counts[0], rp, &E_jk[0, 0],
                              &V_jk[0, 0], &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0], K, dp + t * WK,
                              dp + (T + t) * WK, dp + (2 * T + t) * WK, &E_k[0], &V_k[0], dkp + 2 * t * (K + PAD),
-                             dkp + (2 * t + 1) * (K + PAD), &prior_doc[0], &prior_word[0], prior_topic, wp + t * (3 * K + PAD), K)
+                             dkp + (2 * t + 1) * (K + PAD), &prior_doc[0], &prior_word[0], prior_topic,
+                             wp + t * (3 * K + PAD), K)
     E_wk_a, V_wk_a, Z_wk_a, E_k_a, V_k_a = np.asarray(E_wk), np.asarray(V_wk), np.asarray(Z_wk), np.asarray(E_k), \
         np.asarray(V_k)
     Z_wk_a[...] = 0.0

@@ -96,23 +96,26 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
 
 cdef void add_document(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
                        const double[:, ::1] r, const double[::1] L, int64_t first, const double[:, ::1] ndk,
-                       const double[:, ::1] ps, double[:, ::1] stats, double[::1] entropy) noexcept nogil:
-    """Document j's terms of the E-step's sums, in their order: -n_jk psi(theta'_jk)
-    into the entropy, then pair by pair c r into the statistics and c r L into the
-    entropy; its pairs' responsibilities and log normalisers are the rows
-    ``first``.. of ``r`` and ``L``."""
-    cdef int64_t K = stats.shape[1], p, k, i, v
+                       const double[:, ::1] ps, int64_t k0, int64_t k1, double *stats, double *entropy) noexcept nogil:
+    """Document j's terms of the E-step's sums for topics k0..k1-1, in their
+    order: -n_jk psi(theta'_jk) into the entropy, then pair by pair c r into the
+    statistics and c r L into the entropy; its pairs' responsibilities and log
+    normalisers are the rows ``first``.. of ``r`` and ``L``. ``stats`` is a
+    (words, k1 - k0) array and ``entropy`` has k1 - k0 entries, both for these
+    topics only."""
+    cdef int64_t p, k, i, n = k1 - k0
     cdef double c, x
-    for k in range(K):
-        entropy[k] -= ndk[j, k] * ps[j, k]
+    cdef double *row
+    for k in range(k0, k1):
+        entropy[k - k0] -= ndk[j, k] * ps[j, k]
     for p in range(ptr[j], ptr[j + 1]):
         i = first + p - ptr[j]
-        v = words[p]
         c = counts[p]
-        for k in range(K):
+        row = stats + words[p] * n - k0
+        for k in range(k0, k1):
             x = c * r[i, k]
-            stats[v, k] += x
-            entropy[k] += x * L[i]
+            row[k] += x
+            entropy[k - k0] += x * L[i]
 
 
 def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
@@ -131,8 +134,9 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     maximisation of the bound, so the bound never decreases.
 
     Documents run in ``n_threads`` OpenMP threads; the statistics are then
-    added in document order, chunk by chunk, so every output is bit-identical
-    for any number of threads.
+    added in document order, chunk by chunk (each thread adding the columns of
+    its share of the topics), so every output is bit-identical for any number
+    of threads.
 
     Parameters
     ----------
@@ -183,7 +187,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
             (psi_theta is not None and (psi_theta.shape[0] != S or psi_theta.shape[1] != K)):
         raise ValueError("log_norm must have nnz entries and psi_theta shape (S, K)")
     cdef bint norms = log_norm is not None
-    cdef int64_t j, p, k, v, w_max = 0, start, stop, base, tid
+    cdef int64_t j, p, k, v, w_max = 0, start, stop, base, tid, b, k0, k1
     for j in range(S):
         w_max = max(w_max, ptr[j + 1] - ptr[j])
     cdef int64_t chunk = max(_CHUNK_PAIRS, w_max)
@@ -195,12 +199,31 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     ps_arr = np.empty((S, max(K, 1)))
     eb_arr = np.empty((n_threads, max(K, 1) + PAD))
     rounds_arr = np.zeros((n_threads, PAD), dtype=np.int64)
+    # thread b adds topics kb[b]..kb[b+1]-1 of every document, in document order,
+    # into its own copy of those columns (words x its topics, then PAD) and of
+    # their entropy terms: no two threads write one cache line
+    kb_arr = (np.arange(n_threads + 1) * K) // n_threads
+    cols_arr = np.zeros(V * K + n_threads * PAD)
+    ent_arr = np.zeros((n_threads, K + PAD))
+    cdef int64_t[::1] kb = kb_arr
+    cdef double[::1] cols = cols_arr
+    cdef double[:, ::1] ent = ent_arr
+    cdef double *own
     cdef double[:, ::1] expphi = expphi_arr, rows = rows_arr, ps = ps_arr, eb = eb_arr
     cdef double[::1] shift = shift_arr, L = L_arr
     cdef signed char[::1] flags = flags_arr
     cdef int64_t[:, ::1] rounds = rounds_arr
     cdef double m
     with nogil:
+        for b in prange(n_threads, num_threads=n_threads, schedule="static"):
+            k0 = kb[b]
+            k1 = kb[b + 1]
+            own = &cols[V * k0 + b * PAD]
+            for v in range(V):
+                for k in range(k0, k1):
+                    own[v * (k1 - k0) + k - k0] = stats[v, k]
+            for k in range(k0, k1):
+                ent[b, k - k0] = entropy[k]
         for v in prange(V, num_threads=n_threads, schedule="static"):
             shift[v] = -INFINITY
             for k in range(K):
@@ -218,7 +241,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                 doc_rounds(j, ptr, words, counts, elogphi, expphi, alpha_beta, tol, max_iter, warm, theta, ndk,
                            &rows[ptr[j] - base, 0], &L[ptr[j] - base], <char *> &flags[ptr[j] - base], &ps[j, 0],
                            &eb[tid, 0], &rounds[tid, 0])
-            for j in range(start, stop):          # the reduction, in document order
+            for j in prange(start, stop, num_threads=n_threads, schedule="static"):
                 m = -INFINITY
                 for k in range(K):
                     m = max(m, ps[j, k])
@@ -230,8 +253,22 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                     if keep:
                         for k in range(K):
                             resp[p, k] = rows[p - base, k]
-                add_document(j, ptr, words, counts, rows, L, ptr[j] - base, ndk, ps, stats, entropy)
+            for b in prange(n_threads, num_threads=n_threads, schedule="static"):
+                k0 = kb[b]
+                k1 = kb[b + 1]
+                for j in range(start, stop):      # the reduction, in document order
+                    add_document(j, ptr, words, counts, rows, L, ptr[j] - base, ndk, ps, k0, k1,
+                                 &cols[V * k0 + b * PAD], &ent[b, 0])
             start = stop
+        for b in prange(n_threads, num_threads=n_threads, schedule="static"):
+            k0 = kb[b]
+            k1 = kb[b + 1]
+            own = &cols[V * k0 + b * PAD]
+            for v in range(V):
+                for k in range(k0, k1):
+                    stats[v, k] = own[v * (k1 - k0) + k - k0]
+            for k in range(k0, k1):
+                entropy[k] = ent[b, k - k0]
     if psi_theta is not None and K > 0:
         psi_theta[:, :] = ps
     return int(rounds_arr.sum())
@@ -255,9 +292,12 @@ def reduce_sums(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[
     if resp.shape[1] != K or ndk.shape[0] != S or ndk.shape[1] != K or psi_theta.shape[0] != S \
             or psi_theta.shape[1] != K or entropy.shape[0] != K:
         raise ValueError("resp must have shape (nnz, K), ndk and psi_theta (S, K), entropy (K,)")
+    if K == 0:
+        return
     with nogil:
         for j in range(S):
-            add_document(j, ptr, words, counts, resp, log_norm, ptr[j], ndk, psi_theta, stats, entropy)
+            add_document(j, ptr, words, counts, resp, log_norm, ptr[j], ndk, psi_theta, 0, K,
+                         &stats[0, 0] if stats.shape[0] else NULL, &entropy[0])
 
 
 def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
