@@ -23,18 +23,25 @@ from bnpcore.kernels.special cimport bnp_digamma
 cdef double _TINY = 1e-280
 
 
-# pairs of documents processed between two (serial, document-ordered) reductions
-cdef int64_t _CHUNK_PAIRS = 1 << 15
+# responsibilities (pairs x K doubles, 32 MB) held between two document-ordered
+# reductions: every reduction waits for the chunk's slowest document, and with
+# 2^15 pairs per chunk (about 40 NIPS-length documents) those waits kept two
+# threads at 1.2x one
+cdef int64_t _CHUNK_DOUBLES = 1 << 22
 
 
 cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
                      const double[:, ::1] elogphi, const double[:, ::1] expphi, const double[::1] alpha_beta,
                      double tol, int max_iter, bint warm, double[:, ::1] theta, double[:, ::1] ndk,
-                     double *rows, double *L, char *logspace, double *ps, double *eb, int64_t *rounds) noexcept nogil:
+                     double *rows, double *L, char *logspace, double *ps, double *eb, double *nd,
+                     int64_t *rounds) noexcept nogil:
     """Eqs. 3-4 for document j to convergence; leaves its responsibilities in
     ``rows`` (nnz_j x K), the unnormalised sum (or, flagged in ``logspace``, the
     log normaliser) of each pair in ``L``, psi of the proportions r was computed
-    from in ``ps``, and its counts in ``ndk[j]``."""
+    from in ``ps``, and its counts in ``ndk[j]``. ``eb`` and ``nd`` are the
+    thread's scratch rows of K: the counts are summed in ``nd`` and copied to
+    ``ndk[j]`` once per round, as the row of the next document (often another
+    thread's) may share a cache line with ``ndk[j]``."""
     cdef int64_t K = elogphi.shape[1], p, i, k, v
     cdef double m, x, z, c, N = 0.0, sb = 0.0, delta, t
     cdef double *row
@@ -54,7 +61,7 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
             m = max(m, ps[k])
         for k in range(K):
             eb[k] = exp(ps[k] - m)
-            ndk[j, k] = 0.0
+            nd[k] = 0.0
         for p in range(ptr[j], ptr[j + 1]):
             i = p - ptr[j]
             v = words[p]
@@ -83,10 +90,11 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
             z = 1.0 / z
             for k in range(K):
                 row[k] *= z
-                ndk[j, k] += c * row[k]
+                nd[k] += c * row[k]
         delta = 0.0
         for k in range(K):
-            t = alpha_beta[k] + ndk[j, k]
+            ndk[j, k] = nd[k]
+            t = alpha_beta[k] + nd[k]
             delta += fabs(t - theta[j, k])
             theta[j, k] = t
         rounds[0] += 1
@@ -190,14 +198,14 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     cdef int64_t j, p, k, v, w_max = 0, start, stop, base, tid, b, k0, k1
     for j in range(S):
         w_max = max(w_max, ptr[j + 1] - ptr[j])
-    cdef int64_t chunk = max(_CHUNK_PAIRS, w_max)
+    cdef int64_t chunk = max(_CHUNK_DOUBLES // max(K, 1), w_max)
     expphi_arr = np.empty((V, K))
     shift_arr = np.empty(V)
     rows_arr = np.empty((min(chunk, max(nnz, 1)), max(K, 1)))
     L_arr = np.empty(rows_arr.shape[0])
     flags_arr = np.empty(rows_arr.shape[0], dtype=np.int8)
     ps_arr = np.empty((S, max(K, 1)))
-    eb_arr = np.empty((n_threads, max(K, 1) + PAD))
+    eb_arr = np.empty((n_threads, 2 * max(K, 1) + PAD))
     rounds_arr = np.zeros((n_threads, PAD), dtype=np.int64)
     # thread b adds topics kb[b]..kb[b+1]-1 of every document, in document order,
     # into its own copy of those columns (words x its topics, then PAD) and of
@@ -240,7 +248,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                 tid = threadid()
                 doc_rounds(j, ptr, words, counts, elogphi, expphi, alpha_beta, tol, max_iter, warm, theta, ndk,
                            &rows[ptr[j] - base, 0], &L[ptr[j] - base], <char *> &flags[ptr[j] - base], &ps[j, 0],
-                           &eb[tid, 0], &rounds[tid, 0])
+                           &eb[tid, 0], &eb[tid, K], &rounds[tid, 0])
             for j in prange(start, stop, num_threads=n_threads, schedule="static"):
                 m = -INFINITY
                 for k in range(K):
