@@ -35,6 +35,7 @@ import numpy as np
 
 from bnpcore.lda import PartiallyCollapsedGibbs
 from bnpcore.kernels import _pclda
+from bnpcore.models.lda_pc import token_blocks
 
 try:
     from bench_lda import bnpcore_cgs, from_counts
@@ -101,10 +102,11 @@ def kernel_profile(st, train):
     _pclda.build_alias(st.phi, st.alpha, st.prob, st.alias, st.mass, 1)
     out["alias"] = time.perf_counter() - tick
     tick = time.perf_counter()
-    _pclda.z_step(c.indptr, c.indices, c.counts, st.tok_ptr, st.phi, st.prob, st.alias, st.mass, st.key,
-                  st.n_sweeps, st.z, st.z_prev, st.ndk, st.nwk, st.nk, 1)
+    for start, chunk, tp, tokens in token_blocks(c, st.tok_ptr):      # as the sweep runs it
+        _pclda.z_step(chunk.indptr, chunk.indices, chunk.counts, tp, st.phi, st.prob, st.alias, st.mass, st.key,
+                      st.n_sweeps, st.z[tokens], st.nwk, st.nk, 1, start)
     out["z"] = time.perf_counter() - tick
-    out["topics/doc"] = float((st.ndk > 0).sum(axis=1).mean())
+    out["topics/doc"] = float((st.doc_counts() > 0).sum(axis=1).mean())
     return out
 
 
