@@ -126,6 +126,24 @@ cdef void add_document(int64_t j, const int64_t[::1] ptr, const int32_t[::1] wor
             entropy[k - k0] += x * L[i]
 
 
+cdef void copy_columns(double[:, ::1] stats, double[::1] entropy, int64_t k0, int64_t k1, double *own,
+                       double *own_entropy, bint into_own) noexcept nogil:
+    """Topics k0..k1-1 of ``stats`` (words x K) and ``entropy`` (K,) into a
+    thread's own copy (words x (k1 - k0), then k1 - k0) if ``into_own``, else back."""
+    cdef int64_t v, k, n = k1 - k0
+    for v in range(stats.shape[0]):
+        for k in range(k0, k1):
+            if into_own:
+                own[v * n + k - k0] = stats[v, k]
+            else:
+                stats[v, k] = own[v * n + k - k0]
+    for k in range(k0, k1):
+        if into_own:
+            own_entropy[k - k0] = entropy[k]
+        else:
+            entropy[k] = own_entropy[k - k0]
+
+
 def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
           const double[:, ::1] elogphi, const double[::1] alpha_beta, double tol, int max_iter, bint warm,
           double[:, ::1] theta, double[:, ::1] ndk, double[:, ::1] stats, double[::1] entropy,
@@ -216,7 +234,6 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     cdef int64_t[::1] kb = kb_arr
     cdef double[::1] cols = cols_arr
     cdef double[:, ::1] ent = ent_arr
-    cdef double *own
     cdef double[:, ::1] expphi = expphi_arr, rows = rows_arr, ps = ps_arr, eb = eb_arr
     cdef double[::1] shift = shift_arr, L = L_arr
     cdef signed char[::1] flags = flags_arr
@@ -224,14 +241,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     cdef double m
     with nogil:
         for b in prange(n_threads, num_threads=n_threads, schedule="static"):
-            k0 = kb[b]
-            k1 = kb[b + 1]
-            own = &cols[V * k0 + b * PAD]
-            for v in range(V):
-                for k in range(k0, k1):
-                    own[v * (k1 - k0) + k - k0] = stats[v, k]
-            for k in range(k0, k1):
-                ent[b, k - k0] = entropy[k]
+            copy_columns(stats, entropy, kb[b], kb[b + 1], &cols[V * kb[b] + b * PAD], &ent[b, 0], True)
         for v in prange(V, num_threads=n_threads, schedule="static"):
             shift[v] = -INFINITY
             for k in range(K):
@@ -269,14 +279,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                                  &cols[V * k0 + b * PAD], &ent[b, 0])
             start = stop
         for b in prange(n_threads, num_threads=n_threads, schedule="static"):
-            k0 = kb[b]
-            k1 = kb[b + 1]
-            own = &cols[V * k0 + b * PAD]
-            for v in range(V):
-                for k in range(k0, k1):
-                    stats[v, k] = own[v * (k1 - k0) + k - k0]
-            for k in range(k0, k1):
-                entropy[k] = ent[b, k - k0]
+            copy_columns(stats, entropy, kb[b], kb[b + 1], &cols[V * kb[b] + b * PAD], &ent[b, 0], False)
     if psi_theta is not None and K > 0:
         psi_theta[:, :] = ps
     return int(rounds_arr.sum())
