@@ -843,8 +843,11 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     tol : float, default 1e-6
         Batch mode: stop when the relative change of the bound is below it.
     n_threads : int or None, default None
-        Threads of the E-step (documents in parallel; None: OMP_NUM_THREADS or
-        all cpus). Results are bit-identical for any number of threads.
+        Threads of the E-step (documents in parallel, then the statistics in
+        parallel over topics, each summed in document order; None:
+        OMP_NUM_THREADS or all cpus). Results are bit-identical for any number
+        of threads. The split and merge moves run on one thread (on KOS about
+        three quarters of a batch iteration with moves).
     random_state : int, Generator or None
 
     Attributes
