@@ -26,8 +26,8 @@ from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
 
-from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform, bnp_stream_t, bnp_stream_init
 from bnpcore.kernels.parallel cimport PAD
+from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform, bnp_stream_t, bnp_stream_init
 from bnpcore.kernels.special cimport bnp_digamma
 
 cnp.import_array()
