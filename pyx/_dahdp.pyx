@@ -24,9 +24,10 @@ cdef double _TINY = 1e-280
 
 
 # responsibilities (pairs x K doubles, 32 MB) held between two document-ordered
-# reductions: every reduction waits for the chunk's slowest document, and with
-# 2^15 pairs per chunk (about 40 NIPS-length documents) those waits kept two
-# threads at 1.2x one
+# reductions, each of which waits for the chunk's slowest document (2^15 pairs
+# before: about 40 NIPS-length documents). Measured alone this changed a
+# NIPS-sized 2-thread bHDP fit only within the machine's noise (1.03-1.26x ->
+# 1.13-1.39x one thread); the scratch row of doc_rounds was the real fix
 cdef int64_t _CHUNK_DOUBLES = 1 << 22
 
 
