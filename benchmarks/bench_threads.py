@@ -7,9 +7,11 @@
     python benchmarks/bench_threads.py --path /tmp/nips --repeat 3   # NIPS-sized: bnpcore.datasets.write_synthetic
 
 For each model: training seconds and tokens/s (training tokens x iterations /
-seconds), the seconds of the held-out evaluation (``transform`` of the
+seconds), the median seconds of one iteration (from ``fit_seconds`` in
+``history_``: the steady state, without the setup before the first iteration
+and the work after the last, which dominate short fits), the seconds of the held-out evaluation (``transform`` of the
 observed tokens plus the scoring kernel: the per-document kernels every
-estimator runs in parallel), the speed-up of both at 2 threads over 1, and the
+estimator runs in parallel), the speed-up of the three at 2 threads over 1, and the
 held-out per-word log-likelihood (document completion, ``harness``'s neutral
 protocol: 10% of each document's tokens held out). ``name/delayed`` runs a
 registered model with ``schedule="delayed"`` (the delayed-update CVB/CVB0
@@ -79,6 +81,8 @@ def make_estimator(name, threads, cfg):
     spec = get_model(base)
     params = spec.load_class()._param_names()
     overrides = dict(extra, n_threads=threads)
+    if base.startswith("lda-") and cfg.topics:
+        overrides["n_components"] = cfg.topics
     if "random_state" in params:
         overrides["random_state"] = cfg.seed
     it = spec.iteration_param()
@@ -90,9 +94,17 @@ def make_estimator(name, threads, cfg):
     return spec.make(**overrides)
 
 
+def iteration_seconds(history):
+    """Median seconds of one iteration, from the cumulative ``fit_seconds`` of
+    each record: the algorithm's steady state, without the setup before the
+    first iteration or the work after the last."""
+    ticks = [0.0] + [r["fit_seconds"] for r in history if "fit_seconds" in r]
+    return statistics.median(b - a for a, b in zip(ticks, ticks[1:])) if len(ticks) > 1 else float("nan")
+
+
 def run_model(name, observed, heldout, cfg):
-    """One row per thread count: (name, threads, iterations, fit s, tokens/s, eval s, heldout),
-    seconds the median of ``cfg.repeat`` fits, thread counts in turn."""
+    """One row per thread count: (system, name, threads, iterations, fit s, tokens/s, iteration s,
+    eval s, heldout), seconds the medians of ``cfg.repeat`` fits, thread counts in turn."""
     from bnpcore.cli import heldout_score
     runs = {threads: [] for threads in THREADS}
     for _ in range(cfg.repeat):
@@ -101,16 +113,17 @@ def run_model(name, observed, heldout, cfg):
             start = time.perf_counter()
             est.fit(observed)
             fit_s = time.perf_counter() - start
-            iterations = max(1, len(getattr(est, "history_", ()) or ()))
+            history = getattr(est, "history_", None) or ()
+            iterations = max(1, len(history))
             start = time.perf_counter()
             ll = heldout_score(est, observed, heldout, est.transform(observed))
-            runs[threads].append((fit_s, time.perf_counter() - start, iterations, ll))
+            runs[threads].append((fit_s, time.perf_counter() - start, iteration_seconds(history), iterations, ll))
     rows = []
     for threads, fits in runs.items():
         fit_s = statistics.median(f[0] for f in fits)
-        iterations, ll = fits[0][2:]
+        iterations, ll = fits[0][3:]
         rows.append(("bnpcore", name, threads, iterations, fit_s, observed.n_tokens * iterations / fit_s,
-                     statistics.median(f[1] for f in fits), ll))
+                     statistics.median(f[2] for f in fits), statistics.median(f[1] for f in fits), ll))
     return rows
 
 
@@ -121,22 +134,21 @@ def run_tomotopy(observed, heldout, cfg):
             peer_cfg = argparse.Namespace(topics=topics, sweeps=cfg.sweeps, threads=threads, seed=cfg.seed)
             row = run(observed, heldout, peer_cfg)
             rows.append(("tomotopy", label, threads, cfg.sweeps, row.train_seconds, row.tokens_per_second,
-                         float("nan"), row.heldout_loglik))
+                         float("nan"), float("nan"), row.heldout_loglik))
     return rows
 
 
 def print_rows(rows, out=sys.stdout):
-    head = (f"{'system':9} {'model':20} {'thr':>3} {'iters':>5} {'fit s':>8} {'tokens/s':>11} {'fit x':>6} "
-            f"{'eval s':>7} {'eval x':>6} {'heldout':>8}")
+    head = (f"{'system':9} {'model':21} {'thr':>3} {'iters':>5} {'fit s':>8} {'tokens/s':>11} {'fit x':>6} "
+            f"{'iter s':>7} {'iter x':>6} {'eval s':>7} {'eval x':>6} {'heldout':>8}")
     print(head, file=out)
     print("-" * len(head), file=out)
     first = {}
-    for system, name, threads, iters, fit_s, tps, eval_s, ll in rows:
-        base = first.setdefault((system, name), (fit_s, eval_s))
-        fit_x = base[0] / fit_s
-        eval_x = base[1] / eval_s if eval_s == eval_s else float("nan")
-        print(f"{system:9} {name:20} {threads:3d} {iters:5d} {fit_s:8.2f} {tps:11.0f} {fit_x:6.2f} "
-              f"{eval_s:7.2f} {eval_x:6.2f} {ll:8.4f}", file=out)
+    for system, name, threads, iters, fit_s, tps, iter_s, eval_s, ll in rows:
+        base = first.setdefault((system, name), (fit_s, iter_s, eval_s))
+        fit_x, iter_x, eval_x = (b / t if t == t else float("nan") for b, t in zip(base, (fit_s, iter_s, eval_s)))
+        print(f"{system:9} {name:21} {threads:3d} {iters:5d} {fit_s:8.2f} {tps:11.0f} {fit_x:6.2f} "
+              f"{iter_s:7.3f} {iter_x:6.2f} {eval_s:7.2f} {eval_x:6.2f} {ll:8.4f}", file=out)
 
 
 def parse_args(argv=None):
@@ -149,7 +161,8 @@ def parse_args(argv=None):
                         "hdp-da-batch/no-moves (default: all)")
     p.add_argument("--iterations", type=int, default=20,
                    help="iterations of every model with an iteration parameter (default 20; 0: the registry's)")
-    p.add_argument("--topics", type=int, default=10, help="K of tomotopy's LDA (default 10, the registry's LDA K)")
+    p.add_argument("--topics", type=int, default=10,
+                   help="K of every LDA model, bnpcore's (lda-*) and tomotopy's (default 10, the registry's)")
     p.add_argument("--sweeps", type=int, default=100, help="sweeps of tomotopy's samplers (default 100)")
     p.add_argument("--no-tomotopy", action="store_true", help="skip the tomotopy rows")
     p.add_argument("--repeat", type=int, default=1,

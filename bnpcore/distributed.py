@@ -137,11 +137,10 @@ from bnpcore._validation import check_int
 from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pchdp, _pclda
-from bnpcore.kernels.special import digamma
 from bnpcore.models.hdp_da import DirectAssignmentVB, _Minibatch, estep_documents, reduce_estep
 from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
 from bnpcore.models.lda import (_RECOUNT_EVERY, CollapsedVB, DelayedCVBState, StandardVB, block_counts,
-                                delayed_cvb_sweep, svb_bound, thread_blocks)
+                                delayed_cvb_sweep, svb_bound, svb_log_doc, svb_log_word, thread_blocks)
 from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
 
 __all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_bounds"]
@@ -276,8 +275,7 @@ def _svb_step(part, log_word):
     (its word-topic counts, delta, entropy, documents term of the bound, seconds))."""
     tick = time.perf_counter()
     alpha, r, ndk = part["alpha"], part["r"].copy(), np.empty_like(part["ndk"])
-    log_doc = digamma(part["ndk"] + alpha)
-    log_doc -= log_doc.max(axis=1, keepdims=True)
+    log_doc = svb_log_doc(part["ndk"], alpha)
     nwk = np.empty((1,) + log_word.shape)
     delta, entropy = _lda.svb_parallel_step(part["indptr"], part["indices"], part["counts"], log_word, log_doc,
                                             r, ndk, nwk, 1)
@@ -445,8 +443,7 @@ class _SVB:
     @staticmethod
     def iterate(state, parts, sampling):
         """One iteration; updates ``state.nwk``/``nk``; returns (diagnostics, kernel seconds per partition)."""
-        log_word = digamma(state.nwk + state.eta[:, None]) - digamma(state.nk + state.eta_tot)
-        log_word -= log_word.max(axis=1, keepdims=True)
+        log_word = svb_log_word(state.nwk, state.nk, state.eta, state.eta_tot)
         stats = parts.step(_svb_step, log_word)
         # the same reductions as the threaded kernel: partition order, np.sum over axis 0
         np.sum(np.stack([s[0] for s in stats]), axis=0, out=state.nwk)

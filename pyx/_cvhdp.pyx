@@ -19,6 +19,7 @@ from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.math cimport exp, log, log1p
 from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memset
 
 from bnpcore.kernels.parallel cimport PAD
 
@@ -176,13 +177,13 @@ cdef extern from *:
         }
     }
 
-    /* E += c q and V += c q (1 - q) for the document row and the word row of a pair. */
+    /* E += c q and V += c q (1 - q) for the document row or the word row of a pair. */
     CV_CLONES
-    static void cv__moments(const double *restrict q, double c, double *restrict Ej, double *restrict Vj,
-                            double *restrict Ew, double *restrict Vw, int64_t K) {
+    static void cv__moments(const double *restrict q, double c, double *restrict E, double *restrict V,
+                            int64_t K) {
         for (int64_t k = 0; k < K; ++k) {
-            double e = c * q[k], v = e * (1.0 - q[k]);
-            Ej[k] += e; Ew[k] += e; Vj[k] += v; Vw[k] += v;
+            double e = c * q[k];
+            E[k] += e; V[k] += e * (1.0 - q[k]);
         }
     }
 
@@ -190,8 +191,7 @@ cdef extern from *:
     #pragma GCC pop_options
     #endif
     """
-    void add_moments "cv__moments"(const double *q, double c, double *Ej, double *Vj, double *Ew, double *Vw,
-                                   int64_t K) noexcept nogil
+    void add_moments "cv__moments"(const double *q, double c, double *E, double *V, int64_t K) noexcept nogil
     void exp_neg_array "cv__exp_neg_array"(const double *x, double *y, int64_t n) noexcept nogil
     void log_array "cv__log_array"(const double *x, double *y, int64_t n) noexcept nogil
     double pair_weights "cv__weights"(const double *q, double *qn, double *t, const double *Ej, const double *Vj,
@@ -320,106 +320,202 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
                                &Z_jk[0, 0], &zv[0], &zv[0], 0, &E_wk[0, 0], &V_wk[0, 0], &Z_wk[0, 0], &zv[0],
                                &zv[0], &E_k[0], &V_k[0], &prior_doc[0], &prior_word[0], prior_topic, &wv[0, 0], K)
         return ent
-    # blocks of about nnz / T pairs, at least one document each
-    bounds = np.searchsorted(np.asarray(indptr), np.arange(T + 1) * (nnz / <double>T), side="left").astype(np.int64)
-    bounds[0], bounds[T] = 0, D
-    bounds = np.maximum.accumulate(np.minimum(bounds, D))
-    delta = np.zeros((3, T, W, K))             # dE, dV, Z per block
+    bounds = _pair_blocks(indptr, T)
+    delta = np.empty((3, T, W, K))             # dE, dV, Z per block, zeroed by the block's thread
     dk = np.zeros((T, 2, K + PAD))             # dE_k, dV_k per block (padded: written for every pair)
     ents = np.zeros(T)
     cdef int64_t[::1] bv = bounds
     cdef double[:, :, :, ::1] dv = delta
     cdef double[:, :, ::1] dkv = dk
     cdef double[::1] ev = ents
-    cdef int64_t WK = W * K
+    cdef int64_t WK = W * K, w, k
     cdef floating *rp = &r[0, 0]
     cdef double *dp = &dv[0, 0, 0, 0]
     cdef double *dkp = &dkv[0, 0, 0]
     cdef double *wp = &wv[0, 0]
+    cdef double e, v, z
     for t in prange(T, nogil=True, num_threads=T, schedule="static", chunksize=1):
+        memset(dp + t * WK, 0, WK * sizeof(double))
+        memset(dp + (T + t) * WK, 0, WK * sizeof(double))
+        memset(dp + (2 * T + t) * WK, 0, WK * sizeof(double))
         ev[t] = _sweep_block(bv[t], bv[t + 1], &indptr[0], &indices[0], &counts[0], rp, &E_jk[0, 0],
                              &V_jk[0, 0], &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0], K, dp + t * WK,
                              dp + (T + t) * WK, dp + (2 * T + t) * WK, &E_k[0], &V_k[0], dkp + 2 * t * (K + PAD),
                              dkp + (2 * t + 1) * (K + PAD), &prior_doc[0], &prior_word[0], prior_topic,
                              wp + t * (3 * K + PAD), K)
-    E_wk_a, V_wk_a, Z_wk_a, E_k_a, V_k_a = np.asarray(E_wk), np.asarray(V_wk), np.asarray(Z_wk), np.asarray(E_k), \
-        np.asarray(V_k)
-    Z_wk_a[...] = 0.0
+    # the blocks' changes added in block order, words in parallel
+    for w in prange(W, nogil=True, num_threads=T, schedule="static"):
+        for k in range(K):
+            e = E_wk[w, k]
+            v = V_wk[w, k]
+            z = 0.0
+            for t in range(T):
+                e = e + dv[0, t, w, k]
+                v = v + dv[1, t, w, k]
+                z = z + dv[2, t, w, k]
+            E_wk[w, k] = e
+            V_wk[w, k] = v
+            Z_wk[w, k] = z
     for t in range(T):
-        E_wk_a += delta[0, t]
-        V_wk_a += delta[1, t]
-        Z_wk_a += delta[2, t]
-        E_k_a += dk[t, 0, :K]
-        V_k_a += dk[t, 1, :K]
+        for k in range(K):
+            E_k[k] += dkv[t, 0, k]
+            V_k[k] += dkv[t, 1, k]
         ent += ents[t]
     return ent
 
 
 def cv_moments(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
                const double[:, ::1] r,                          # IN  (nnz, K)
+               const int64_t[::1] word_ptr,                     # IN  (n_words + 1,) word w's pairs: word_pairs[word_ptr[w]:word_ptr[w + 1]]
+               const int64_t[::1] word_pairs,                   # IN  (nnz,) the pairs by word: word_order()
                double[:, ::1] E_jk, double[:, ::1] V_jk,        # OUT (n_docs, K)
-               double[:, ::1] E_wk, double[:, ::1] V_wk):       # OUT (n_words, K)
+               double[:, ::1] E_wk, double[:, ::1] V_wk,        # OUT (n_words, K)
+               int n_threads=1):
     """E and V of n_jk and n_kw from scratch: the first two statistics of
     :func:`cv_statistics` (no logarithms), which :func:`cv_sweep` only updates
     incrementally (rounding leaves ~1e-17 where a count is 0, and P+ divides by
-    ~0 there)."""
-    cdef int64_t K = r.shape[1], D = indptr.shape[0] - 1, j, p
+    ~0 there).
+
+    Documents in parallel for the document rows, then words in parallel for the
+    word rows, each word's pairs read through ``word_pairs`` in document order:
+    every sum is added in the order of one pass over the corpus, so the result
+    does not depend on ``n_threads``. Equivalent NumPy: ``E_jk = A.T @ (c r)``,
+    ``V_jk = A.T @ (c r (1 - r))`` with A the pair-to-document indicator (the
+    pair-to-word indicator for the ``_wk`` arrays).
+    """
+    cdef int64_t K = r.shape[1], D = indptr.shape[0] - 1, W = E_wk.shape[0], j, w, i, p
     if (r.shape[0] != indices.shape[0] or E_jk.shape[0] != D or V_jk.shape[0] != D or E_jk.shape[1] != K
-            or V_jk.shape[1] != K or E_wk.shape[1] != K or V_wk.shape[1] != K or V_wk.shape[0] != E_wk.shape[0]):
+            or V_jk.shape[1] != K or E_wk.shape[1] != K or V_wk.shape[1] != K or V_wk.shape[0] != W
+            or word_ptr.shape[0] != W + 1 or word_pairs.shape[0] != r.shape[0]):
         raise ValueError("cv_moments: inconsistent shapes")
+    if n_threads < 1:
+        raise ValueError(f"cv_moments: n_threads must be >= 1, got {n_threads}")
     if K == 0:
         return
     with nogil:
-        E_jk[:, :] = 0.0
-        V_jk[:, :] = 0.0
-        E_wk[:, :] = 0.0
-        V_wk[:, :] = 0.0
-        for j in range(D):
+        for j in prange(D, num_threads=n_threads, schedule="static"):
+            E_jk[j, :] = 0.0
+            V_jk[j, :] = 0.0
             for p in range(indptr[j], indptr[j + 1]):
-                add_moments(&r[p, 0], counts[p], &E_jk[j, 0], &V_jk[j, 0], &E_wk[indices[p], 0],
-                            &V_wk[indices[p], 0], K)
+                add_moments(&r[p, 0], counts[p], &E_jk[j, 0], &V_jk[j, 0], K)
+        for w in prange(W, num_threads=n_threads, schedule="static"):
+            E_wk[w, :] = 0.0
+            V_wk[w, :] = 0.0
+            for i in range(word_ptr[w], word_ptr[w + 1]):
+                p = word_pairs[i]
+                add_moments(&r[p, 0], counts[p], &E_wk[w, 0], &V_wk[w, 0], K)
+
+
+def word_order(const int32_t[::1] indices, int64_t n_words):
+    """``(word_ptr, word_pairs)`` for :func:`cv_moments`: the pairs of word w
+    are ``word_pairs[word_ptr[w]:word_ptr[w + 1]]``, in corpus order."""
+    idx = np.asarray(indices)
+    word_pairs = np.argsort(idx, kind="stable").astype(np.int64)
+    word_ptr = np.zeros(n_words + 1, dtype=np.int64)
+    np.cumsum(np.bincount(idx, minlength=n_words), out=word_ptr[1:])
+    return word_ptr, word_pairs
+
+
+cdef double _statistics_block(int64_t j0, int64_t j1, const int64_t *indptr, const int32_t *indices,
+                              const int32_t *counts, const floating *r, double *E_jk, double *V_jk, double *Z_jk,
+                              double *E_wk, double *V_wk, double *Z_wk, int64_t K) noexcept nogil:
+    """cv_statistics of documents j0..j1-1 in order: writes their document rows, adds
+    to the word rows; returns their entropy."""
+    cdef int64_t j, p, k, dj, dw
+    cdef double c, q, qc, lz, ent = 0.0
+    for j in range(j0, j1):
+        dj = j * K
+        for k in range(K):
+            E_jk[dj + k] = 0.0
+            V_jk[dj + k] = 0.0
+            Z_jk[dj + k] = 0.0
+        for p in range(indptr[j], indptr[j + 1]):
+            dw = indices[p] * K
+            c = counts[p]
+            for k in range(K):
+                q = r[p * K + k]
+                if q <= 0.0:
+                    continue
+                qc = q if q < _Q_MAX else _Q_MAX
+                lz = c * log1p(-qc)
+                ent -= c * q * log(q)
+                E_jk[dj + k] += c * q
+                V_jk[dj + k] += c * q * (1.0 - q)
+                Z_jk[dj + k] += lz
+                E_wk[dw + k] += c * q
+                V_wk[dw + k] += c * q * (1.0 - q)
+                Z_wk[dw + k] += lz
+    return ent
+
+
+def _pair_blocks(const int64_t[::1] indptr, int T):
+    """First document of each of ``T`` blocks of about nnz / T pairs (at least one
+    document each), and the end: the blocks of the delayed schedule."""
+    cdef int64_t D = indptr.shape[0] - 1, nnz = indptr[D]
+    bounds = np.searchsorted(np.asarray(indptr), np.arange(T + 1) * (nnz / <double>T), side="left").astype(np.int64)
+    bounds[0], bounds[T] = 0, D
+    return np.maximum.accumulate(np.minimum(bounds, D))
 
 
 def cv_statistics(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
                   const floating[:, ::1] r,               # IN  (nnz, K)
                   double[:, ::1] E_jk, double[:, ::1] V_jk, double[:, ::1] Z_jk,   # OUT (n_docs, K)
-                  double[:, ::1] E_wk, double[:, ::1] V_wk, double[:, ::1] Z_wk):  # OUT (n_words, K)
+                  double[:, ::1] E_wk, double[:, ::1] V_wk, double[:, ::1] Z_wk,   # OUT (n_words, K)
+                  int n_threads=1):
     """E, V, Z of n_jk and n_kw from scratch ([CVHDP] (13)); returns the entropy
     ``-sum_p c_p sum_k r_pk log r_pk``.
 
     Equivalent to ``E_jk = A.T @ (c r)``, ``V_jk = A.T @ (c r (1 - r))``,
     ``Z_jk = A.T @ (c log1p(-min(r, 1 - 1e-15)))`` with A the pair-to-document
     indicator (and the pair-to-word indicator for the ``_wk`` arrays).
+
+    Documents in ``n_threads`` blocks of the delayed schedule (``cv_sweep``),
+    each block summing its word rows and entropy in corpus order, the blocks'
+    sums added in block order: document rows are the same on any number of
+    threads, word rows and entropy depend on it to rounding (one thread: one
+    pass in corpus order).
     """
-    cdef int64_t K = r.shape[1], j, p, k
-    cdef int32_t w
-    cdef double c, q, qc, lz, ent = 0.0
-    if r.shape[0] != indices.shape[0] or E_jk.shape[0] != indptr.shape[0] - 1:
+    cdef int64_t K = r.shape[1], D = indptr.shape[0] - 1, W = E_wk.shape[0], w, k
+    cdef int T = n_threads, t
+    if (r.shape[0] != indices.shape[0] or E_jk.shape[0] != D or V_jk.shape[0] != D or Z_jk.shape[0] != D
+            or V_wk.shape[0] != W or Z_wk.shape[0] != W or E_jk.shape[1] != K or V_jk.shape[1] != K
+            or Z_jk.shape[1] != K or E_wk.shape[1] != K or V_wk.shape[1] != K or Z_wk.shape[1] != K):
         raise ValueError("cv_statistics: inconsistent shapes")
-    with nogil:
-        E_jk[:, :] = 0.0
-        V_jk[:, :] = 0.0
-        Z_jk[:, :] = 0.0
+    if T < 1:
+        raise ValueError(f"cv_statistics: n_threads must be >= 1, got {T}")
+    if K == 0 or D == 0 or W == 0:
         E_wk[:, :] = 0.0
         V_wk[:, :] = 0.0
         Z_wk[:, :] = 0.0
-        for j in range(indptr.shape[0] - 1):
-            for p in range(indptr[j], indptr[j + 1]):
-                w = indices[p]
-                c = counts[p]
+        return 0.0
+    T = <int>min(T, D)
+    cdef int64_t[::1] bv = _pair_blocks(indptr, T)
+    extra = np.empty((T - 1, 3, W, K))          # the word rows of blocks 1.., zeroed by their threads
+    ents = np.zeros(T)
+    cdef double[:, :, :, ::1] xv = extra
+    cdef double[::1] ev = ents
+    cdef double ent = 0.0
+    for t in prange(T, nogil=True, num_threads=T, schedule="static", chunksize=1):
+        if t == 0:
+            memset(&E_wk[0, 0], 0, W * K * sizeof(double))
+            memset(&V_wk[0, 0], 0, W * K * sizeof(double))
+            memset(&Z_wk[0, 0], 0, W * K * sizeof(double))
+            ev[t] = _statistics_block(bv[0], bv[1], &indptr[0], &indices[0], &counts[0], &r[0, 0], &E_jk[0, 0],
+                                      &V_jk[0, 0], &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0], &Z_wk[0, 0], K)
+        else:
+            memset(&xv[t - 1, 0, 0, 0], 0, 3 * W * K * sizeof(double))
+            ev[t] = _statistics_block(bv[t], bv[t + 1], &indptr[0], &indices[0], &counts[0], &r[0, 0],
+                                      &E_jk[0, 0], &V_jk[0, 0], &Z_jk[0, 0], &xv[t - 1, 0, 0, 0],
+                                      &xv[t - 1, 1, 0, 0], &xv[t - 1, 2, 0, 0], K)
+    if T > 1:
+        for w in prange(W, nogil=True, num_threads=T, schedule="static"):
+            for t in range(1, T):
                 for k in range(K):
-                    q = r[p, k]
-                    if q <= 0.0:
-                        continue
-                    qc = q if q < _Q_MAX else _Q_MAX
-                    lz = c * log1p(-qc)
-                    ent -= c * q * log(q)
-                    E_jk[j, k] += c * q
-                    V_jk[j, k] += c * q * (1.0 - q)
-                    Z_jk[j, k] += lz
-                    E_wk[w, k] += c * q
-                    V_wk[w, k] += c * q * (1.0 - q)
-                    Z_wk[w, k] += lz
+                    E_wk[w, k] += xv[t - 1, 0, w, k]
+                    V_wk[w, k] += xv[t - 1, 1, w, k]
+                    Z_wk[w, k] += xv[t - 1, 2, w, k]
+    for t in range(T):
+        ent += ents[t]
     return ent
 
 

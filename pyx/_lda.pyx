@@ -26,6 +26,7 @@ from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
 
+from bnpcore._threads import map_rows
 from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform, bnp_stream_t, bnp_stream_init
 from bnpcore.kernels.special cimport bnp_digamma
@@ -1046,8 +1047,8 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
         raise ValueError("r, log_doc or ndk do not match the corpus")
     if log_word.shape[1] != K or log_doc.shape[1] != K or nwk_threads.shape[1] != W or nwk_threads.shape[2] != K:
         raise ValueError("arrays disagree on the number of topics or words")
-    ew = np.exp(log_word)
-    ed = np.exp(log_doc)
+    ew = map_rows(np.exp, (np.asarray(log_word),), n_threads)
+    ed = map_rows(np.exp, (np.asarray(log_doc),), n_threads)
     work = np.empty((n_threads, K + PAD))
     acc = np.zeros((n_threads, PAD))
     cdef const double[:, ::1] ewv = ew, edv = ed

@@ -22,6 +22,7 @@ and takes the stick term in expectation under q(gamma).
 import numpy as np
 from scipy.special import digamma, gammaln
 
+from bnpcore._threads import map_rows
 from bnpcore._validation import PRODUCT_RANGE, check_int, check_prior, effective_n_threads
 from bnpcore.base import DEPRECATED, TopicMixin, exclusive
 from bnpcore.inference.batch import BatchEstimator, BatchState
@@ -134,7 +135,7 @@ class _CVState(BatchState):
     stick order; one iteration = one sweep over the pairs (update (15)) plus
     steps 2-7 of the schedule."""
 
-    _transient = ("corpus", "_lengths")
+    _transient = ("corpus", "_lengths", "_word_ptr", "_word_pairs")
     sweep_threads = 1          # the delayed schedule's threads (states saved before it: sequential)
 
     def __init__(self, corpus, params, rng, init_from=None):
@@ -153,6 +154,7 @@ class _CVState(BatchState):
     def restore(self, corpus):
         super().restore(corpus)
         self._lengths = corpus.doc_lengths.astype(np.float64)
+        self._word_ptr, self._word_pairs = _cvhdp.word_order(corpus.indices, corpus.n_words)
 
     @property
     def n_components(self):
@@ -178,7 +180,8 @@ class _CVState(BatchState):
                                         self._E_wk, self._V_wk, self._Z_wk, E_k, V_k, self._prior_doc,
                                         self._prior_word, self._prior_topic, self.sweep_threads)
         if self._r.dtype == np.float64:
-            _cvhdp.cv_moments(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk, self._E_wk, self._V_wk)
+            _cvhdp.cv_moments(X.indptr, X.indices, X.counts, self._r, self._word_ptr, self._word_pairs, self._E_jk,
+                              self._V_jk, self._E_wk, self._V_wk, self.sweep_threads)
         else:
             self._statistics()
         self._E_k = self._E_wk.sum(0)
@@ -265,7 +268,7 @@ class _CVState(BatchState):
     def _statistics(self):
         X = self.corpus
         self._entropy = _cvhdp.cv_statistics(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk,
-                                             self._Z_jk, self._E_wk, self._V_wk, self._Z_wk)
+                                             self._Z_jk, self._E_wk, self._V_wk, self._Z_wk, self.sweep_threads)
         self._E_k = self._E_wk.sum(0)
 
     def _reorder(self):
@@ -284,8 +287,8 @@ class _CVState(BatchState):
         K = self._K
         # 4. auxiliary expectations (10)-(12)
         elog_h = digamma(h["E_alpha"]) - digamma(h["E_alpha"] + self._lengths)
-        E_m = expected_tables(self._prior_doc[None, :], self._E_jk, self._V_jk, self._Z_jk)
-        m_k = E_m.sum(0)
+        T, c = self.sweep_threads, self._prior_doc[None, :]
+        m_k = map_rows(lambda E, V, Z: expected_tables(c, E, V, Z), (self._E_jk, self._V_jk, self._Z_jk), T).sum(0)
         # 5. hyperparameter posteriors (8)
         if self.alpha is None:
             self._post["alpha"] = gamma_posterior(self.alpha_prior, m_k.sum(), elog_h.sum())
@@ -307,7 +310,8 @@ class _CVState(BatchState):
         if self.learn_topic_prior:
             E_k, V_k, Z_k = self._E_wk.sum(0), self._V_wk.sum(0), self._Z_wk.sum(0)
             elog_g = expected_log_g(h["E_eta"], E_k, V_k, Z_k)
-            E_t = expected_tables(self._prior_word[:, None], self._E_wk, self._V_wk, self._Z_wk)
+            E_t = map_rows(lambda c, E, V, Z: expected_tables(c[:, None], E, V, Z),
+                           (self._prior_word, self._E_wk, self._V_wk, self._Z_wk), T)
             self._post["eta"] = gamma_posterior(self.eta_prior, E_t.sum(), elog_g.sum())
             self._tau_post = self._a_tau + E_t.sum(1)
         self._derived()
@@ -338,19 +342,21 @@ class _CVState(BatchState):
     def _bound(self, as_dict=False):
         """Variational bound (18), with -KL(q(gamma) || p(gamma)) and the stick term
         in expectation under q(gamma) (the printed (18) treats gamma as a constant)."""
-        h = self._h
+        h, T = self._h, self.sweep_threads
         c = self._prior_doc[None, :]
+        doc_topic = map_rows(lambda E, V, Z: improved_expectation(lambda n: dlgamma(c, n), lambda n: trigamma(c + n),
+                                                                  E, V, Z), (self._E_jk, self._V_jk, self._Z_jk), T)
         terms = {
             "doc": float((gammaln(h["E_alpha"]) - gammaln(h["E_alpha"] + self._lengths)).sum()),
-            "doc_topic": float(improved_expectation(lambda n: dlgamma(c, n), lambda n: trigamma(c + n),
-                                                    self._E_jk, self._V_jk, self._Z_jk).sum()),
+            "doc_topic": float(doc_topic.sum()),
         }
         e = h["E_eta"]
         terms["topic"] = float(improved_expectation(lambda n: -dlgamma(e, n), lambda n: -trigamma(e + n),
                                                     self._E_wk.sum(0), self._V_wk.sum(0), self._Z_wk.sum(0)).sum())
-        cw = self._prior_word[:, None]
-        terms["topic_word"] = float(improved_expectation(lambda n: dlgamma(cw, n), lambda n: trigamma(cw + n),
-                                                         self._E_wk, self._V_wk, self._Z_wk).sum())
+        topic_word = map_rows(lambda cw, E, V, Z: improved_expectation(
+            lambda n: dlgamma(cw[:, None], n), lambda n: trigamma(cw[:, None] + n), E, V, Z),
+            (self._prior_word, self._E_wk, self._V_wk, self._Z_wk), T)
+        terms["topic_word"] = float(topic_word.sum())
         terms["entropy"] = float(self._entropy)
         if self._post["alpha"] is not None:
             terms["kl_alpha"] = -float(kl_gamma(*self._post["alpha"], *self.alpha_prior))

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 from scipy.special import gammaln
 
+from bnpcore._threads import map_rows, row_blocks
 from bnpcore._validation import PRODUCT_RANGE, check_int, check_positive, check_prior, effective_n_threads
 from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.inference.batch import BatchEstimator, BatchState
@@ -111,7 +112,7 @@ def minka_update(prior, counts, totals, symmetric, n_iter=20, rtol=1e-8):
     return prior
 
 
-def svb_bound(alpha, eta, doc_lengths, ndk, nwk, entropy):
+def svb_bound(alpha, eta, doc_lengths, ndk, nwk, entropy, n_threads=1):
     """The standard VB evidence lower bound B_SVB (Welling, Teh & Kappen 2008,
     section 3), as a dict of its three named terms::
 
@@ -127,14 +128,38 @@ def svb_bound(alpha, eta, doc_lengths, ndk, nwk, entropy):
     ndk : ndarray of shape (n_docs, n_topics)
     nwk : ndarray of shape (n_words, n_topics)
         Expected counts (word-major).
+    n_threads : int
+        Threads of the log-gammas (row blocks; the same value on any number).
     """
     A, E = alpha.sum(), eta.sum()
     nk = nwk.sum(axis=0)
     docs = (len(doc_lengths) * gammaln(A) - gammaln(doc_lengths + A).sum()
-            + (gammaln(ndk + alpha) - gammaln(alpha)).sum())
+            + map_rows(lambda n: gammaln(n + alpha) - gammaln(alpha), (ndk,), n_threads).sum())
     words = (len(nk) * gammaln(E) - gammaln(nk + E).sum()
-             + (gammaln(nwk + eta[:, None]) - gammaln(eta)[:, None]).sum())
+             + map_rows(lambda n, e: gammaln(n + e[:, None]) - gammaln(e)[:, None], (nwk, eta), n_threads).sum())
     return {"documents": float(docs), "topics": float(words), "entropy": float(entropy)}
+
+
+def svb_log_word(nwk, nk, eta, eta_tot, n_threads=1):
+    """``log_word`` of ``_lda.svb_parallel_step``: psi(N_kw + eta_w) - psi(N_k + eta_tot),
+    each row shifted so that its maximum is 0 (row blocks on ``n_threads`` threads)."""
+    norm = digamma(nk + eta_tot)
+
+    def rows(n, e):
+        x = digamma(n + e[:, None]) - norm
+        return x - x.max(axis=1, keepdims=True)
+
+    return map_rows(rows, (nwk, eta), n_threads)
+
+
+def svb_log_doc(ndk, alpha, n_threads=1):
+    """``log_doc`` of ``_lda.svb_parallel_step``: psi(N_jk + alpha_k), each row
+    shifted so that its maximum is 0 (row blocks on ``n_threads`` threads)."""
+    def rows(n):
+        x = digamma(n + alpha)
+        return x - x.max(axis=1, keepdims=True)
+
+    return map_rows(rows, (ndk,), n_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -383,7 +408,11 @@ def delayed_cvb_sweep(indptr, indices, counts, alpha, eta, mode, r, vb_dk, var_d
     ``shared`` counts (``DelayedCVBState.shared``); updates ``r``, ``vb_dk``
     (and ``var_dk``) in place. Returns (the copies after the sweep, one array
     per shared array stacked in block order, (delta, entropy))."""
-    copies = [np.repeat(a[None], n_threads, axis=0) for a in shared]
+    copies = [np.empty((n_threads,) + a.shape) for a in shared]
+    for copy, a in zip(copies, shared):
+        def fill(rows, copy=copy, a=a):
+            copy[:, rows] = a[rows]
+        row_blocks(fill, len(a), n_threads)
     no_var = [np.empty((0,) + a.shape) for a in shared] if mode == _lda.MODE_CVB0 else []
     result = _lda.cvb_parallel_sweep(indptr, indices, counts, alpha, eta, float(eta.sum()), mode, r, vb_dk, var_dk,
                                      *copies, *no_var, n_threads)
@@ -425,8 +454,10 @@ class DelayedCVBState(SequentialState):
         for copy, counts in zip(copies, self.shared()):
             if len(copy) == 1:
                 counts[:] = copy[0]
-            else:
-                counts += (copy - counts).sum(axis=0)
+            else:       # counts += (copy - counts).sum(axis=0), by blocks of words on the threads
+                def block(rows, copy=copy, counts=counts):
+                    counts[rows] += (copy[:, rows] - counts[rows]).sum(axis=0)
+                row_blocks(block, len(counts), self.n_threads)
 
     def set_counts(self, blocks):
         """The shared counts as the sums, in block order, of the blocks' counts (``block_counts``)."""
@@ -476,17 +507,15 @@ class ParallelSVBState(_State):
         self.nwk_threads = np.zeros((self.n_threads, corpus.n_words, self.n_components))
 
     def sweep(self):
-        c = self.corpus
-        log_word = digamma(self.nwk + self.eta[:, None]) - digamma(self.nk + self.eta_tot)
-        log_doc = digamma(self.ndk + self.alpha)
-        log_word -= log_word.max(axis=1, keepdims=True)
-        log_doc -= log_doc.max(axis=1, keepdims=True)
+        c, T = self.corpus, self.n_threads
+        log_word = svb_log_word(self.nwk, self.nk, self.eta, self.eta_tot, T)
+        log_doc = svb_log_doc(self.ndk, self.alpha, T)
         delta, entropy = _lda.svb_parallel_step(c.indptr, c.indices, c.counts, log_word, log_doc, self.r,
-                                                self.ndk, self.nwk_threads, self.n_threads)
+                                                self.ndk, self.nwk_threads, T)
         np.sum(self.nwk_threads, axis=0, out=self.nwk)
         self.nk = self.nwk.sum(axis=0)
         record = {"delta": delta / c.n_tokens,
-                  "bound": svb_bound(self.alpha, self.eta, self.lengths, self.ndk, self.nwk, entropy)}
+                  "bound": svb_bound(self.alpha, self.eta, self.lengths, self.ndk, self.nwk, entropy, T)}
         self.optimize_priors()
         return record
 

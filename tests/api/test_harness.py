@@ -137,7 +137,17 @@ def test_bench_threads_reports_the_median_of_repeated_fits(monkeypatch, tiny_cor
     observed, heldout = tiny_corpus.split_tokens(0.2, random_state=0)
     cfg = bench_threads.parse_args(["--iterations", "2", "--repeat", "3"])
     rows = bench_threads.run_model("lda-pcgs", observed, heldout, cfg)
-    assert [(r[2], r[4], r[6]) for r in rows] == [(1, 3.0, 1.0), (2, 2.0, 1.0)]
-    assert rows[0][7] == rows[1][7]       # an exact sampler: the same fit at any thread count
+    assert [(r[2], r[4], r[7]) for r in rows] == [(1, 3.0, 1.0), (2, 2.0, 1.0)]
+    assert rows[0][8] == rows[1][8]       # an exact sampler: the same fit at any thread count
     monkeypatch.undo()
     assert 0.0 < bench_threads.machine_ceiling(1, n=10_000) < 4.0
+
+
+def test_bench_threads_iteration_seconds_and_topics():
+    bench_threads = _module("bench_threads")
+    history = [{"fit_seconds": 1.0}, {"fit_seconds": 1.5}, {"fit_seconds": 3.5}]    # 1.0, 0.5, 2.0 s
+    assert bench_threads.iteration_seconds(history) == 1.0
+    assert bench_threads.iteration_seconds([]) != bench_threads.iteration_seconds([])    # nan
+    cfg = bench_threads.parse_args(["--topics", "7"])
+    assert bench_threads.make_estimator("lda-cvb0/delayed", 2, cfg).get_params()["n_components"] == 7
+    assert bench_threads.make_estimator("hdp-cvb", 2, cfg).get_params()["n_components"] == 120

@@ -73,22 +73,49 @@ def _tiny_corpus(seed=0, n_docs=4, n_words=5, length=6):
     return Corpus(docs, n_words=n_words)
 
 
-def test_statistics_kernel_matches_numpy():
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_statistics_kernel_matches_numpy(n_threads):
     X = _tiny_corpus()
     rng = np.random.default_rng(1)
     r = rng.dirichlet(np.ones(3), X.nnz)
     r[0] = [1.0, 0.0, 0.0]
-    out = [np.zeros((X.n_docs, 3)) for _ in range(3)] + [np.zeros((X.n_words, 3)) for _ in range(3)]
-    ent = _cvhdp.cv_statistics(X.indptr, X.indices, X.counts, r, *out)
+    out = [np.full((X.n_docs, 3), np.nan) for _ in range(3)] + [np.full((X.n_words, 3), np.nan) for _ in range(3)]
+    ent = _cvhdp.cv_statistics(X.indptr, X.indices, X.counts, r, *out, n_threads)
+    one = [np.empty_like(a) for a in out]
+    _cvhdp.cv_statistics(X.indptr, X.indices, X.counts, r, *one)
+    for got, want in zip(out[:3], one[:3]):           # document rows: the same sums on any number of threads
+        np.testing.assert_array_equal(got, want)
     doc = np.repeat(np.arange(X.n_docs), np.diff(X.indptr))
     c = X.counts[:, None]
-    for stat, ref in zip((out[0], out[1], out[2]), (c * r, c * r * (1 - r), c * np.log1p(-np.minimum(r, 1 - 1e-15)))):
+    refs = (c * r, c * r * (1 - r), c * np.log1p(-np.minimum(r, 1 - 1e-15)))
+    for stat, ref in zip(out[:3], refs):
         np.testing.assert_allclose(stat, np.array([ref[doc == j].sum(0) for j in range(X.n_docs)]), rtol=1e-12,
                                    atol=1e-12)
-    np.testing.assert_allclose(out[3], np.array([(c * r)[X.indices == w].sum(0) for w in range(X.n_words)]),
-                               rtol=1e-12, atol=1e-15)
+    for stat, ref in zip(out[3:], refs):
+        np.testing.assert_allclose(stat, np.array([ref[X.indices == w].sum(0) for w in range(X.n_words)]),
+                                   rtol=1e-12, atol=1e-15)
     with np.errstate(divide="ignore", invalid="ignore"):
         np.testing.assert_allclose(ent, -np.nansum(c * r * np.log(r)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_moments_kernel_is_one_pass_in_corpus_order(n_threads):
+    """cv_moments adds every pair in corpus order, bit for bit, on any number of threads."""
+    X = _tiny_corpus(3, n_docs=9, n_words=5, length=12)
+    r = np.random.default_rng(4).dirichlet(np.ones(4), X.nnz)
+    want = [np.zeros((X.n_docs, 4)), np.zeros((X.n_docs, 4)), np.zeros((X.n_words, 4)), np.zeros((X.n_words, 4))]
+    for j in range(X.n_docs):
+        for p in range(X.indptr[j], X.indptr[j + 1]):
+            e = X.counts[p] * r[p]
+            for E, V, row in ((want[0], want[1], j), (want[2], want[3], X.indices[p])):
+                E[row] += e
+                V[row] += e * (1.0 - r[p])
+    word_ptr, word_pairs = _cvhdp.word_order(X.indices, X.n_words)
+    assert all((X.indices[word_pairs[word_ptr[w]:word_ptr[w + 1]]] == w).all() for w in range(X.n_words))
+    got = [np.full_like(a, np.nan) for a in want]
+    _cvhdp.cv_moments(X.indptr, X.indices, X.counts, r, word_ptr, word_pairs, *got, n_threads)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
 def _delayed_blocks(X, n_threads):

@@ -1,0 +1,60 @@
+"""Elementwise work by row blocks on threads (bnpcore._threads)."""
+import multiprocessing
+
+import numpy as np
+import pytest
+from scipy.special import digamma, gammaln
+
+from bnpcore import _threads
+from bnpcore._threads import map_rows, row_blocks
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 255, 1000, 4099])
+@pytest.mark.parametrize("n_threads", [1, 2, 3, 8])
+def test_map_rows_is_the_whole_call_bit_for_bit(n_rows, n_threads):
+    rng = np.random.default_rng(n_rows)
+    x, e = rng.gamma(0.3, size=(n_rows, 7)), rng.random(n_rows) + 1e-3
+    norm = digamma(x.sum(0) + 1.0)
+
+    def fn(x, e):
+        y = digamma(x + e[:, None]) - norm
+        return y - y.max(axis=1, keepdims=True) + gammaln(x + 1e-300)
+
+    np.testing.assert_array_equal(map_rows(fn, (x, e), n_threads), fn(x, e))
+
+
+def test_row_blocks_cover_the_rows_once_in_parallel_blocks():
+    seen = []
+    row_blocks(seen.append, 1000, 3)
+    assert sorted((s.start, s.stop) for s in seen) == [(0, 333), (333, 666), (666, 1000)]
+    seen.clear()
+    row_blocks(seen.append, 300, 3)        # blocks of fewer than _MIN_ROWS rows are not worth a thread
+    assert [(s.start, s.stop) for s in seen] == [(0, 300)]
+
+
+def test_row_blocks_raise_the_error_of_any_block_after_all_finished():
+    done = []
+
+    def fn(rows):
+        if rows.start > 0:
+            raise ValueError(f"block at {rows.start}")
+        done.append(rows)
+
+    with pytest.raises(ValueError, match="block at 500"):
+        row_blocks(fn, 1000, 2)
+    assert done == [slice(0, 500)]
+
+
+def _in_child(queue):
+    queue.put(float(map_rows(np.exp, (np.zeros((1000, 2)),), 2).sum()))
+
+
+def test_a_forked_child_gets_its_own_pool():
+    map_rows(np.exp, (np.zeros((1000, 2)),), 2)          # the parent's pool exists
+    assert _threads._pool is not None
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_in_child, args=(queue,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0 and queue.get(timeout=5) == 2000.0
