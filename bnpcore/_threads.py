@@ -8,15 +8,19 @@ this for their O((documents + words) x topics) steps between two parallel
 kernels (digammas and log-gammas of the counts, bound terms), which on one
 thread capped the speed-up of a whole iteration (StandardVB on a NIPS-sized
 corpus, K = 50, two threads: 48 ms of such steps against a 166 ms kernel; the
-iteration went from 1.58x to 1.81-1.87x one thread's speed in A/B runs).
+iteration went from 1.58x to 1.81-1.87x one thread's speed in A/B runs). Arrays
+too small to gain are evaluated in one call.
 """
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-# below this many rows per block, handing a block to a thread costs more than it saves
-_MIN_ROWS = 256
+# the smallest block worth a thread: an OpenMP worker still spins for a while after a parallel
+# kernel returns, and a pool thread started then shares its core. Measured (StandardVB, two threads):
+# blocks of 34,000 numbers (KOS, K = 10) made an iteration slower, 32 ms against 28 ms with no blocks;
+# blocks of 310,000 (NIPS-sized corpus, K = 50) faster, 208 ms against 232-243 ms
+_MIN_ELEMENTS = 1 << 18
 _pool = None            # (size, ThreadPoolExecutor), kept between calls: an iteration makes several
 
 
@@ -37,12 +41,14 @@ def _forget_pool():         # a forked child has none of the parent's threads
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def row_blocks(fn, n_rows, n_threads):
+def row_blocks(fn, n_rows, n_threads, row_size=1):
     """Call ``fn(rows)`` once for each of up to ``n_threads`` contiguous slices
-    ``rows`` covering ``range(n_rows)``, in parallel threads, and wait for all.
-    ``fn`` writes its results into rows ``rows`` of arrays the caller owns
-    (each call its own rows); exceptions propagate."""
-    n = min(int(n_threads), max(1, n_rows // _MIN_ROWS))
+    ``rows`` covering ``range(n_rows)``, in parallel threads, and wait for all;
+    rows of ``row_size`` numbers each, at least ``_MIN_ELEMENTS`` numbers a
+    block (so small arrays take one call on this thread). ``fn`` writes its
+    results into rows ``rows`` of arrays the caller owns (each call its own
+    rows); exceptions propagate."""
+    n = min(int(n_threads), max(1, n_rows * row_size // _MIN_ELEMENTS))
     if n <= 1:
         fn(slice(0, n_rows))
         return
@@ -70,5 +76,5 @@ def map_rows(fn, arrays, n_threads):
     def block(rows):
         out[rows] = fn(*(a[rows] for a in arrays))
 
-    row_blocks(block, n_rows, n_threads)
+    row_blocks(block, n_rows, n_threads, first[:1].size)
     return out

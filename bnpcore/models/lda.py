@@ -412,7 +412,7 @@ def delayed_cvb_sweep(indptr, indices, counts, alpha, eta, mode, r, vb_dk, var_d
     for copy, a in zip(copies, shared):
         def fill(rows, copy=copy, a=a):
             copy[:, rows] = a[rows]
-        row_blocks(fill, len(a), n_threads)
+        row_blocks(fill, len(a), n_threads, copy[:, :1].size)
     no_var = [np.empty((0,) + a.shape) for a in shared] if mode == _lda.MODE_CVB0 else []
     result = _lda.cvb_parallel_sweep(indptr, indices, counts, alpha, eta, float(eta.sum()), mode, r, vb_dk, var_dk,
                                      *copies, *no_var, n_threads)
@@ -457,7 +457,7 @@ class DelayedCVBState(SequentialState):
             else:       # counts += (copy - counts).sum(axis=0), by blocks of words on the threads
                 def block(rows, copy=copy, counts=counts):
                     counts[rows] += (copy[:, rows] - counts[rows]).sum(axis=0)
-                row_blocks(block, len(counts), self.n_threads)
+                row_blocks(block, len(counts), self.n_threads, copy[:, :1].size)
 
     def set_counts(self, blocks):
         """The shared counts as the sums, in block order, of the blocks' counts (``block_counts``)."""

@@ -9,9 +9,14 @@ from bnpcore import _threads
 from bnpcore._threads import map_rows, row_blocks
 
 
-@pytest.mark.parametrize("n_rows", [0, 1, 255, 1000, 4099])
+@pytest.fixture
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(_threads, "_MIN_ELEMENTS", 64)      # blocks of a few rows, as large arrays get
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 9, 1000, 4099])
 @pytest.mark.parametrize("n_threads", [1, 2, 3, 8])
-def test_map_rows_is_the_whole_call_bit_for_bit(n_rows, n_threads):
+def test_map_rows_is_the_whole_call_bit_for_bit(n_rows, n_threads, small_blocks):
     rng = np.random.default_rng(n_rows)
     x, e = rng.gamma(0.3, size=(n_rows, 7)), rng.random(n_rows) + 1e-3
     norm = digamma(x.sum(0) + 1.0)
@@ -25,10 +30,10 @@ def test_map_rows_is_the_whole_call_bit_for_bit(n_rows, n_threads):
 
 def test_row_blocks_cover_the_rows_once_in_parallel_blocks():
     seen = []
-    row_blocks(seen.append, 1000, 3)
+    row_blocks(seen.append, 1000, 3, row_size=1000)
     assert sorted((s.start, s.stop) for s in seen) == [(0, 333), (333, 666), (666, 1000)]
     seen.clear()
-    row_blocks(seen.append, 300, 3)        # blocks of fewer than _MIN_ROWS rows are not worth a thread
+    row_blocks(seen.append, 300, 3, row_size=1000)      # blocks under _MIN_ELEMENTS numbers: not worth a thread
     assert [(s.start, s.stop) for s in seen] == [(0, 300)]
 
 
@@ -41,7 +46,7 @@ def test_row_blocks_raise_the_error_of_any_block_after_all_finished():
         done.append(rows)
 
     with pytest.raises(ValueError, match="block at 500"):
-        row_blocks(fn, 1000, 2)
+        row_blocks(fn, 1000, 2, row_size=1000)
     assert done == [slice(0, 500)]
 
 
@@ -49,7 +54,7 @@ def _in_child(queue):
     queue.put(float(map_rows(np.exp, (np.zeros((1000, 2)),), 2).sum()))
 
 
-def test_a_forked_child_gets_its_own_pool():
+def test_a_forked_child_gets_its_own_pool(small_blocks):
     map_rows(np.exp, (np.zeros((1000, 2)),), 2)          # the parent's pool exists
     assert _threads._pool is not None
     ctx = multiprocessing.get_context("fork")
