@@ -7,9 +7,9 @@ gives the values of one call over all rows, bit for bit. The training loops use
 this for their O((documents + words) x topics) steps between two parallel
 kernels (digammas and log-gammas of the counts, bound terms), which on one
 thread capped the speed-up of a whole iteration (StandardVB on a NIPS-sized
-corpus, K = 50, two threads: 48 ms of such steps against a 166 ms kernel; the
-iteration went from 1.58x to 1.81-1.87x one thread's speed in A/B runs). Arrays
-too small to gain are evaluated in one call.
+corpus, K = 50, two threads: 48 ms of such steps against a 166 ms kernel; in
+blocks the 2-thread iteration took 196 ms against 209 ms, alternating A/B
+runs). Arrays too small to gain are evaluated in one call.
 """
 import os
 from concurrent.futures import ThreadPoolExecutor
