@@ -1,6 +1,7 @@
-"""Partially collapsed LDA (``lda.PartiallyCollapsedGibbs``) on KOS against
-bnpcore's sequential collapsed Gibbs and tomotopy's ``LDAModel``, side by side
-in one run: tokens/s at 1 and 2 threads (workers) and the held-out per-word
+"""Partially collapsed LDA (``lda.PartiallyCollapsedGibbs``, exact Dirichlet
+topics and the Poisson Polya urn ``phi="ppu"``) on KOS against bnpcore's
+sequential collapsed Gibbs and tomotopy's ``LDAModel``, side by side in one
+run: tokens/s at 1 and 2 threads (workers) and the held-out per-word
 log-likelihood after the same number of sweeps.
 
 Every system fits the same 90% of each KOS document's tokens (``harness.token_split``)
@@ -12,10 +13,17 @@ machine wall-clock mostly measures the neighbours, so each run also reports
 tokens per CPU-second of the process (all its threads): the per-thread speed,
 which the neighbours disturb much less.
 
-After the table, the time of each of the three kernels of one partially
-collapsed sweep (Phi | z, the alias tables, z | Phi), run once more on the
-final state, and the mean number of topics per document (the z-step's cost
-per token) show where the time goes.
+After the table, the time of the two steps of one partially collapsed sweep
+(Phi | z with the alias tables, z | Phi), run once more on each final state,
+and the mean number of topics per document (the dense z-step's cost per
+token) or per token's word (the urn's) show where the time goes.
+
+``--trace S`` then fits, at the largest K, sequential CGS (1 thread, S sweeps)
+and both forms of the partially collapsed sampler (2 threads, 2 S sweeps),
+scoring the current sample every S/10 sweeps, and prints held-out against
+seconds and when each partially collapsed chain first reached the held-out
+of each CGS point: the comparison at equal held-out rather than at equal
+sweeps (the partially collapsed chains mix more slowly per sweep).
 
 Issue #14 targets: K = 50: per-thread tokens/s >= sequential CGS; K = 1000,
 2 threads: >= 2x sequential CGS, per-token cost sublinear in K, held-out
@@ -23,7 +31,7 @@ within 0.05.
 
 Usage::
 
-    python benchmarks/bench_pclda.py [--topics 50,1000] [--sweeps 50,20] [--out benchmarks/results/bench_pclda_kos.txt]
+    python benchmarks/bench_pclda.py [--topics 50,1000] [--sweeps 50,20] [--trace 200] [--out FILE]
 """
 import argparse
 import contextlib
@@ -33,9 +41,8 @@ import time
 
 import numpy as np
 
-from bnpcore.lda import PartiallyCollapsedGibbs
-from bnpcore.kernels import _pclda
-from bnpcore.models.lda_pc import token_blocks
+from bnpcore.evaluation import token_log_likelihood
+from bnpcore.lda import CollapsedGibbs, PartiallyCollapsedGibbs
 
 try:
     from bench_lda import bnpcore_cgs, from_counts
@@ -47,10 +54,10 @@ except ImportError:      # imported from elsewhere than benchmarks/
 ALPHA, ETA = 0.1, 0.01
 
 
-def bnpcore_pcgs(train, K, sweeps, threads, seed, keep):
+def bnpcore_pcgs(train, K, sweeps, threads, seed, keep, phi="dirichlet"):
     """(fit, extract) of PartiallyCollapsedGibbs; the fit leaves its final state in ``keep["state"]``."""
     est = PartiallyCollapsedGibbs(n_components=K, alpha=ALPHA, eta=ETA, max_iter=sweeps, burn_in=sweeps,
-                                  n_threads=threads, random_state=seed)
+                                  n_threads=threads, random_state=seed, phi=phi)
 
     def fit():
         with est.reporting(lambda e, rec: keep.update(state=e._batch_state)):
@@ -91,23 +98,62 @@ def cpu_timed(fit, out):
     return run
 
 
-def kernel_profile(st, train):
-    """Seconds of each kernel of one more sweep of state ``st`` at 1 thread, and
-    the mean number of topics per document."""
-    c, out = train, {}
+def kernel_profile(st):
+    """Seconds of the two steps of one more sweep of state ``st`` at 1 thread
+    (Phi | z with the alias tables, then z | Phi), and the mean number of
+    topics per document and, for the urn, of topics per token's word."""
+    st.n_threads, out = 1, {}
     tick = time.perf_counter()
-    _pclda.sample_phi(st.nwk, st.eta, st.key, st.n_sweeps, st.phi, 1)
+    st.draw_phi()
     out["phi"] = time.perf_counter() - tick
     tick = time.perf_counter()
-    _pclda.build_alias(st.phi, st.alpha, st.prob, st.alias, st.mass, 1)
-    out["alias"] = time.perf_counter() - tick
-    tick = time.perf_counter()
-    for start, chunk, tp, tokens in token_blocks(c, st.tok_ptr):      # as the sweep runs it
-        _pclda.z_step(chunk.indptr, chunk.indices, chunk.counts, tp, st.phi, st.prob, st.alias, st.mass, st.key,
-                      st.n_sweeps, st.z[tokens], st.nwk, st.nk, 1, start)
+    st.z_step()
     out["z"] = time.perf_counter() - tick
     out["topics/doc"] = float((st.doc_counts() > 0).sum(axis=1).mean())
+    if st.ppu:
+        per_word = np.diff(st.phi[0])
+        out["topics/word"] = float(per_word @ st.nwk.sum(axis=1) / st.nwk.sum())
     return out
+
+
+def trace(make, train, heldout, sweeps, every):
+    """[(sweep, fit seconds, held-out of the current sample)] every ``every`` sweeps of ``make(sweeps)``'s fit."""
+    out = []
+
+    def score(est, rec):
+        if rec["iteration"] % every == 0:
+            doc_topic, topic_word = est._batch_state.predictive()
+            out.append((rec["iteration"], rec["fit_seconds"], token_log_likelihood(doc_topic, topic_word, heldout)))
+
+    est = make(sweeps)
+    with est.reporting(score):
+        est.fit(train)
+    return out
+
+
+def print_traces(K, sweeps, train, heldout, seed):
+    """Held-out against time of CGS (1 thread, ``sweeps``) and PC-LDA (2 threads,
+    2 x ``sweeps``), and when each partially collapsed chain first reached the
+    held-out of each CGS point."""
+    runs = {"CGS 1 thr": (sweeps, lambda S: CollapsedGibbs(n_components=K, alpha=ALPHA, eta=ETA, max_iter=S,
+                                                           burn_in=S, random_state=seed))}
+    for phi in ("dirichlet", "ppu"):
+        runs[f"PC-LDA {phi} 2 thr"] = (2 * sweeps, lambda S, phi=phi: PartiallyCollapsedGibbs(
+            n_components=K, alpha=ALPHA, eta=ETA, max_iter=S, burn_in=S, n_threads=2, random_state=seed, phi=phi))
+    every = max(1, sweeps // 10)
+    traces = {name: trace(make, train, heldout, S, every) for name, (S, make) in runs.items()}
+    print(f"\nK={K}: held-out of the current sample every {every} sweeps (sweep: seconds: held-out)")
+    for name, points in traces.items():
+        print(f"  {name:20} " + "  ".join(f"{t}:{sec:.1f}:{ll:.4f}" for t, sec, ll in points))
+    names = list(traces)[1:]
+    print("seconds to reach the held-out of each CGS point (ratio: CGS's seconds / theirs)")
+    print(f"  {'CGS sweep':>9} {'seconds':>8} {'held-out':>9}" + "".join(f" {n:>26}" for n in names))
+    for t, sec, ll in traces["CGS 1 thr"]:
+        cells = []
+        for name in names:
+            reached = next((s for _, s, h in traces[name] if h >= ll), None)
+            cells.append(f"{reached:.1f} s ({sec / reached:.2f}x)" if reached else "not reached")
+        print(f"  {t:9d} {sec:8.1f} {ll:9.4f}" + "".join(f" {c:>26}" for c in cells))
 
 
 def main(argv=None):
@@ -115,6 +161,7 @@ def main(argv=None):
     ap.add_argument("--topics", default="50,1000")
     ap.add_argument("--sweeps", default="50,20", help="sweeps per K (one value or one per K)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace", type=int, default=0, help="sweeps of the held-out-against-time traces (0: none)")
     ap.add_argument("--out", default=None, help="also write the output to this file")
     args = ap.parse_args(argv)
     topics = [int(k) for k in args.topics.split(",")]
@@ -131,10 +178,13 @@ def main(argv=None):
             fit, extract = bnpcore_cgs(train, K, S, ALPHA, ETA, args.seed)
             rows.append(timed_row("bnpcore", "CGS (sequential)", settings, 1, cpu_timed(fit, cpu), extract, train,
                                   heldout, S))
-            for threads in (1, 2):
-                fit, extract = bnpcore_pcgs(train, K, S, threads, args.seed, keep)
-                rows.append(timed_row("bnpcore", "PartiallyCollapsedGibbs", settings, threads, cpu_timed(fit, cpu),
-                                      extract, train, heldout, S))
+            states = {}
+            for phi in ("dirichlet", "ppu"):
+                for threads in (1, 2):
+                    fit, extract = bnpcore_pcgs(train, K, S, threads, args.seed, keep, phi)
+                    rows.append(timed_row("bnpcore", f"PC-LDA phi={phi}", settings, threads,
+                                          cpu_timed(fit, cpu), extract, train, heldout, S))
+                states[phi] = keep["state"]
             for workers in (1, 2):
                 try:
                     fit, extract = tomotopy_lda(train, K, S, workers, args.seed)
@@ -149,15 +199,18 @@ def main(argv=None):
             print("tokens per CPU-second: " + ", ".join(f"{r.system} {r.algorithm} {r.threads} thr {p:.0f}"
                                                          for r, p in zip(rows, per_cpu)))
             cgs = rows[0].tokens_per_second
-            for r, p in zip(rows[1:3], per_cpu[1:3]):
-                print(f"PartiallyCollapsedGibbs {r.threads} thr: {r.tokens_per_second / cgs:.2f}x sequential CGS "
+            for r, p in zip(rows[1:5], per_cpu[1:5]):
+                print(f"{r.algorithm} {r.threads} thr: {r.tokens_per_second / cgs:.2f}x sequential CGS "
                       f"wall-clock ({r.tokens_per_second / r.threads / cgs:.2f}x per thread), "
                       f"{p / per_cpu[0]:.2f}x per CPU-second; held-out "
                       f"{r.heldout_loglik - rows[0].heldout_loglik:+.4f} vs CGS")
-            prof = kernel_profile(keep["state"], train)
-            print(f"profile, one more partially collapsed sweep at 1 thread: Phi | z {prof['phi']:.3f} s, "
-                  f"alias tables {prof['alias']:.3f} s, z | Phi {prof['z']:.3f} s; "
-                  f"{prof['topics/doc']:.1f} topics per document")
+            for phi, st in states.items():
+                prof = kernel_profile(st)
+                per_word = f", {prof['topics/word']:.1f} topics per token's word" if st.ppu else ""
+                print(f"profile, one more {phi} sweep at 1 thread: Phi | z and alias tables {prof['phi']:.3f} s, "
+                      f"z | Phi {prof['z']:.3f} s; {prof['topics/doc']:.1f} topics per document{per_word}")
+        if args.trace:
+            print_traces(max(topics), args.trace, train, heldout, args.seed)
     if args.out:
         with open(args.out, "w") as f:
             f.write(buf.getvalue())

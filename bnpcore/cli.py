@@ -115,6 +115,9 @@ MODELS.update({
 })
 MODELS["lda-pcgs"] = ("bnpcore.lda:PartiallyCollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
                                                              "max_iter": 300}, _LDA_SAMPLER_TEST)
+# the doubly sparse Poisson Polya urn (Terenin et al. 2019): approximate, a sweep costs O(entries) not O(W K)
+MODELS["lda-pcgs-ppu"] = ("bnpcore.lda:PartiallyCollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
+                                                                 "max_iter": 300, "phi": "ppu"}, _LDA_SAMPLER_TEST)
 
 # Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] 000 §3 settings).
 MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},

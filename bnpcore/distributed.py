@@ -41,7 +41,7 @@ Supported (``SUPPORTED``):
   Each partition keeps its topic indicators z (and the sums of its n_jk
   past burn-in, with ``store_doc_topic``); per sweep the
   client draws Phi | n_kw (its own threads) and broadcasts it (W x K
-  doubles), every partition builds the alias tables and resamples its z with
+  doubles; with ``phi="ppu"`` the urn's positive entries only), every partition builds the alias tables and resamples its z with
   the keyed stream of each document (seed, sweep, global document number),
   and returns the moves of its word-topic counts (W x K int32), which the
   client adds. Every draw comes from the same stream as in the threaded
@@ -306,13 +306,19 @@ def _pc_step(part, phi, key, sweep, collect):
     ``collect``: add the partition's n_jk (from its labels) to its running sum
     (past burn-in, with ``store_doc_topic``)."""
     tick = time.perf_counter()
-    W, K = phi.shape
-    prob, alias, mass = np.empty((W, K)), np.empty((W, K), dtype=np.int32), np.empty(W)
-    _pclda.build_alias(phi, part["alpha"], prob, alias, mass, 1)
+    K = len(part["alpha"])
+    if isinstance(phi, tuple):          # the urn's word-major CSR (rows, topics, values): no tables
+        W, tables = len(phi[0]) - 1, (part["alpha"],)
+        step = _pclda.z_step_rows
+    else:
+        W, step = phi.shape[0], _pclda.z_step
+        tables = (np.empty((W, K)), np.empty((W, K), dtype=np.int32), np.empty(W))
+        _pclda.build_alias(phi, part["alpha"], *tables, 1)
+        phi = (phi,)
     z = part["z"].copy()
     moves = np.zeros((W, K), dtype=np.int32)
-    _pclda.z_step(part["indptr"], part["indices"], part["counts"], part["tok_ptr"], phi, prob, alias, mass, key,
-                  sweep, z, moves, np.zeros(K, dtype=np.int64), 1, part["first_doc"])
+    step(part["indptr"], part["indices"], part["counts"], part["tok_ptr"], *phi, *tables, key,
+         sweep, z, moves, np.zeros(K, dtype=np.int64), 1, part["first_doc"])
     new = dict(part, z=z)
     if collect:
         ndk = np.empty((len(part["tok_ptr"]) - 1, K), dtype=np.int32)
@@ -518,9 +524,13 @@ class _PartiallyCollapsed:
     @staticmethod
     def iterate(state, parts, sampling):
         tick = time.perf_counter()
-        _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, state.phi, state.n_threads)
+        if state.ppu:
+            phi = _pclda.sample_phi_urn(state.nwk, state.eta, state.key, state.n_sweeps, state.n_threads)
+        else:
+            phi = state.phi
+            _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, phi, state.n_threads)
         client = time.perf_counter() - tick
-        stats = parts.step(_pc_step, state.phi, state.key, state.n_sweeps, sampling and state.doc_topic)
+        stats = parts.step(_pc_step, phi, state.key, state.n_sweeps, sampling and state.doc_topic)
         for moves, _ in stats:          # integer sums: exact in any order
             state.nwk += moves
         state.nk = state.nwk.sum(axis=0, dtype=np.int64)

@@ -26,21 +26,17 @@ columns named by each call are used. Nothing per document is kept.
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, threadid
-from libc.math cimport exp, floor, sqrt, INFINITY
+from libc.math cimport exp, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
 from bnpcore.kernels._pclda cimport (_alias_pick, _bucket, _bucket_pick, _doc_close, _doc_open, _list_add,
-                                    _list_remove, _log_gamma_small, _move_token, label_t)
+                                    _list_remove, _log_gamma_small, _move_token, _poisson, label_t)
 from bnpcore.kernels._pclda import check_labels, z_scratch
 from bnpcore.kernels.parallel cimport PAD
-from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_normal, bnp_rng_uniform,
+from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform,
                                   bnp_stream_init, bnp_stream_t)
 
 cnp.import_array()
-
-# Above this mean a Poisson draw of the Polya urn is normal, rounded (the
-# approximation is already the urn's; it keeps a draw O(1) for large counts).
-cdef double _POISSON_NORMAL = 30.0
 
 
 # ---------------------------------------------------------------------------
@@ -163,24 +159,6 @@ def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN
 # ---------------------------------------------------------------------------
 # Phi | z
 # ---------------------------------------------------------------------------
-
-cdef inline double _poisson(bnp_bitgen_t *g, double lam) noexcept nogil:
-    """A Poisson(lam) draw: inversion below _POISSON_NORMAL, else the normal
-    approximation rounded (never negative)."""
-    cdef double u, p, c
-    cdef double n = 0.0
-    if lam >= _POISSON_NORMAL:
-        n = floor(lam + sqrt(lam) * bnp_rng_normal(g) + 0.5)
-        return n if n > 0.0 else 0.0
-    u = bnp_rng_uniform(g)
-    p = exp(-lam)
-    c = p
-    while u >= c and p > 0.0:
-        n += 1.0
-        p *= lam / n
-        c += p
-    return n
-
 
 cdef void _phi_topic(const int32_t *nwk, const int64_t *nk, int64_t W, int64_t C, int64_t k, double eta,
                      bint ppu, uint64_t key, uint64_t stream, double *phi, double *buf) noexcept nogil:

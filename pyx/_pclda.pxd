@@ -1,9 +1,9 @@
-# The small-shape gamma sampler of the partially collapsed LDA sampler, shared
-# with the partially collapsed HDP sampler (_pchdp.pyx).
-from libc.math cimport exp, log, pow
+# The small-shape gamma and the Poisson samplers of the partially collapsed LDA
+# sampler, shared with the partially collapsed HDP sampler (_pchdp.pyx).
+from libc.math cimport exp, floor, log, pow, sqrt
 from libc.stdint cimport int32_t, int64_t, uint16_t
 
-from bnpcore.kernels.rng cimport bnp_bitgen_t, bnp_rng_uniform, bnp_rng_uniform_pos
+from bnpcore.kernels.rng cimport bnp_bitgen_t, bnp_rng_normal, bnp_rng_uniform, bnp_rng_uniform_pos
 
 
 cdef inline double _log_gamma_small(bnp_bitgen_t *g, double a) noexcept nogil:
@@ -28,6 +28,32 @@ cdef inline double _log_gamma_small(bnp_bitgen_t *g, double a) noexcept nogil:
             if bnp_rng_uniform(g) <= pow(x, a - 1.0):
                 return log(x)
 
+
+# Above this mean a Poisson draw of the Polya urn is normal, rounded (the
+# approximation is already the urn's; it keeps a draw O(1) for large counts).
+cdef enum:
+    POISSON_NORMAL = 30
+
+
+cdef inline double _poisson_inversion(bnp_bitgen_t *g, double lam, double n, double p) noexcept nogil:
+    """Inversion of a Poisson(lam) law from the value n of probability p: the
+    first value at which the cumulative probability from n exceeds a uniform."""
+    cdef double u = bnp_rng_uniform(g), c = p
+    while u >= c and p > 0.0:
+        n += 1.0
+        p *= lam / n
+        c += p
+    return n
+
+
+cdef inline double _poisson(bnp_bitgen_t *g, double lam) noexcept nogil:
+    """A Poisson(lam) draw: inversion below POISSON_NORMAL, else the normal
+    approximation rounded (never negative)."""
+    cdef double n
+    if lam >= POISSON_NORMAL:
+        n = floor(lam + sqrt(lam) * bnp_rng_normal(g) + 0.5)
+        return n if n > 0.0 else 0.0
+    return _poisson_inversion(g, lam, 0.0, exp(-lam))
 
 
 # The topic labels of the tokens: uint16 when the topic capacity allows (half the
@@ -107,11 +133,16 @@ cdef inline double _bucket(const double *prow, const int32_t *nd, const int32_t 
 
 
 cdef inline int32_t _bucket_pick(const double *cum, const int32_t *dlist, int64_t n, double u) noexcept nogil:
-    """The topic of the list whose cumulative weight first exceeds u."""
-    cdef int64_t i = 0
-    while i < n - 1 and cum[i] <= u:
-        i += 1
-    return dlist[i]
+    """The topic of the list whose cumulative weight first exceeds u (the last
+    if none does), by bisection: the same entry as a scan from the front."""
+    cdef int64_t lo = 0, hi = n - 1, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cum[mid] <= u:
+            lo = mid + 1
+        else:
+            hi = mid
+    return dlist[lo]
 
 
 cdef inline int32_t _alias_pick(const double *prob, const int32_t *alias, int64_t K, double u) noexcept nogil:

@@ -14,8 +14,15 @@ One sweep is three calls, each releasing the GIL and running in ``n_threads``:
    in parallel over documents, each document's counts n_jk rebuilt from its
    labels, the topic-word counts moved as tokens change (atomic integer adds).
 
+With the Poisson Polya urn (Terenin et al. 2019) Phi is sparse, word-major
+CSR arrays, and a sweep is two calls: ``sample_phi_urn`` (words in parallel,
+cost O(entries with counts + K eta) instead of W K gamma draws) and
+``z_step_rows`` (a token costs the topics in which its word has weight, not
+its document's topics; no alias tables).
+
 Every random draw comes from a keyed stream (``bnp_stream_t``): topic k of sweep
-t from stream (key, 2t + 1, k), document j from stream (key, 2t, j). The draws
+t from stream (key, 2t + 1, k) (the urn: word w from (key, 2t + 1, w)), document
+j from stream (key, 2t, j). The draws
 do not depend on which thread runs a topic or a document, and the count updates
 are integer sums, so the state after a sweep is bit-identical for any thread
 count. The state is the labels and the topic-word counts: nothing per document.
@@ -30,8 +37,9 @@ word-major) int32, ``nk`` (K,) int64; ``phi`` and ``prob`` (W, K) float64 and ``
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, threadid
-from libc.math cimport exp, log, pow, INFINITY
+from libc.math cimport exp, expm1, log, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
+from libc.string cimport memmove
 
 from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform, bnp_rng_uniform_pos,
@@ -150,6 +158,145 @@ def sample_phi(const int32_t[:, ::1] nwk, const double[::1] eta,   # IN counts (
 
 
 # ---------------------------------------------------------------------------
+# Phi | z by the Poisson Polya urn, sparse and word-major
+# ---------------------------------------------------------------------------
+
+cdef inline int64_t _next_hit(bnp_bitgen_t *g, double eta, int64_t k, int64_t K) noexcept nogil:
+    """The next column after k whose Poisson(eta) draw is positive: a geometric
+    gap of success probability 1 - exp(-eta); K if past the row."""
+    cdef double gap = -log(bnp_rng_uniform_pos(g)) / eta
+    return k + 1 + <int64_t>gap if gap < K - k - 1 else K
+
+
+cdef inline double _poisson_positive(bnp_bitgen_t *g, double lam) noexcept nogil:
+    """A Poisson(lam) draw conditioned on being positive: inversion from 1, or
+    ``_poisson`` redrawn while 0 above POISSON_NORMAL."""
+    cdef double n = 0.0
+    if lam >= POISSON_NORMAL:
+        while n == 0.0:
+            n = _poisson(g, lam)
+        return n
+    return _poisson_inversion(g, lam, 1.0, lam * exp(-lam) / -expm1(-lam))
+
+
+cdef inline int64_t _next_count(const int32_t *nrow, int64_t k, int64_t K) noexcept nogil:
+    """The first column >= k with counts, K if none."""
+    while k < K and nrow[k] == 0:
+        k += 1
+    return k
+
+
+cdef int64_t _urn_room(const int32_t *nrow, int64_t K, double eta, uint64_t key, uint64_t stream,
+                       int64_t w) noexcept nogil:
+    """An upper bound of the positive entries of row w (``_urn_row``): its
+    columns with counts and the zero columns its gaps land on."""
+    cdef bnp_stream_t gaps
+    bnp_stream_init(&gaps, key, stream, 2 * <uint64_t>w + 1)
+    cdef int64_t k, room = 0, hit = _next_hit(&gaps.bitgen, eta, -1, K)
+    for k in range(K):
+        room += nrow[k] > 0
+    while hit < K:
+        room += nrow[hit] == 0
+        hit = _next_hit(&gaps.bitgen, eta, hit, K)
+    return room
+
+
+cdef int64_t _urn_row(const int32_t *nrow, int64_t K, double eta, uint64_t key, uint64_t stream, int64_t w,
+                      int32_t *topics, double *vals, double *total) noexcept nogil:
+    """Row w of the urn, x_k ~ Poisson(eta + n_wk) for k < K: writes its positive
+    entries (k, x_k) into topics/vals, adds x_k to total[k], and returns their
+    number. A column with counts draws Poisson(eta + n_wk); the zero columns
+    are Poisson(eta), positive with probability 1 - exp(-eta), so only their
+    positive entries are drawn, at geometric gaps over the row (a gap that
+    lands on a column with counts is passed over: that column's draw already
+    holds the eta). The gaps come from stream (key, stream, 2w + 1), the
+    values from (key, stream, 2w), the columns in increasing order: the cost
+    is the scan for counts plus a draw per entry."""
+    cdef bnp_stream_t values, gaps
+    bnp_stream_init(&values, key, stream, 2 * <uint64_t>w)
+    bnp_stream_init(&gaps, key, stream, 2 * <uint64_t>w + 1)
+    cdef bnp_bitgen_t *g = &values.bitgen
+    cdef int64_t m = 0, at, k = _next_count(nrow, 0, K), hit = _next_hit(&gaps.bitgen, eta, -1, K)
+    cdef double x
+    while k < K or hit < K:
+        if k < hit:                                 # a column with counts
+            at, x = k, _poisson(g, eta + nrow[k])
+            k = _next_count(nrow, k + 1, K)
+        elif hit < k:                               # a zero column drawn positive
+            at, x = hit, _poisson_positive(g, eta)
+            hit = _next_hit(&gaps.bitgen, eta, hit, K)
+        else:                                       # the gap landed on column k: passed over
+            hit = _next_hit(&gaps.bitgen, eta, hit, K)
+            continue
+        if x > 0.0:
+            topics[m] = <int32_t>at
+            vals[m] = x
+            total[at] += x
+            m += 1
+    return m
+
+
+def sample_phi_urn(const int32_t[:, ::1] nwk, const double[::1] eta,    # IN counts (W, K), prior (W,)
+                   uint64_t key, uint64_t sweep,                          # IN stream key, sweep number
+                   int n_threads=1, bint normalize=True):
+    """Draw the topics by the Poisson Polya urn of Terenin, Magnusson, Jonsson &
+    Draper, "Polya urn latent Dirichlet allocation: a doubly sparse massively
+    parallel sampler" (IEEE TPAMI 41(7), 2019): ``x_wk ~ Poisson(eta_w + n_wk)``
+    and ``phi[w, k] = x_wk / sum_v x_vk``. The draws are independent, so word w
+    draws its row from its own streams of sweep ``2 sweep + 1`` (``_urn_row``),
+    words in parallel, in O(entries with counts + K eta_w); the column sums are
+    sums of integers, exact in any order.
+
+    Returns the positive entries, word-major, as CSR ``(rows (W + 1,) int64,
+    topics int32 increasing within a row, phi float64)``; ``normalize=False``
+    leaves the draws x_wk unnormalised (for tests). A topic whose draws are all
+    0 has no entries (no token can take it this sweep). Equivalent NumPy, up to
+    the streams::
+
+        x = rng.poisson(eta[:, None] + nwk)      # (W, K)
+        phi = x / x.sum(axis=0)                   # 0/0 columns: no entries
+    """
+    cdef int64_t W = nwk.shape[0], K = nwk.shape[1], w, i, nnz
+    if eta.shape[0] != W:
+        raise ValueError(f"eta must have {W} entries")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be positive, got {n_threads}")
+    rows = np.zeros(W + 1, dtype=np.int64)
+    if W == 0 or K == 0:
+        return rows, np.empty(0, dtype=np.int32), np.empty(0)
+    room = np.zeros(W + 1, dtype=np.int64)          # row w writes from room[w], rows[w + 1] entries
+    totals = np.zeros((n_threads, K + PAD))
+    cdef int64_t[::1] rv = rows, mv = room
+    cdef double[:, ::1] sv = totals
+    cdef double[::1] scale_v
+    with nogil:
+        for w in prange(W, num_threads=n_threads, schedule="dynamic", chunksize=16):
+            mv[w + 1] = _urn_room(&nwk[w, 0], K, eta[w], key, 2 * sweep + 1, w)
+    np.cumsum(room, out=room)
+    topics, vals = np.empty(max(room[W], 1), dtype=np.int32), np.empty(max(room[W], 1))
+    cdef int32_t[::1] tv = topics
+    cdef double[::1] xv = vals
+    cdef int32_t *tp = &tv[0]                       # pointers: a row may start at the end
+    cdef double *xp = &xv[0]
+    with nogil:
+        for w in prange(W, num_threads=n_threads, schedule="dynamic", chunksize=16):
+            rv[w + 1] = _urn_row(&nwk[w, 0], K, eta[w], key, 2 * sweep + 1, w, tp + mv[w], xp + mv[w],
+                                 &sv[threadid(), 0])
+        for w in range(W):                          # close the gaps, rows in order (entries only move left)
+            memmove(tp + rv[w], tp + mv[w], rv[w + 1] * sizeof(int32_t))
+            memmove(xp + rv[w], xp + mv[w], rv[w + 1] * sizeof(double))
+            rv[w + 1] += rv[w]
+    nnz = rv[W]
+    if normalize:
+        total = totals[:, :K].sum(axis=0)           # integers: exact in any order
+        scale_v = 1.0 / np.where(total > 0, total, 1.0)
+        with nogil:
+            for i in prange(nnz, num_threads=n_threads, schedule="static"):
+                xv[i] *= scale_v[tv[i]]
+    return rows, topics[:nnz], vals[:nnz]
+
+
+# ---------------------------------------------------------------------------
 # alias tables of alpha_k phi[w, k]
 # ---------------------------------------------------------------------------
 
@@ -236,10 +383,13 @@ cdef struct ZArgs:
     const int32_t *indices
     const int32_t *counts
     const int64_t *tok_ptr
+    const int64_t *rows      # NULL: phi, prob, alias dense (W, K); else CSR rows of ...
+    const int32_t *topics    # ... these topics, phi at the same positions, and alpha (K,)
     const double *phi
     const double *prob
     const int32_t *alias
     const double *mass
+    const double *alpha
     int32_t *nwk
     int64_t stride       # of the per-thread rows below: K + PAD
     double *cum          # n_threads x stride: cumulative weights of the document bucket
@@ -250,45 +400,75 @@ cdef struct ZArgs:
     uint64_t key, sweep, first_doc
 
 
+cdef inline double _bucket_entries(const double *phi, const int32_t *topics, int64_t m, const int32_t *nd,
+                                   const double *alpha, double *cum) noexcept nogil:
+    """Cumulative weights phi[i] (n_jk + alpha_k), k = topics[i], over a word's m
+    entries of a sparse Phi into cum; returns their sum."""
+    cdef double q = 0.0
+    cdef int64_t i
+    for i in range(m):
+        q += phi[i] * (nd[topics[i]] + alpha[topics[i]])
+        cum[i] = q
+    return q
+
+
 cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     """Resample the topics of document j from stream (key, 2 sweep, first_doc + j).
 
-    p(k) ∝ phi_wk (n_jk + alpha_k) = phi_wk n_jk + alpha_k phi_wk: the first
-    bucket sums over the document's topics only (counted from its labels), the
-    second is the word's alias table (the sparse decomposition of Magnusson et
-    al. 2018). A token that changes topic moves its topic-word count at once."""
-    cdef int64_t K = a.K, p, c, n, zi = a.tok_ptr[j]
+    Dense Phi: p(k) ∝ phi_wk (n_jk + alpha_k) = phi_wk n_jk + alpha_k phi_wk,
+    the first bucket a sum over the document's topics (counted from its
+    labels, listed), the second the word's alias table (the sparse
+    decomposition of Magnusson et al. 2018). Sparse Phi: one sum of
+    phi_wk (n_jk + alpha_k) over the word's entries, which no topic outside
+    them can take. A token that changes topic moves its topic-word count at
+    once; a token whose word has weight 0 in every topic (possible only for a
+    sparse Phi) keeps its topic."""
+    cdef bint listed = a.rows == NULL
+    cdef int64_t K = a.K, p, c, n = 0, i, zi = a.tok_ptr[j], b = 0, m = 0
     cdef int32_t w, t, s
     cdef int32_t *nd = a.nd + tid * a.stride
     cdef int32_t *dlist = a.dlist + tid * a.stride
     cdef int32_t *dpos = a.dpos + tid * a.stride
     cdef int64_t *nk_part = a.nk_part + tid * a.stride
     cdef double *cum = a.cum + tid * a.stride
-    cdef const double *prow
-    cdef double q, u
+    cdef double q, u, total
     cdef bnp_stream_t st
     bnp_stream_init(&st, a.key, 2 * a.sweep, a.first_doc + <uint64_t>j)
-    n = _doc_open(z + zi, a.tok_ptr[j + 1] - zi, nd, dlist, dpos)
+    if listed:
+        n = _doc_open(z + zi, a.tok_ptr[j + 1] - zi, nd, dlist, dpos)
+    else:
+        for i in range(zi, a.tok_ptr[j + 1]):
+            nd[z[i]] += 1
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
-        prow = a.phi + w * K
+        if a.rows != NULL:
+            b = a.rows[w]
+            m = a.rows[w + 1] - b
         for c in range(a.counts[p]):
             s = <int32_t>z[zi]
             nd[s] -= 1
-            if nd[s] == 0:                   # s leaves the document's list
-                n = _list_remove(s, dlist, dpos, n)
-            q = _bucket(prow, nd, dlist, n, cum)
-            u = bnp_rng_uniform(&st.bitgen) * (q + a.mass[w])
-            if u < q:
-                t = _bucket_pick(cum, dlist, n, u)
+            if listed:
+                if nd[s] == 0:               # s leaves the document's list
+                    n = _list_remove(s, dlist, dpos, n)
+                q = _bucket(a.phi + w * K, nd, dlist, n, cum)
+                u = bnp_rng_uniform(&st.bitgen) * (q + a.mass[w])
+                if u < q:
+                    t = _bucket_pick(cum, dlist, n, u)
+                else:
+                    t = _alias_pick(a.prob + w * K, a.alias + w * K, K, bnp_rng_uniform(&st.bitgen))
+                n = _list_add(t, dlist, dpos, n)
             else:
-                t = _alias_pick(a.prob + w * K, a.alias + w * K, K, bnp_rng_uniform(&st.bitgen))
-            n = _list_add(t, dlist, dpos, n)
+                q = _bucket_entries(a.phi + b, a.topics + b, m, nd, a.alpha, cum)
+                t = _bucket_pick(cum, a.topics + b, m, bnp_rng_uniform(&st.bitgen) * q) if q > 0.0 else s
             nd[t] += 1
             z[zi] = <label_t>t
             _move_token(a.nwk + w * K, nk_part, s, t)
             zi += 1
-    _doc_close(nd, dlist, dpos, n)
+    if listed:
+        _doc_close(nd, dlist, dpos, n)
+    else:
+        for i in range(a.tok_ptr[j], zi):
+            nd[z[i]] = 0
 
 
 def z_scratch(int n_threads, int64_t K):
@@ -332,12 +512,60 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     with ``alpha`` the prior behind ``prob``/``alias``/``mass`` (``build_alias``),
     and ``nwk``, ``nk`` moved with each change.
     """
-    cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1], W = phi.shape[0], j
+    cdef int64_t K = nwk.shape[1], W = nwk.shape[0]
+    if phi.shape[0] != W or phi.shape[1] != K or prob.shape[0] != W or prob.shape[1] != K \
+            or alias.shape[0] != W or alias.shape[1] != K or mass.shape[0] != W:
+        raise ValueError("phi, prob, alias, mass and nwk disagree on the number of topics or words")
+    cdef ZArgs a
+    a.rows, a.topics, a.phi, a.prob, a.alias, a.mass, a.alpha = NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    if W and K:
+        a.phi, a.prob, a.alias, a.mass = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0]
+    _z_run(&a, indptr, indices, counts, tok_ptr, key, sweep, z, nwk, nk, n_threads, first_doc)
+
+
+def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
+                const int64_t[::1] tok_ptr,                                                        # IN (D + 1,)
+                const int64_t[::1] rows, const int32_t[::1] topics, const double[::1] phi,         # IN CSR Phi
+                const double[::1] alpha, uint64_t key, uint64_t sweep,                             # IN (K,)
+                label_t[::1] z,                                                                    # IN/OUT labels
+                int32_t[:, ::1] nwk, int64_t[::1] nk,                                              # IN/OUT counts
+                int n_threads=1, uint64_t first_doc=0):
+    """``z_step`` with the sparse word-major Phi of ``sample_phi_urn``: a token
+    of word w draws from ``phi[i] (n_jk + alpha_k)``, k = ``topics[i]``, over
+    the word's entries i (the document's counts read from a dense per-thread
+    row), so it costs the number of topics in which its word has weight, not
+    the document's topics, and needs no alias table (no topic outside the
+    entries has weight). A token whose word has no entry keeps its topic (the
+    urn gave its word weight 0 in every topic). Equivalent NumPy: ``z_step``
+    with ``phi_dense[w, topics[rows[w]:rows[w + 1]]] = phi[rows[w]:rows[w + 1]]``
+    (0 elsewhere).
+    """
+    cdef int64_t W = rows.shape[0] - 1, nnz = topics.shape[0]
+    if W != nwk.shape[0] or rows[W] != nnz or phi.shape[0] != nnz:
+        raise ValueError(f"rows must have {nwk.shape[0] + 1} entries, ending at the {nnz} entries of topics "
+                         "and phi")
+    if alpha.shape[0] != nwk.shape[1]:
+        raise ValueError(f"alpha must have {nwk.shape[1]} entries, one per topic")
+    if nnz and (np.asarray(topics).max() >= nwk.shape[1] or np.asarray(topics).min() < 0):
+        raise ValueError(f"a topic of the entries is outside the {nwk.shape[1]} columns of nwk")
+    cdef ZArgs a
+    a.rows, a.alpha = &rows[0], &alpha[0]
+    a.topics, a.phi, a.prob, a.alias, a.mass = NULL, NULL, NULL, NULL, NULL
+    if nnz:
+        a.topics, a.phi = &topics[0], &phi[0]
+    _z_run(&a, indptr, indices, counts, tok_ptr, key, sweep, z, nwk, nk, n_threads, first_doc)
+
+
+cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+            const int64_t[::1] tok_ptr, uint64_t key, uint64_t sweep,
+            label_t[::1] z, int32_t[:, ::1] nwk, int64_t[::1] nk, int n_threads, uint64_t first_doc):
+    """The checks and the parallel loop shared by ``z_step`` and ``z_step_rows``
+    (``a`` holds Phi and the tables)."""
+    cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1], j
     if tok_ptr.shape[0] != D + 1 or z.shape[0] != tok_ptr[D]:
         raise ValueError("tok_ptr and z do not match the corpus")
-    if phi.shape[1] != K or prob.shape[0] != W or prob.shape[1] != K or alias.shape[0] != W \
-            or alias.shape[1] != K or mass.shape[0] != W or nwk.shape[0] != W or nk.shape[0] != K:
-        raise ValueError("phi, prob, alias, mass, nwk and nk disagree on the number of topics or words")
+    if nk.shape[0] != K:
+        raise ValueError("nwk and nk disagree on the number of topics")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     check_labels(np.asarray(z), K)
@@ -347,16 +575,14 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] nv = nds, lv = lists, pv = pos
     cdef int64_t[:, ::1] kv = parts
-    cdef ZArgs a
-    cdef ZArgs *ap = &a
     a.K, a.stride = K, K + PAD
     a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
-    a.phi, a.prob, a.alias, a.mass, a.nwk = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0], &nwk[0, 0]
+    a.nwk = &nwk[0, 0]
     a.cum, a.nd, a.dlist, a.dpos, a.nk_part = &cv[0, 0], &nv[0, 0], &lv[0, 0], &pv[0, 0], &kv[0, 0]
     a.key, a.sweep, a.first_doc = key, sweep, first_doc
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=8):
-            _z_doc(ap, &z[0], j, threadid())
+            _z_doc(a, &z[0], j, threadid())
     np.asarray(nk)[:] += parts[:, :K].sum(axis=0)
 
 

@@ -116,12 +116,13 @@ def test_equals_local_fit_with_as_many_threads(client, corpus, n_partitions):
     assert all(h["fit_seconds"] > 0 and 0 <= h["driver_seconds"] <= h["fit_seconds"] for h in dist.history_)
 
 
-@pytest.mark.parametrize("n_partitions", [2, 3])
-def test_partially_collapsed_equals_local_fit(client, corpus, n_partitions):
-    """Any partitions, any client threads: the keyed streams of the threaded sampler."""
-    dist = bnpdist.fit(lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=1), corpus, client,
+@pytest.mark.parametrize("n_partitions, phi", [(2, "dirichlet"), (3, "dirichlet"), (3, "ppu")])
+def test_partially_collapsed_equals_local_fit(client, corpus, n_partitions, phi):
+    """Any partitions, any client threads: the keyed streams of the threaded sampler
+    (the urn's sparse Phi too)."""
+    dist = bnpdist.fit(lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=1, phi=phi), corpus, client,
                        n_partitions=n_partitions)
-    assert_same_sampler(dist, local_pc(corpus))
+    assert_same_sampler(dist, lda.PartiallyCollapsedGibbs(**PC_PARAMS, n_threads=2, phi=phi).fit(corpus))
     assert all(h["fit_seconds"] > 0 and 0 < h["client_seconds"] <= h["driver_seconds"] <= h["fit_seconds"]
                for h in dist.history_)
 

@@ -20,11 +20,11 @@ def docs_of(corpus):
     return [list(words[ptr[j]:ptr[j + 1]]) for j in range(corpus.n_docs)]
 
 
-def new_state(corpus, K, alpha, eta, seed, n_threads=1):
+def new_state(corpus, K, alpha, eta, seed, n_threads=1, ppu=False):
     rng = np.random.default_rng(seed)
     alpha = np.full(K, alpha) if np.ndim(alpha) == 0 else np.asarray(alpha, dtype=float)
     eta = np.full(corpus.n_words, eta) if np.ndim(eta) == 0 else np.asarray(eta, dtype=float)
-    return PartiallyCollapsedState(corpus, K, alpha, eta, rng, n_threads)
+    return PartiallyCollapsedState(corpus, K, alpha, eta, rng, n_threads, ppu=ppu)
 
 
 @pytest.mark.parametrize("K", [1, 2, 7, 64])
@@ -131,31 +131,37 @@ def test_chain_matches_the_enumerated_posterior(ref, docs, K, alpha, eta):
     assert ref.chi_square_pvalue(observed, post) > 1e-3
 
 
-def test_same_seed_bit_identical_for_any_thread_count():
+@pytest.mark.parametrize("phi", ["dirichlet", "ppu"])
+def test_same_seed_bit_identical_for_any_thread_count(phi):
     """Thread-count invariance: state after 6 sweeps (z, counts, Phi, alias
     tables) and the fitted estimator are bit-identical at 1 and 2 threads; K = 20
     spans three topic blocks of the Phi step, 300 documents many z-step chunks."""
     corpus = make_bars("sm", side=5, n_docs=300, n_test=0, doc_length=40, random_state=0).corpus
     states = []
     for threads in (1, 2):
-        st = new_state(corpus, 20, 0.1, 0.05, seed=7, n_threads=threads)
+        st = new_state(corpus, 20, 0.1, 0.05, seed=7, n_threads=threads, ppu=phi == "ppu")
         for _ in range(6):
             st.sweep()
         states.append(st)
-    for name in ("z", "nwk", "nk", "phi", "prob", "alias", "mass"):
+    for name in ("z", "nwk", "nk", "prob", "alias", "mass"):
         np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name), err_msg=name)
+    phis = [st.phi if phi == "ppu" else (st.phi,) for st in states]    # the urn: CSR (rows, topics, values)
+    for a, b in zip(*phis):
+        np.testing.assert_array_equal(a, b)
     assert states[0].z.tolist() != new_state(corpus, 20, 0.1, 0.05, seed=7).z.tolist()   # it moved
-    fits = [PartiallyCollapsedGibbs(n_components=10, max_iter=8, burn_in=3, n_threads=t, random_state=3).fit(corpus)
-            for t in (1, 2)]
+    fits = [PartiallyCollapsedGibbs(n_components=10, max_iter=8, burn_in=3, n_threads=t, random_state=3,
+                                    phi=phi).fit(corpus) for t in (1, 2)]
     np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
     np.testing.assert_array_equal(fits[0].doc_topic_, fits[1].doc_topic_)
 
 
-def test_checkpoint_resume_continues_the_same_chain(tmp_path):
+@pytest.mark.parametrize("phi", ["dirichlet", "ppu"])
+def test_checkpoint_resume_continues_the_same_chain(tmp_path, phi):
     """A fit stopped after 3 sweeps, saved, loaded and resumed ends bit-identical
     to an uninterrupted fit (the stream key and sweep number are saved)."""
     corpus = make_bars("sm", side=4, n_docs=60, n_test=0, doc_length=30, random_state=0).corpus
-    make = lambda: PartiallyCollapsedGibbs(n_components=6, max_iter=7, burn_in=2, n_threads=2, random_state=4)  # noqa: E731
+    make = lambda: PartiallyCollapsedGibbs(n_components=6, max_iter=7, burn_in=2, n_threads=2,  # noqa: E731
+                                           random_state=4, phi=phi)
     full = make().fit(corpus)
     part = make()
     with part.reporting(lambda e, rec: rec["iteration"] == 3):
@@ -181,13 +187,14 @@ def test_counts_stay_consistent_with_z():
     np.testing.assert_array_equal(st.nk, nwk.sum(axis=0))
 
 
-def test_recovers_the_bars():
+@pytest.mark.parametrize("phi", ["dirichlet", "ppu"])
+def test_recovers_the_bars(phi):
     """Griffiths & Steyvers bars (5 x 5 grid, 10 bars, 100000 tokens): every true
     bar is matched by a fitted topic within total variation 0.1 (measured: at
-    most 0.05 over two seeds; CollapsedGibbs 0.04)."""
+    most 0.05 over two seeds, the urn 0.06; CollapsedGibbs 0.04)."""
     bars = make_bars("sm", side=5, n_docs=1000, n_test=0, doc_length=100, random_state=1)
     est = PartiallyCollapsedGibbs(n_components=10, alpha=1.0, eta=0.05, max_iter=200, burn_in=150, n_threads=1,
-                                  random_state=0).fit(bars.corpus)
+                                  random_state=0, phi=phi).fit(bars.corpus)
     tv = 0.5 * np.abs(bars.topics[:, None, :] - est.topics_[None, :, :]).sum(axis=2)
     rows, cols = linear_sum_assignment(tv)
     assert tv[rows, cols].max() < 0.1, tv[rows, cols]
@@ -203,6 +210,7 @@ def test_recovers_the_bars():
     (dict(alpha=-1.0), "alpha"),
     (dict(eta=[0.1, 0.2]), "eta"),
     (dict(optimize_hyperparameters="yes"), "optimize_hyperparameters"),
+    (dict(phi="poisson"), "phi"),
 ])
 def test_bad_parameters(params, match):
     est = PartiallyCollapsedGibbs(max_iter=2, burn_in=1).set_params(**params)
@@ -305,3 +313,114 @@ def test_count_kernels_match_numpy():
     ndk = np.full((9, 5), 7, dtype=np.int32)
     _pclda.doc_counts(ptr, z, ndk, 2)
     np.testing.assert_array_equal(ndk, [np.bincount(z[ptr[j]:ptr[j + 1]], minlength=5) for j in range(9)])
+
+
+# ---------------------------------------------------------------------------
+# the Poisson Polya urn (phi="ppu"): sparse word-major Phi
+# ---------------------------------------------------------------------------
+
+def dense_urn(rows, topics, values, K):
+    out = np.zeros((len(rows) - 1, K))
+    for w in range(len(rows) - 1):
+        out[w, topics[rows[w]:rows[w + 1]]] = values[rows[w]:rows[w + 1]]
+    return out
+
+
+def test_urn_draws_are_poisson(ref):
+    """Unnormalised urn draws x_wk ~ Poisson(eta_w + n_wk), 20000 sweeps: for
+    every entry the frequency of 0 and the mean within 4.5 standard errors, and
+    the pooled zero-count entries of each small-eta row (geometric gaps, the
+    positive Poisson) against the Poisson pmf by chi-square. Counts above 30
+    take the rounded normal: mean only."""
+    K = 37
+    nwk = np.zeros((4, K), dtype=np.int32)
+    nwk[0, [0, 5, 36]] = [1, 3, 40]
+    nwk[1, [1, 2]] = [2, 7]
+    nwk[3, 10] = 1
+    eta = np.array([0.3, 0.05, 1.5, 35.0])        # row 3: every column positive, the normal branch
+    S = 20000
+    x = np.empty((S, 4, K))
+    for s in range(S):
+        x[s] = dense_urn(*_pclda.sample_phi_urn(nwk, eta, 5, s, 1, normalize=False), K)
+    lam = eta[:, None] + nwk
+    se = np.sqrt(lam / S)
+    assert (np.abs(x.mean(axis=0) - lam) < 4.5 * se).all()
+    exact = lam < 30
+    p0 = np.exp(-lam)
+    zero = (x == 0).mean(axis=0)
+    assert (np.abs(zero - p0)[exact] < 4.5 * np.sqrt(p0 * (1 - p0) / S)[exact] + 1e-12).all()
+    assert (x[:, 3] > 0).all()
+    from scipy.stats import poisson
+    for w in range(3):
+        pooled = x[:, w, nwk[w] == 0].ravel().astype(np.int64)
+        top = pooled.max() + 1
+        probs = poisson.pmf(np.arange(top), eta[w])
+        probs[-1] += poisson.sf(top - 1, eta[w])
+        assert ref.chi_square_pvalue(np.bincount(pooled, minlength=top), probs) > 1e-3, w
+
+
+def test_urn_rows_sum_to_one_per_topic_and_ignore_the_thread_count():
+    """The normalised urn: columns sum to 1, topics increase within a row,
+    the same arrays at 1, 2 and 3 threads; a topic whose draws are all 0 has no
+    entries."""
+    rng = np.random.default_rng(3)
+    nwk = rng.integers(0, 3, size=(50, 30)).astype(np.int32) * (rng.random((50, 30)) < 0.2)
+    nwk[:, 7] = 0
+    eta = np.full(50, 1e-9)                                     # topic 7: all zero, almost surely
+    outs = [_pclda.sample_phi_urn(nwk, eta, 9, 4, t) for t in (1, 2, 3)]
+    for out in outs[1:]:
+        for a, b in zip(outs[0], out):
+            np.testing.assert_array_equal(a, b)
+    rows, topics, values = outs[0]
+    assert all((np.diff(topics[rows[w]:rows[w + 1]]) > 0).all() for w in range(50))
+    phi = dense_urn(rows, topics, values, 30)
+    used = phi.sum(axis=0) > 0
+    np.testing.assert_allclose(phi.sum(axis=0)[used], 1.0, rtol=1e-12)
+    assert not used[7] and used.sum() > 20
+    with pytest.raises(ValueError, match="eta"):
+        _pclda.sample_phi_urn(nwk, np.ones(3), 0, 0)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_z_step_draws_the_conditional(ref, sparse):
+    """One z-step over 20000 copies of the document (word 0, word 1), the second
+    token in topic 2: the first token's new topic follows
+    phi[0, k] (alpha_k + [k == 2]) exactly (chi-square), topic 4, of weight 0
+    for word 0, never drawn; the dense and the sparse (urn) forms of Phi alike.
+    A token whose word has no entry keeps its topic (sparse form). The
+    counts n_kw follow the labels."""
+    K, D = 5, 20000
+    phi = np.array([[0.3, 0.1, 0.2, 0.4, 0.0], [0.2, 0.0, 0.5, 0.3, 0.1], [0.0] * 5])
+    alpha = np.array([0.1, 0.5, 0.2, 0.05, 1.0])
+    corpus = Corpus([[0, 1]] * D + ([[2, 0]] if sparse else []), n_words=3)
+    tok_ptr = np.arange(0, 2 * corpus.n_docs + 1, 2, dtype=np.int64)
+    z = np.tile(np.array([0, 2], dtype=np.uint16), corpus.n_docs)
+    if sparse:
+        z[-1] = 3                                   # the token of word 2, which has no entry
+    nwk, nk = np.zeros((3, K), dtype=np.int32), np.zeros(K, dtype=np.int64)
+    _pclda.count_topics(corpus.indptr, corpus.indices, corpus.counts, z, nwk, nk)
+    if sparse:
+        rows = np.concatenate([[0], np.cumsum((phi > 0).sum(axis=1))]).astype(np.int64)
+        entries = (rows, np.nonzero(phi)[1].astype(np.int32), phi[phi > 0])
+        _pclda.z_step_rows(corpus.indptr, corpus.indices, corpus.counts, tok_ptr, *entries, alpha, 3, 0, z, nwk,
+                           nk, 2)
+        assert z[-1] == 3
+        with pytest.raises(ValueError, match="alpha"):
+            _pclda.z_step_rows(corpus.indptr, corpus.indices, corpus.counts, tok_ptr, *entries, alpha[:4], 3, 0,
+                               z, nwk, nk, 2)
+        with pytest.raises(ValueError, match="rows"):
+            _pclda.z_step_rows(corpus.indptr, corpus.indices, corpus.counts, tok_ptr, rows[:3], *entries[1:],
+                               alpha, 3, 0, z, nwk, nk, 2)
+    else:
+        mass, prob, alias = np.empty(3), np.empty((3, K)), np.empty((3, K), dtype=np.int32)
+        _pclda.build_alias(phi, alpha, prob, alias, mass, 2)
+        _pclda.z_step(corpus.indptr, corpus.indices, corpus.counts, tok_ptr, phi, prob, alias, mass, 3, 0, z,
+                      nwk, nk, 2)
+    first = z[0:2 * D:2].astype(np.int64)
+    p = phi[0] * (alpha + np.eye(K)[2])
+    assert not (first == 4).any()
+    assert ref.chi_square_pvalue(np.bincount(first, minlength=K)[:4], p[:4] / p.sum()) > 1e-3
+    check = np.zeros_like(nwk)
+    np.add.at(check, (np.repeat(corpus.indices, corpus.counts), z), 1)
+    np.testing.assert_array_equal(nwk, check)
+    np.testing.assert_array_equal(nk, check.sum(axis=0))
