@@ -14,15 +14,15 @@ One sweep is three calls, each releasing the GIL and running in ``n_threads``:
    in parallel over documents, each document's counts n_jk rebuilt from its
    labels, the topic-word counts moved as tokens change (atomic integer adds).
 
-With the Poisson Polya urn (Terenin et al. 2019) Phi is sparse, word-major
-CSR arrays, and a sweep is two calls: ``sample_phi_urn`` (words in parallel,
+With the Poisson Polya urn (Terenin et al. 2019) Phi is sparse (word-major
+CSR arrays) and a sweep is two calls: ``sample_phi_urn`` (words in parallel,
 cost O(entries with counts + K eta) instead of W K gamma draws) and
 ``z_step_rows`` (a token costs the topics in which its word has weight, not
 its document's topics; no alias tables).
 
 Every random draw comes from a keyed stream (``bnp_stream_t``): topic k of sweep
-t from stream (key, 2t + 1, k) (the urn: word w from (key, 2t + 1, w)), document
-j from stream (key, 2t, j). The draws
+t from stream (key, 2t + 1, k) (the urn: word w from (key, 2t + 1, 2w) and
+(key, 2t + 1, 2w + 1)), document j from stream (key, 2t, j). The draws
 do not depend on which thread runs a topic or a document, and the count updates
 are integer sums, so the state after a sweep is bit-identical for any thread
 count. The state is the labels and the topic-word counts: nothing per document.
@@ -431,7 +431,7 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     cdef int32_t *dpos = a.dpos + tid * a.stride
     cdef int64_t *nk_part = a.nk_part + tid * a.stride
     cdef double *cum = a.cum + tid * a.stride
-    cdef double q, u, total
+    cdef double q, u
     cdef bnp_stream_t st
     bnp_stream_init(&st, a.key, 2 * a.sweep, a.first_doc + <uint64_t>j)
     if listed:
