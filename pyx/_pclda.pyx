@@ -310,6 +310,8 @@ cdef double _alias_row(const double *phi, const double *alpha, int64_t K, double
     for k in range(K):
         prob[k] = alpha[k] * phi[k]
         total += prob[k]
+    if not total > 0.0:                 # no weight: mass 0, a table never drawn from
+        return total
     scale = K / total
     for k in range(K):
         prob[k] *= scale
