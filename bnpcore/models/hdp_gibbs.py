@@ -17,7 +17,7 @@ from bnpcore.kernels.rng import dirichlet as _log_dirichlet_draw
 from bnpcore.kernels.stirling import StirlingTable, MAX_N as _STIRLING_MAX_N
 from bnpcore.results import ResultsMixin
 
-__all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha"]
+__all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha", "in_prior_range"]
 
 
 def check_gamma_prior(value, name, bounds=PRIOR_RANGE, reason=None):
@@ -30,6 +30,13 @@ def check_gamma_prior(value, name, bounds=PRIOR_RANGE, reason=None):
     a, b = check_prior(a, f"{name}[0] (shape)"), check_prior(b, f"{name}[1] (rate)")
     check_prior(a / b, f"the mean of {name} (shape / rate)", bounds=bounds, reason=reason)
     return a, b
+
+
+def in_prior_range(concentration):
+    """A resampled concentration kept in PRIOR_RANGE, where every formula of the
+    samplers is finite: a Gamma draw of a tiny shape underflows to 0 (an alpha
+    of 0 makes an empty document's proportions 0/0)."""
+    return float(np.clip(concentration, *PRIOR_RANGE))
 
 
 def resample_gamma(gamma, n_topics, n_tables, prior, rng, n_rounds=1):
@@ -45,12 +52,12 @@ def resample_gamma(gamma, n_topics, n_tables, prior, rng, n_rounds=1):
     a, b = prior
     for _ in range(n_rounds):
         if n_tables == 0:
-            return rng.gamma(a, 1.0 / b)
+            return in_prior_range(rng.gamma(a, 1.0 / b))
         log_xi = np.log(rng.beta(gamma + 1.0, n_tables))
         rate = b - log_xi
         odds = (a + n_topics - 1.0) / (n_tables * rate)
         shape = a + n_topics if rng.random() * (1.0 + odds) < odds else a + n_topics - 1.0
-        gamma = rng.gamma(shape, 1.0 / rate)
+        gamma = in_prior_range(rng.gamma(shape, 1.0 / rate))
     return gamma
 
 
@@ -65,7 +72,7 @@ def resample_alpha(alpha, n_tables, doc_lengths, prior, rng, n_rounds=1):
     for _ in range(n_rounds):
         log_w = np.log(rng.beta(alpha + 1.0, n))
         s = rng.random(n.shape[0]) * (n + alpha) < n
-        alpha = rng.gamma(a + n_tables - s.sum(), 1.0 / (b - log_w.sum()))
+        alpha = in_prior_range(rng.gamma(a + n_tables - s.sum(), 1.0 / (b - log_w.sum())))
     return alpha
 
 

@@ -11,10 +11,10 @@ fitted attributes of ``bnpcore.hdp.DirectAssignmentGibbs``.
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import check_int, check_prior, effective_n_threads
+from bnpcore._validation import PRIOR_RANGE, check_int, check_prior, effective_n_threads
 from bnpcore.inference.batch import BatchState
 from bnpcore.kernels import _pchdp, _pclda
-from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, resample_alpha
+from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, in_prior_range, resample_alpha
 from bnpcore.models.lda_pc import count_labels, draw_labels, label_dtype, token_blocks
 
 __all__ = ["PartiallyCollapsedGibbs", "resample_gamma_sticks"]
@@ -27,7 +27,9 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
     Under Psi ~ GEM(gamma), ``p(l | gamma) ∝ prod_k B(1 + l_k, gamma + L_{>k}) / B(1, gamma)``
     with ``L_{>k} = sum_{i>k} l_i``; topics past the last one with tables give
     factor 1. The Gamma(a, b) prior (shape, rate) times this density is sampled
-    by univariate slice sampling (Neal 2003, stepping out) on log gamma."""
+    by univariate slice sampling (Neal 2003, stepping out) on log gamma, within
+    PRIOR_RANGE (with a tiny shape the density is flat towards gamma = 0, and an
+    unbounded stepping out would not end)."""
     a, b = prior
     l = np.asarray(tables, dtype=np.float64)
     above = np.cumsum(l[::-1])[::-1]                   # L_{>=k}
@@ -38,16 +40,20 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
         g = np.exp(x)
         return (a * x - b * g + n * x + (gammaln(g + below) - gammaln(1.0 + g + above)).sum())
 
+    low, high = np.log(PRIOR_RANGE)
     x = np.log(gamma)
     for _ in range(n_rounds):
         level = log_density(x) + np.log(rng.random())
+        if not np.isfinite(level):                      # the density overflows at extreme priors: keep gamma
+            continue
         lo = x - rng.random()
         hi = lo + 1.0
-        while log_density(lo) > level:
+        while lo > low and log_density(lo) > level:
             lo -= 1.0
-        while log_density(hi) > level:
+        while hi < high and log_density(hi) > level:
             hi += 1.0
-        while True:
+        lo, hi = max(lo, low), min(hi, high)
+        while hi - lo > 1e-12:                          # shrinks towards x, which is in the slice
             y = lo + rng.random() * (hi - lo)
             if log_density(y) > level:
                 x = y
@@ -56,7 +62,7 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
                 lo = y
             else:
                 hi = y
-    return float(np.exp(x))
+    return in_prior_range(np.exp(x))
 
 
 class PartiallyCollapsedHDPState(BatchState):

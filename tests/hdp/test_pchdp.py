@@ -6,7 +6,7 @@ from scipy import stats
 from scipy.special import digamma
 
 from bnpcore.corpus import Corpus
-from bnpcore.hdp import PartiallyCollapsedGibbs
+from bnpcore.hdp import DirectAssignmentGibbs, PartiallyCollapsedGibbs
 from bnpcore.kernels import _pchdp, _pclda
 from bnpcore.models.hdp_pc import resample_gamma_sticks
 
@@ -239,3 +239,19 @@ def test_candidates_never_pass_the_largest_one():
             out.append((z0, z.astype(np.int64), nwk))
         if ok:
             assert np.array_equal(out[0][1], out[1][1]) and np.array_equal(out[0][2], out[1][2])
+
+
+@pytest.mark.parametrize("make", [DirectAssignmentGibbs, PartiallyCollapsedGibbs])
+@pytest.mark.parametrize("prior", [(1e-300, 1.0), (1e300, 1.0), (1.0, 1e300)])
+def test_extreme_concentration_priors_stay_finite(make, prior):
+    """Gamma hyperpriors at the ends of the allowed range (found by the fuzz test):
+    a draw of alpha that underflowed to 0 made an empty document's proportions
+    0/0, and PC-HDP's slice sampler of gamma stepped out without end on a flat
+    density or shrank without end where it overflows. Now the concentrations
+    stay in [1e-300, 1e300] and the fit ends with finite, normalised proportions."""
+    X = np.array([[0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1]])
+    est = make(n_components=3, max_iter=5, burn_in=0, alpha_prior=prior, gamma_prior=prior, random_state=0).fit(X)
+    assert 1e-300 <= est.alpha_ <= 1e300 and 1e-300 <= est.gamma_ <= 1e300
+    theta = est.transform(X)
+    assert np.isfinite(theta).all() and np.allclose(theta.sum(axis=1), 1.0)
+    assert np.isfinite(est.doc_topic_).all()
