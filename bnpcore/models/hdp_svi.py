@@ -16,7 +16,7 @@ importance-sampling estimate of whole documents ([TF] supplement S.3).
 """
 import numpy as np
 
-from bnpcore._validation import check_int, check_positive, check_prior, effective_n_threads
+from bnpcore._validation import PRODUCT_RANGE, check_int, check_positive, check_prior, effective_n_threads
 from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.evaluation import hdp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
@@ -26,6 +26,9 @@ from bnpcore.kernels.stirling import StirlingTable
 from bnpcore.results import ResultsMixin
 
 __all__ = ["TruncationFreeSVI", "OnlineVB"]
+
+# measured: alpha = 1e-150 gave NaN proportions for a one-token document, 1e-100 finite ones
+_ALPHA_REASON = "the document sticks' digammas psi(alpha) ~ -1/alpha overflow the E-step below it"
 
 
 class _OnlineHDP(ResultsMixin, OnlineEstimator, TopicMixin):
@@ -263,6 +266,8 @@ class OnlineVB(_OnlineHDP):
     n_atoms : int, default 15
         Document-level truncation (gensim's K).
     eta, gamma, alpha : float, default 0.01, 1.0, 1.0
+        ``alpha`` in [1e-100, 1e100], the others in [1e-300, 1e300]
+        (docs/numerics.md).
     batch_size, n_epochs : int, default 100, 1
     schedule : {"robbins_monro", "truncation_free"}, default "robbins_monro"
     learning_offset, learning_decay : float, default 1.0, 0.6
@@ -335,6 +340,7 @@ class OnlineVB(_OnlineHDP):
 
     def _check_params(self):
         self._check_common()
+        check_prior(self.alpha, "alpha", bounds=PRODUCT_RANGE, reason=_ALPHA_REASON)
         self._n_topics = check_int(self._renamed("n_topics", "n_components"), "n_components")
         check_int(self.n_atoms, "n_atoms")
         if self.doc_init not in ("ranked", "uniform"):

@@ -33,6 +33,7 @@ REFUSED = [
     (lambda: hdp.DirectAssignmentGibbs(alpha=1e-320), "alpha=.*e-32. is outside \\[1e-300, 1e\\+300\\]"),
     (lambda: hdp.TruncationFreeSVI(alpha=1e-320), "alpha=.*e-32. is outside"),
     (lambda: hdp.OnlineVB(eta=1e-320), "eta=.*e-32. is outside"),
+    (lambda: hdp.OnlineVB(alpha=1e-150), "alpha=1e-150 is outside \\[1e-100, 1e\\+100\\]: the document sticks"),
     (lambda: mixture.StochasticVB(eta=1e-320), "eta=.*e-32. is outside"),
     (lambda: mixture.ADF(tau=1e301), "tau=1e\\+301 is outside"),
 ]
