@@ -137,6 +137,7 @@ from bnpcore._validation import check_int
 from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pchdp, _pclda
+from bnpcore.models import hdp_pc as pc_hdp
 from bnpcore.models.hdp_da import DirectAssignmentVB, _Minibatch, estep_documents, reduce_estep
 from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
 from bnpcore.models.lda import (_RECOUNT_EVERY, CollapsedVB, DelayedCVBState, StandardVB, block_counts,
@@ -343,17 +344,16 @@ def _pchdp_candidate(part, tail, key, stream):
     return part, (top, time.perf_counter() - tick)
 
 
-def _pchdp_z_step(part, phi, ab, K, tail_weight, tail, key, sweep):
-    """Steps 5 and 6 (alias tables, z | Phi, Psi) on a partition: (new
-    partition, (the moves of n_wk and of n_k, seconds))."""
+def _pchdp_z_step(part, phi, ab, K, alpha, tail, key, sweep):
+    """Steps 5 and 6 (alias tables of a dense Phi, z | Phi, Psi) on a partition:
+    (new partition, (the moves of n_wk and of n_k, seconds))."""
     tick = time.perf_counter()
-    W, C = phi.shape
-    prob, alias, mass = np.empty((W, C)), np.zeros((W, C), dtype=np.int32), np.empty(W)
-    _pclda.build_alias(phi, ab, prob, alias, mass, 1, n_topics=K)
+    W, C = len(phi[0]) - 1 if isinstance(phi, tuple) else phi.shape[0], len(ab)     # the urn's rows: W + 1
     z = part["z"].copy()
     moves, nk_moves = np.zeros((W, C), dtype=np.int32), np.zeros(C, dtype=np.int64)
-    _pchdp.z_step(part["indptr"], part["indices"], part["counts"], part["tok_ptr"], K, phi, prob, alias, mass, ab,
-                  tail_weight, tail, key, 4 * sweep, 4 * sweep + 2, z, moves, nk_moves, 1, part["first_doc"])
+    pc_hdp.z_step((part["indptr"], part["indices"], part["counts"], part["tok_ptr"]), K,
+                  pc_hdp.z_tables(phi, ab, K, 1), ab, alpha, tail, key, sweep, z, moves, nk_moves, 1,
+                  part["first_doc"])
     return dict(part, z=z), (moves, nk_moves, time.perf_counter() - tick)
 
 
@@ -525,7 +525,7 @@ class _PartiallyCollapsed:
     def iterate(state, parts, sampling):
         tick = time.perf_counter()
         if state.ppu:
-            phi = _pclda.sample_phi_urn(state.nwk, state.eta, state.key, state.n_sweeps, state.n_threads)
+            phi = _pclda.sample_phi_urn(state.nwk, state.eta, state.key, 2 * state.n_sweeps + 1, state.n_threads)
         else:
             phi = state.phi
             _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, phi, state.n_threads)
@@ -569,20 +569,20 @@ class _PartiallyCollapsedHDP:
     def iterate(state, parts, sampling):
         t, K, key = state.n_sweeps, state.n_active, state.key
         # the table counts and the candidates need the labels only, not the documents
-        steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, 4 * t + 3, documents=False)]
+        steps = [parts.step(_pchdp_tables, state.alpha * state.psi(), K, key, pc_hdp.stream(t, pc_hdp.TABLES),
+                            documents=False)]
         l_k = np.sum([s[0] for s in steps[0]], axis=0)      # integer sums: exact in any order
         tick = time.perf_counter()
         tail = state.draw_sticks(l_k)
         client = time.perf_counter() - tick
         top = -1
         if tail.size:
-            steps.append(parts.step(_pchdp_candidate, tail, key, 4 * t + 2, documents=False))
+            steps.append(parts.step(_pchdp_candidate, tail, key, pc_hdp.stream(t, pc_hdp.CANDIDATES), documents=False))
             top = max(s[0] for s in steps[-1])
         tick = time.perf_counter()
-        ab = state.draw_phi(K, tail, top)
+        ab, phi = state.draw_phi(K, tail, top)
         client += time.perf_counter() - tick
-        tail_weight = state.alpha * float(tail[-1]) if tail.size else 0.0
-        steps.append(parts.step(_pchdp_z_step, state.phi, ab, K, tail_weight, tail, key, t))
+        steps.append(parts.step(_pchdp_z_step, phi, ab, K, state.alpha, tail, key, t))
         for moves, nk_moves, _ in steps[-1]:
             state.nwk += moves
             state.nk += nk_moves

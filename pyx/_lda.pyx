@@ -64,11 +64,7 @@ cdef inline int64_t search_cumulative(const double *cum, int64_t n, double u) no
 
 cdef extern from *:
     """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define BNP_PREFETCH(p) __builtin_prefetch(p)
-    #else
-    #define BNP_PREFETCH(p) ((void)0)
-    #endif
+    #include "bnpcore/bnpcore.h"
     #if defined(_MSC_VER)
     #define restrict __restrict
     #endif

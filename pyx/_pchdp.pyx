@@ -7,21 +7,25 @@ One sweep calls, each releasing the GIL and running in ``n_threads``:
 
 1. ``sample_tables``: the table counts l_k = sum_j l_jk, each l_jk a sum of
    Bernoulli(alpha Psi_k / (alpha Psi_k + i)), i < n_jk, documents in parallel;
-2. ``sample_phi``: Phi | z per topic, in parallel over topics (Dirichlet, or the
-   Poisson Polya urn approximation);
-3. ``_pclda.build_alias(..., n_topics=K)``: per word, a Walker alias table of
-   ``alpha Psi_k phi[w, k]`` over the active topics;
-4. ``z_step``: every token's topic given Phi and Psi, documents in parallel,
-   each document's counts rebuilt from its labels, the topic-word counts moved
-   as tokens change (``max_candidate`` first: the largest tail topic the z-step
-   will propose, whose Phi column ``sample_phi`` must draw).
+2. Phi | z, topics or words in parallel: exact, ``sample_phi`` draws the
+   active topics and the tail candidates (``max_candidate`` first: the largest
+   tail topic the z-step will propose) from their Dirichlet conditionals;
+   with the Poisson Polya urn, ``_pclda.sample_phi_urn(..., n_topics=K)``
+   draws the active topics as sparse word-major rows and ``sample_prior`` the
+   candidates from the prior;
+3. dense Phi only: ``_pclda.build_alias(..., n_topics=K)``, per word a Walker
+   alias table of ``alpha Psi_k phi[w, k]`` over the active topics;
+4. ``z_step`` (dense) or ``z_step_rows`` (urn): every token's topic given Phi
+   and Psi, documents in parallel, each document's counts rebuilt from its
+   labels, the topic-word counts moved as tokens change.
 
 Every random draw comes from a keyed stream (``bnp_stream_t``) named by
-(key, sweep, document or topic), so the state after a sweep is bit-identical
-for any thread count. Layouts as in ``bnpcore.kernels._pclda``: the labels
-(uint16 or int32, one per token) and ``tok_ptr``; ``nwk``, ``phi``, ``prob`` (W, C)
-and ``alias`` (W, C) word-major, C the capacity of topic slots; only the first
-columns named by each call are used. Nothing per document is kept.
+(key, sweep, document, topic or word), so the state after a sweep is
+bit-identical for any thread count. Layouts as in ``bnpcore.kernels._pclda``:
+the labels (uint16 or int32, one per token) and ``tok_ptr``; ``nwk``, a dense
+``phi``, ``prob`` and ``alias`` (W, C) word-major, C the capacity of topic
+slots; only the first columns named by each call are used. Nothing per
+document is kept.
 """
 import numpy as np
 cimport numpy as cnp
@@ -29,8 +33,8 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport exp, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
-from bnpcore.kernels._pclda cimport (_alias_pick, _bucket, _bucket_pick, _doc_close, _doc_open, _list_add,
-                                    _list_remove, _log_gamma_small, _move_token, _poisson, label_t)
+from bnpcore.kernels._pclda cimport (BNP_PREFETCH, _alias_pick, _bucket, _bucket_entries, _bucket_pick, _doc_close,
+                                    _doc_open, _list_add, _list_remove, _log_gamma_small, _move_token, label_t)
 from bnpcore.kernels._pclda import check_labels, z_scratch
 from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform,
@@ -160,26 +164,19 @@ def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN
 # Phi | z
 # ---------------------------------------------------------------------------
 
-cdef void _phi_topic(const int32_t *nwk, const int64_t *nk, int64_t W, int64_t C, int64_t k, double eta,
-                     bint ppu, uint64_t key, uint64_t stream, double *phi, double *buf) noexcept nogil:
-    """Column k of phi (stride C) from stream (key, stream, k): Dirichlet(eta + n_k.)
-    by normalised log-gamma draws, or for ``ppu`` and a topic with tokens
-    Poisson(eta + n_kw) draws normalised (redrawn if all are zero)."""
+cdef void _phi_topic(const int32_t *nwk, int64_t C, int64_t W, int64_t k, double eta, uint64_t key,
+                     uint64_t stream, double *out, int64_t step, double *buf) noexcept nogil:
+    """Topic k from stream (key, stream, k): Dirichlet(eta + n_k.), n_wk =
+    nwk[w * C + k] (0 if nwk is NULL), by normalised log-gamma draws (exp(x - max),
+    so that tiny eta, whose log-gamma draws reach -1e6, still give a
+    distribution), written to out[w * step]."""
     cdef bnp_stream_t st
     cdef int64_t w
-    cdef double x, mx = -INFINITY, tot = 0.0, a
+    cdef double x, mx = -INFINITY, tot = 0.0, a = eta
     bnp_stream_init(&st, key, stream, <uint64_t>k)
-    if ppu and nk[k] > 0:
-        while tot == 0.0:
-            for w in range(W):
-                x = _poisson(&st.bitgen, eta + nwk[w * C + k])
-                buf[w] = x
-                tot += x
-        for w in range(W):
-            phi[w * C + k] = buf[w] / tot
-        return
     for w in range(W):
-        a = eta + nwk[w * C + k]
+        if nwk != NULL:
+            a = eta + nwk[w * C + k]
         x = _log_gamma_small(&st.bitgen, a) if a < 1.0 else bnp_rng_log_gamma(&st.bitgen, a)
         buf[w] = x
         if x > mx:
@@ -190,34 +187,53 @@ cdef void _phi_topic(const int32_t *nwk, const int64_t *nk, int64_t W, int64_t C
         tot += x
     tot = 1.0 / tot
     for w in range(W):
-        phi[w * C + k] = buf[w] * tot
+        out[w * step] = buf[w] * tot
 
 
-def sample_phi(const int32_t[:, ::1] nwk, const int64_t[::1] nk, int64_t K,    # IN counts, topics 0..K-1
-               double eta, bint ppu, uint64_t key, uint64_t stream,            # IN prior, urn?, stream
-               double[:, ::1] phi,                                             # OUT (W, C), columns < K
-               int n_threads=1):
-    """Draw topics 0..K-1 given the counts, topics in parallel, topic k from
-    stream (key, stream, k). ``ppu=False``: exact, Equivalent NumPy::
-
-        g = rng.gamma(eta + nwk[:, :K]);  phi[:, :K] = g / g.sum(axis=0)
-
-    ``ppu=True``: topics with tokens by the Poisson Polya urn,
-    ``g = rng.poisson(eta + nwk[:, k])`` normalised (Terenin et al. 2020);
-    empty topics from the Dirichlet prior as above.
-    """
-    cdef int64_t W = nwk.shape[0], C = nwk.shape[1], k
-    if K > C or phi.shape[0] != W or phi.shape[1] != C or nk.shape[0] < K:
-        raise ValueError(f"phi must have shape ({W}, {C}) and K = {K} at most {C}")
+cdef _draw_topics(const int32_t *nwk, int64_t C, int64_t W, int64_t first, int64_t n, double eta, uint64_t key,
+                  uint64_t stream, double *out, int64_t topic_step, int64_t word_step, int n_threads):
+    """Topics first..first+n-1 by ``_phi_topic``, in parallel: topic first + i
+    written to out[i * topic_step + w * word_step]."""
+    cdef int64_t i
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
-    if W == 0 or K == 0:
-        return
     work = np.empty((n_threads, W + PAD))
     cdef double[:, ::1] wv = work
     with nogil:
-        for k in prange(K, num_threads=n_threads, schedule="dynamic", chunksize=1):
-            _phi_topic(&nwk[0, 0], &nk[0], W, C, k, eta, ppu, key, stream, &phi[0, 0], &wv[threadid(), 0])
+        for i in prange(n, num_threads=n_threads, schedule="dynamic", chunksize=1):
+            _phi_topic(nwk, C, W, first + i, eta, key, stream, out + i * topic_step, word_step, &wv[threadid(), 0])
+
+
+def sample_phi(const int32_t[:, ::1] nwk, int64_t K,                       # IN counts, topics 0..K-1
+               double eta, uint64_t key, uint64_t stream,                     # IN prior, stream
+               double[:, ::1] phi,                                            # OUT (W, C), columns < K
+               int n_threads=1):
+    """Draw topics 0..K-1 given the counts, topics in parallel, topic k from
+    stream (key, stream, k), each exactly from its full conditional. Equivalent
+    NumPy::
+
+        g = rng.gamma(eta + nwk[:, :K]);  phi[:, :K] = g / g.sum(axis=0)
+
+    (The Poisson Polya urn's topics are ``bnpcore.kernels._pclda.sample_phi_urn``'s.)
+    """
+    cdef int64_t W = nwk.shape[0], C = nwk.shape[1]
+    if not 0 <= K <= C or phi.shape[0] != W or phi.shape[1] != C:
+        raise ValueError(f"phi must have shape ({W}, {C}) and K = {K} at most {C}")
+    if W and K:
+        _draw_topics(&nwk[0, 0], C, W, 0, K, eta, key, stream, &phi[0, 0], 1, C, n_threads)
+
+
+def sample_prior(int64_t first, double eta, uint64_t key, uint64_t stream,   # IN topics first.., prior, stream
+                 double[:, ::1] out,                                          # OUT (n, W): topics first..first+n-1
+                 int n_threads=1):
+    """Draw topics first..first+n-1 without tokens (the tail candidates) from the
+    prior Dirichlet(eta), one per row of ``out`` (topic-major: a token reads
+    the row of its candidate), topic k from stream (key, stream, k) as in
+    ``sample_phi``. Equivalent NumPy: ``g = rng.gamma(eta, size=out.shape);
+    out[:] = g / g.sum(axis=1, keepdims=True)``."""
+    cdef int64_t n = out.shape[0], W = out.shape[1]
+    if W and n:
+        _draw_topics(NULL, 0, W, first, n, eta, key, stream, &out[0, 0], W, 1, n_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -225,12 +241,16 @@ def sample_phi(const int32_t[:, ::1] nwk, const int64_t[::1] nk, int64_t K,    #
 # ---------------------------------------------------------------------------
 
 cdef struct ZArgs:
-    int64_t C, K                 # capacity (row stride); active topics 0..K-1 (alias tables)
+    int64_t C, K                 # capacity (row stride); active topics 0..K-1
     const int64_t *indptr
     const int32_t *indices
     const int32_t *counts
     const int64_t *tok_ptr
-    const double *phi
+    const int64_t *rows          # NULL: phi, prob, alias dense over 0..K-1; else the urn's CSR rows of ...
+    const int32_t *topics        # ... these active topics, with the values vals
+    const double *vals
+    const double *phi            # dense: (W, C), every drawn column; urn: (n_rows, W), the tail candidates'
+    int64_t n_rows, W            # urn: the tail topics K..K+n_rows-1 drawn, the words
     const double *prob
     const int32_t *alias
     const double *mass
@@ -249,59 +269,120 @@ cdef struct ZArgs:
     uint64_t key, stream, cand_stream, first_doc
 
 
+cdef inline int32_t _candidate(const ZArgs *a, bnp_bitgen_t *g, int32_t w, const double **at) noexcept nogil:
+    """A token's candidate tail topic c (from its document's candidate stream g)
+    and in ``at`` where phi_cw is, NULL (and ``bad`` set) if c was not drawn."""
+    cdef int32_t c = <int32_t>(a.K + _tail_pick(a.tail_cdf, a.n_tail, bnp_rng_uniform(g)))
+    at[0] = NULL
+    if a.rows == NULL and c < a.C:
+        at[0] = a.phi + w * a.C + c
+    elif a.rows != NULL and c - a.K < a.n_rows:
+        at[0] = a.phi + (c - a.K) * a.W + w
+    else:
+        a.bad[0] = 1
+    return c
+
+
 cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     """Resample the topics of document j from stream (key, stream, first_doc + j),
     its tokens' candidates from stream (key, cand_stream, first_doc + j).
 
-    p(z_i = k) ∝ phi_kw (n_jk + alpha Psi_k): the document bucket sums phi_kw n_jk
-    over the document's topics (counted from its labels), the alias table of
-    word w holds alpha Psi_k phi_kw over the active topics k < K, and the flag
-    topic carries the tail: with the token's candidate c (a tail topic drawn with
-    probability Psi_c / R), weight alpha R phi_cw. Choosing the flag sets z_i = c.
-    (A token's current topic is always active: K is one past the highest topic
-    with tokens when the sweep starts, and every token is visited once.)"""
-    cdef int64_t C = a.C, p, r, n, zi = a.tok_ptr[j]
-    cdef int32_t w, t, s, c = 0
+    p(z_i = k) ∝ phi_kw (n_jk + alpha Psi_k), and the flag topic carries the
+    tail: with the token's candidate c (a tail topic drawn with probability
+    Psi_c / R), weight alpha R phi_cw; choosing the flag sets z_i = c.
+
+    Dense Phi: the document bucket sums phi_kw n_jk over the document's topics
+    (counted from its labels, listed), the alias table of word w holds
+    alpha Psi_k phi_kw over the active topics k < K. Urn Phi: one sum of
+    phi_kw (n_jk + alpha Psi_k) over the word's entries (no active topic
+    outside them has weight), then phi_cw n_jc over the tail topics the
+    document took this sweep (listed), then the flag. A token whose weights
+    are all 0 (its word drawn 0 everywhere, by the urn or by underflow, and no
+    tail) keeps its topic. (A token's current topic is always active: K is one past the highest
+    topic with tokens when the sweep starts, and every token is visited once.)"""
+    cdef bint listed = a.rows == NULL
+    cdef int64_t C = a.C, p, r, n = 0, i, zi = a.tok_ptr[j], end = a.tok_ptr[j + 1], b = 0, m = 0
+    cdef int32_t w, t, s, c = 0, c_next = 0, w_next
+    cdef const double *flag = NULL
+    cdef const double *flag_next = NULL
     cdef int32_t *nd = a.nd + tid * a.stride
     cdef int32_t *dlist = a.dlist + tid * a.stride
     cdef int32_t *dpos = a.dpos + tid * a.stride
     cdef int64_t *nk_part = a.nk_part + tid * a.stride
     cdef double *cum = a.cum + tid * a.stride
     cdef const double *prow
-    cdef double q, u, f
+    cdef double q, q2, u, f
     cdef bnp_stream_t st, cst
     bnp_stream_init(&st, a.key, a.stream, a.first_doc + <uint64_t>j)
     bnp_stream_init(&cst, a.key, a.cand_stream, a.first_doc + <uint64_t>j)
-    n = _doc_open(z + zi, a.tok_ptr[j + 1] - zi, nd, dlist, dpos)
+    if listed:
+        n = _doc_open(z + zi, end - zi, nd, dlist, dpos)
+    else:
+        for i in range(zi, end):
+            nd[z[i]] += 1
+    # each token's candidate is drawn one token ahead (the same draws, in the same
+    # order), so that its phi_cw and the next counts row are fetched while the
+    # current token is drawn: these two reads are the z-step's cache misses
+    if a.n_tail and zi < end:
+        c_next = _candidate(a, &cst.bitgen, a.indices[a.indptr[j]], &flag_next)
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
-        prow = a.phi + w * C
+        prow = a.phi + w * C            # dense Phi only
+        if not listed:
+            b = a.rows[w]
+            m = a.rows[w + 1] - b
         for r in range(a.counts[p]):
+            c, flag = c_next, flag_next
+            if zi + 1 < end:
+                w_next = w if r + 1 < a.counts[p] else a.indices[p + 1]
+                if a.n_tail:
+                    c_next = _candidate(a, &cst.bitgen, w_next, &flag_next)
+                    if flag_next != NULL:
+                        BNP_PREFETCH(flag_next)
+                BNP_PREFETCH(a.nwk + w_next * C + z[zi + 1])
             s = <int32_t>z[zi]
             nd[s] -= 1
-            if nd[s] == 0:
+            if listed and nd[s] == 0:
                 n = _list_remove(s, dlist, dpos, n)
-            f = 0.0
-            if a.n_tail:
-                c = <int32_t>(a.K + _tail_pick(a.tail_cdf, a.n_tail, bnp_rng_uniform(&cst.bitgen)))
-                if c < C:
-                    f = a.tail * prow[c]
-                else:
-                    a.bad[0] = 1
-            q = _bucket(prow, nd, dlist, n, cum)
-            u = bnp_rng_uniform(&st.bitgen) * (q + a.mass[w] + f)
-            if u < q:
-                t = _bucket_pick(cum, dlist, n, u)
-            elif u < q + a.mass[w]:
-                t = _alias_pick(a.prob + w * C, a.alias + w * C, a.K, bnp_rng_uniform(&st.bitgen))
-            else:
+            f = a.tail * flag[0] if flag != NULL else 0.0
+            # two buckets and the flag; the flag only with weight, a bucket pick
+            # by a u rounded to the end of the buckets takes their last entry
+            if listed:                  # the document's topics, the word's alias table
+                q = _bucket(prow, nd, dlist, n, cum)
+                q2 = a.mass[w]
+            else:                       # the word's entries, the document's tail topics
+                q = _bucket_entries(a.vals + b, a.topics + b, m, nd, a.ab, cum)
+                q2 = 0.0
+                for i in range(n):
+                    q2 += a.phi[(dlist[i] - a.K) * a.W + w] * nd[dlist[i]]
+                    cum[m + i] = q2
+            u = bnp_rng_uniform(&st.bitgen) * (q + q2 + f)
+            if not q + q2 + f > 0.0:
+                t = s
+            elif f > 0.0 and u >= q + q2:
                 t = c
-            n = _list_add(t, dlist, dpos, n)
+            elif listed:
+                if u < q or q2 == 0.0:
+                    t = _bucket_pick(cum, dlist, n, u)
+                else:
+                    t = _alias_pick(a.prob + w * C, a.alias + w * C, a.K, bnp_rng_uniform(&st.bitgen))
+            elif u < q or q2 == 0.0:
+                t = _bucket_pick(cum, a.topics + b, m, u)
+            else:
+                t = _bucket_pick(cum + m, dlist, n, u - q)
+            if listed or t >= a.K:
+                n = _list_add(t, dlist, dpos, n)
             nd[t] += 1
             z[zi] = <label_t>t
             _move_token(a.nwk + w * C, nk_part, s, t)
             zi += 1
-    _doc_close(nd, dlist, dpos, n)
+    if listed:
+        _doc_close(nd, dlist, dpos, n)
+    else:
+        for i in range(a.tok_ptr[j], end):
+            nd[z[i]] = 0
+        for i in range(n):
+            dpos[dlist[i]] = -1
 
 
 def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
@@ -331,13 +412,68 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         p = phi[w] * (ndk + ab);  z[i] = rng.choice(len(p), p=p / p.sum())
         ndk[z[i]] += 1
     """
-    cdef int64_t D = indptr.shape[0] - 1, C = nwk.shape[1], W = phi.shape[0], M = tail_cdf.shape[0], j
+    cdef int64_t W = nwk.shape[0], C = nwk.shape[1]
+    if phi.shape[0] != W or phi.shape[1] != C or prob.shape[0] != W or prob.shape[1] != C \
+            or alias.shape[0] != W or alias.shape[1] != C or mass.shape[0] != W or W == 0:
+        raise ValueError("phi, prob, alias, mass and nwk disagree on the number of topics or words")
+    cdef ZArgs a
+    a.rows, a.topics, a.vals = NULL, NULL, NULL
+    a.phi, a.n_rows, a.W = &phi[0, 0], 0, W
+    a.prob, a.alias, a.mass = &prob[0, 0], &alias[0, 0], &mass[0]
+    _z_run(&a, indptr, indices, counts, tok_ptr, K, ab, tail, tail_cdf, key, stream, cand_stream, z, nwk, nk,
+           n_threads, first_doc)
+
+
+def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
+                const int64_t[::1] tok_ptr, int64_t K,                                             # IN (D + 1,), active
+                const int64_t[::1] rows, const int32_t[::1] topics, const double[::1] vals,        # IN urn CSR, < K
+                const double[:, ::1] tail_phi, const double[::1] ab, double tail,                  # IN tail rows
+                const double[::1] tail_cdf, uint64_t key, uint64_t stream, uint64_t cand_stream,   # IN
+                label_t[::1] z,                                                                    # IN/OUT labels
+                int32_t[:, ::1] nwk, int64_t[::1] nk,                                              # IN/OUT counts
+                int n_threads=1, uint64_t first_doc=0):
+    """``z_step`` with the active topics' Phi as the Poisson Polya urn's sparse
+    word-major rows (``bnpcore.kernels._pclda.sample_phi_urn`` over the first K
+    columns): a token of word w sums ``vals[i] (n_jk + ab_k)``, k = ``topics[i]``,
+    over the word's entries, then the tail topics its document took this sweep
+    and the flag from ``tail_phi``, whose row i is tail topic K + i (the
+    candidates', ``sample_prior``; topic-major, so that the rows of the likely
+    candidates stay in cache); no alias tables. A token whose weights are all
+    0 keeps its topic. Equivalent NumPy: ``z_step`` with
+    ``phi[w, topics[rows[w]:rows[w + 1]]] = vals[rows[w]:rows[w + 1]]``, 0
+    elsewhere below K, and ``phi[:, K:K + len(tail_phi)] = tail_phi.T``.
+    """
+    cdef int64_t W = rows.shape[0] - 1, nnz = topics.shape[0]
+    if W != nwk.shape[0] or rows[W] != nnz or vals.shape[0] != nnz:
+        raise ValueError(f"rows must have {nwk.shape[0] + 1} entries, ending at the {nnz} entries of topics "
+                         "and vals")
+    if tail_phi.shape[0] and tail_phi.shape[1] != W:
+        raise ValueError(f"tail_phi must have one column per word ({W}), got {tail_phi.shape[1]}")
+    if nnz and (np.asarray(topics).max() >= K or np.asarray(topics).min() < 0):
+        raise ValueError(f"a topic of the entries is not an active topic (below K = {K})")
+    cdef ZArgs a
+    a.rows, a.topics, a.vals = &rows[0], NULL, NULL
+    a.phi, a.n_rows, a.W = NULL, tail_phi.shape[0], W
+    a.prob, a.alias, a.mass = NULL, NULL, NULL
+    if nnz:
+        a.topics, a.vals = &topics[0], &vals[0]
+    if a.n_rows:
+        a.phi = &tail_phi[0, 0]
+    _z_run(&a, indptr, indices, counts, tok_ptr, K, ab, tail, tail_cdf, key, stream, cand_stream, z, nwk, nk,
+           n_threads, first_doc)
+
+
+cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
+            const int64_t[::1] tok_ptr, int64_t K, const double[::1] ab, double tail,
+            const double[::1] tail_cdf, uint64_t key, uint64_t stream, uint64_t cand_stream,
+            label_t[::1] z, int32_t[:, ::1] nwk, int64_t[::1] nk, int n_threads, uint64_t first_doc):
+    """The checks and the parallel loop shared by ``z_step`` and ``z_step_rows``
+    (``a`` holds the active topics' Phi or tables)."""
+    cdef int64_t D = indptr.shape[0] - 1, C = nwk.shape[1], M = tail_cdf.shape[0], j
     if tok_ptr.shape[0] != D + 1 or z.shape[0] != tok_ptr[D]:
         raise ValueError("tok_ptr and z do not match the corpus")
-    if phi.shape[1] != C or prob.shape[0] != W or prob.shape[1] != C or alias.shape[0] != W \
-            or alias.shape[1] != C or mass.shape[0] != W or nwk.shape[0] != W \
-            or nk.shape[0] != C or ab.shape[0] != C or not 0 < K <= C:
-        raise ValueError("phi, prob, alias, mass, ab, tail_cdf, nwk and nk disagree on the number of topics or words")
+    if nk.shape[0] != C or ab.shape[0] != C or not 0 < K <= C:
+        raise ValueError("ab, nwk and nk disagree on the number of topics, or K is not within them")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     check_labels(np.asarray(z), C)
@@ -349,11 +485,9 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] nv = nds, lv = lists, pv = pos
     cdef int64_t[:, ::1] kv = parts
-    cdef ZArgs a
-    cdef ZArgs *ap = &a
     a.C, a.K, a.stride = C, K, C + PAD
     a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
-    a.phi, a.prob, a.alias, a.mass, a.ab, a.tail = &phi[0, 0], &prob[0, 0], &alias[0, 0], &mass[0], &ab[0], tail
+    a.ab, a.tail = &ab[0], tail
     a.tail_cdf, a.n_tail, a.nwk = &tail_cdf[0] if M else NULL, M, &nwk[0, 0]
     a.cum, a.nd, a.dlist, a.dpos, a.nk_part = &cv[0, 0], &nv[0, 0], &lv[0, 0], &pv[0, 0], &kv[0, 0]
     a.key, a.stream, a.cand_stream, a.first_doc = key, stream, cand_stream, first_doc
@@ -361,8 +495,8 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     a.bad = &bad
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=8):
-            _z_doc(ap, &z[0], j, threadid())
+            _z_doc(a, &z[0], j, threadid())
     np.asarray(nk)[:] += parts[:, :C].sum(axis=0)
     if bad:
-        raise ValueError(f"a candidate topic is beyond the {C} columns of phi: draw the columns up to "
+        raise ValueError("a candidate topic is beyond the drawn topics of phi: draw the topics up to "
                          "K + max_candidate(...) first")

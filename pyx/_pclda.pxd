@@ -65,6 +65,7 @@ ctypedef fused label_t:
 
 cdef extern from "bnpcore/bnpcore.h" nogil:
     void bnp_atomic_add_i32(int32_t *p, int32_t v)
+    void BNP_PREFETCH(const void *p)
 
 
 # A document's counts and topic list in the z-steps, rebuilt from its labels (the
@@ -128,6 +129,18 @@ cdef inline double _bucket(const double *prow, const int32_t *nd, const int32_t 
     cdef int64_t i
     for i in range(n):
         q += prow[dlist[i]] * nd[dlist[i]]
+        cum[i] = q
+    return q
+
+
+cdef inline double _bucket_entries(const double *phi, const int32_t *topics, int64_t m, const int32_t *nd,
+                                   const double *alpha, double *cum) noexcept nogil:
+    """Cumulative weights phi[i] (n_jk + alpha_k), k = topics[i], over a word's m
+    entries of a sparse Phi into cum; returns their sum."""
+    cdef double q = 0.0
+    cdef int64_t i
+    for i in range(m):
+        q += phi[i] * (nd[topics[i]] + alpha[topics[i]])
         cum[i] = q
     return q
 

@@ -236,29 +236,32 @@ cdef int64_t _urn_row(const int32_t *nrow, int64_t K, double eta, uint64_t key, 
     return m
 
 
-def sample_phi_urn(const int32_t[:, ::1] nwk, const double[::1] eta,    # IN counts (W, K), prior (W,)
-                   uint64_t key, uint64_t sweep,                          # IN stream key, sweep number
-                   int n_threads=1, bint normalize=True):
+def sample_phi_urn(const int32_t[:, ::1] nwk, const double[::1] eta,    # IN counts (W, >= K), prior (W,)
+                   uint64_t key, uint64_t stream,                         # IN stream key, stream number
+                   int n_threads=1, bint normalize=True, n_topics=None):
     """Draw the topics by the Poisson Polya urn of Terenin, Magnusson, Jonsson &
     Draper, "Polya urn latent Dirichlet allocation: a doubly sparse massively
     parallel sampler" (IEEE TPAMI 41(7), 2019): ``x_wk ~ Poisson(eta_w + n_wk)``
     and ``phi[w, k] = x_wk / sum_v x_vk``. The draws are independent, so word w
-    draws its row from its own streams of sweep ``2 sweep + 1`` (``_urn_row``),
-    words in parallel, in O(entries with counts + K eta_w); the column sums are
-    sums of integers, exact in any order.
+    draws its row from its own streams (key, stream, 2w) and (key, stream,
+    2w + 1) (``_urn_row``), words in parallel, in O(entries with counts +
+    K eta_w); the column sums are sums of integers, exact in any order.
 
     Returns the positive entries, word-major, as CSR ``(rows (W + 1,) int64,
     topics int32 increasing within a row, phi float64)``; ``normalize=False``
     leaves the draws x_wk unnormalised (for tests). A topic whose draws are all
-    0 has no entries (no token can take it this sweep). Equivalent NumPy, up to
+    0 has no entries (no token can take it this sweep). ``n_topics``: only the
+    first K columns of ``nwk`` (by default all). Equivalent NumPy, up to
     the streams::
 
         x = rng.poisson(eta[:, None] + nwk)      # (W, K)
         phi = x / x.sum(axis=0)                   # 0/0 columns: no entries
     """
-    cdef int64_t W = nwk.shape[0], K = nwk.shape[1], w, i, nnz
+    cdef int64_t W = nwk.shape[0], K = nwk.shape[1] if n_topics is None else n_topics, w, i, nnz
     if eta.shape[0] != W:
         raise ValueError(f"eta must have {W} entries")
+    if not 0 <= K <= nwk.shape[1]:
+        raise ValueError(f"n_topics={K} is not within the {nwk.shape[1]} columns of nwk")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     rows = np.zeros(W + 1, dtype=np.int64)
@@ -271,7 +274,7 @@ def sample_phi_urn(const int32_t[:, ::1] nwk, const double[::1] eta,    # IN cou
     cdef double[::1] scale_v
     with nogil:
         for w in prange(W, num_threads=n_threads, schedule="dynamic", chunksize=16):
-            mv[w + 1] = _urn_room(&nwk[w, 0], K, eta[w], key, 2 * sweep + 1, w)
+            mv[w + 1] = _urn_room(&nwk[w, 0], K, eta[w], key, stream, w)
     np.cumsum(room, out=room)
     topics, vals = np.empty(max(room[W], 1), dtype=np.int32), np.empty(max(room[W], 1))
     cdef int32_t[::1] tv = topics
@@ -280,7 +283,7 @@ def sample_phi_urn(const int32_t[:, ::1] nwk, const double[::1] eta,    # IN cou
     cdef double *xp = &xv[0]
     with nogil:
         for w in prange(W, num_threads=n_threads, schedule="dynamic", chunksize=16):
-            rv[w + 1] = _urn_row(&nwk[w, 0], K, eta[w], key, 2 * sweep + 1, w, tp + mv[w], xp + mv[w],
+            rv[w + 1] = _urn_row(&nwk[w, 0], K, eta[w], key, stream, w, tp + mv[w], xp + mv[w],
                                  &sv[threadid(), 0])
         for w in range(W):                          # close the gaps, rows in order (entries only move left)
             memmove(tp + rv[w], tp + mv[w], rv[w + 1] * sizeof(int32_t))
@@ -400,18 +403,6 @@ cdef struct ZArgs:
     int32_t *dpos        # n_threads x stride: position in dlist, -1 if absent (restored after each document)
     int64_t *nk_part     # n_threads x stride: the thread's changes of the topic totals
     uint64_t key, sweep, first_doc
-
-
-cdef inline double _bucket_entries(const double *phi, const int32_t *topics, int64_t m, const int32_t *nd,
-                                   const double *alpha, double *cum) noexcept nogil:
-    """Cumulative weights phi[i] (n_jk + alpha_k), k = topics[i], over a word's m
-    entries of a sparse Phi into cum; returns their sum."""
-    cdef double q = 0.0
-    cdef int64_t i
-    for i in range(m):
-        q += phi[i] * (nd[topics[i]] + alpha[topics[i]])
-        cum[i] = q
-    return q
 
 
 cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:

@@ -65,6 +65,42 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
     return in_prior_range(np.exp(x))
 
 
+# The keyed streams of sweep t are numbered STREAMS t + one of these: the
+# documents' z-step, the topics' Dirichlet draws, the tokens' candidate tail
+# topics, the documents' table counts, the words' urn draws.
+STREAMS = 5
+Z, PHI, CANDIDATES, TABLES, URN = range(STREAMS)
+
+
+def stream(sweep, which):
+    """The number of stream ``which`` of sweep ``sweep``."""
+    return STREAMS * sweep + which
+
+
+def z_tables(phi, ab, K, n_threads, out=None):
+    """Step 5 of the sweep: the Phi arguments of ``z_step``. A dense Phi gets the
+    Walker alias tables of ``ab_k phi_wk`` over the K active topics, ``(phi,
+    prob, alias, mass)`` (into ``out`` = (prob, alias, mass) if given); the
+    urn's ``(rows, topics, vals, phi)`` needs none."""
+    if isinstance(phi, tuple):
+        return phi
+    W, C = phi.shape
+    prob, alias, mass = out if out is not None else (np.empty((W, C)), np.zeros((W, C), dtype=np.int32), np.empty(W))
+    _pclda.build_alias(phi, ab, prob, alias, mass, n_threads, n_topics=K)
+    return phi, prob, alias, mass
+
+
+def z_step(documents, K, phi, ab, alpha, tail, key, sweep, z, nwk, nk, n_threads=1, first_doc=0):
+    """Step 6 of sweep ``sweep``, z | Phi, Psi, on ``documents`` = (indptr,
+    indices, counts, tok_ptr), documents ``first_doc, ...`` of the corpus:
+    ``_pchdp.z_step`` or, with the urn's Phi, ``_pchdp.z_step_rows``. ``phi``
+    from ``z_tables``, ``tail`` the cumulative Psi of the tail topics."""
+    R = float(tail[-1]) if tail.size else 0.0
+    kernel = _pchdp.z_step_rows if phi[0].ndim == 1 else _pchdp.z_step
+    kernel(*documents, K, *phi, ab, alpha * R, tail, key, stream(sweep, Z), stream(sweep, CANDIDATES), z, nwk, nk,
+           n_threads, first_doc)
+
+
 class PartiallyCollapsedHDPState(BatchState):
     """Topic labels of the tokens (uint16 up to 65536 topics, else int32), the
     counts n_wk, n_k over the topic slots (none per document: the kernels rebuild
@@ -99,6 +135,10 @@ class PartiallyCollapsedHDPState(BatchState):
         self._allocate()
 
     def _allocate(self):
+        """The dense Phi and alias tables (the urn's Phi is drawn sparse each sweep)."""
+        if self.ppu:
+            self.phi = self.prob = self.alias = self.mass = None
+            return
         W, C = self.nwk.shape
         self.phi = np.zeros((W, C))
         self.prob = np.empty((W, C))
@@ -129,19 +169,18 @@ class PartiallyCollapsedHDPState(BatchState):
         K = self.n_active
         # 1. tables l | z, Psi
         l_k = np.zeros(K, dtype=np.int64)
-        _pchdp.sample_tables(self.tok_ptr, self.labels, self.alpha * self.psi(), K, self.key, 4 * t + 3, l_k, T)
+        _pchdp.sample_tables(self.tok_ptr, self.labels, self.alpha * self.psi(), K, self.key, stream(t, TABLES), l_k,
+                             T)
         tail = self.draw_sticks(l_k)
         # 3. the largest candidate tail topic of the sweep (each token's candidate
-        # c ~ Psi_c / R over c >= K* is drawn in the z-step from stream 4t + 2)
-        top = _pchdp.max_candidate(self.tok_ptr, tail, self.key, 4 * t + 2, T) if tail.size else -1
-        ab = self.draw_phi(K, tail, top)
-        # 5. alias tables, 6. z | Phi, Psi, block by block
-        _pclda.build_alias(self.phi, ab, self.prob, self.alias, self.mass, T, n_topics=K)
-        R = float(tail[-1]) if tail.size else 0.0
+        # c ~ Psi_c / R over c >= K* is drawn in the z-step)
+        top = _pchdp.max_candidate(self.tok_ptr, tail, self.key, stream(t, CANDIDATES), T) if tail.size else -1
+        ab, phi = self.draw_phi(K, tail, top)
+        # 5. alias tables (dense Phi), 6. z | Phi, Psi, block by block
+        phi = z_tables(phi, ab, K, T, out=None if self.ppu else (self.prob, self.alias, self.mass))
         for start, chunk, tp, tokens in token_blocks(c, self.tok_ptr):
-            _pchdp.z_step(chunk.indptr, chunk.indices, chunk.counts, tp, K, self.phi, self.prob, self.alias,
-                          self.mass, ab, self.alpha * R, tail, self.key, 4 * t, 4 * t + 2, self.labels[tokens],
-                          self.nwk, self.nk, T, start)
+            z_step((chunk.indptr, chunk.indices, chunk.counts, tp), K, phi, ab, self.alpha, tail, self.key, t,
+                   self.labels[tokens], self.nwk, self.nk, T, start)
         return self.end_sweep(l_k)
 
     def draw_sticks(self, l_k):
@@ -165,16 +204,23 @@ class PartiallyCollapsedHDPState(BatchState):
 
     def draw_phi(self, K, tail, top):
         """Step 4 of the sweep: Phi | z for the K active topics and the tail
-        topics up to the largest candidate ``K + top`` (drawn from the prior),
-        the topic slots grown to hold them. Returns ab = alpha Psi over the
-        slots (0 past the drawn topics)."""
+        topics up to the largest candidate ``K + top`` (from the prior), the
+        topic slots grown to hold them. Returns ab = alpha Psi over the slots
+        (0 past the drawn topics) and the Phi of ``z_tables``: the dense
+        (W, slots) array, or with the urn the CSR rows of the active topics
+        and the tail topics' rows (topic-major)."""
         n_phi = K + top + 1 if tail.size else K
         self._reserve(n_phi)
         ab = np.zeros(self.nk.shape[0])
         ab[:n_phi] = self.alpha * self.psi()[:n_phi]
-        _pchdp.sample_phi(self.nwk, self.nk, n_phi, self.eta, self.ppu, self.key, 4 * self.n_sweeps + 1, self.phi,
-                          self.n_threads)
-        return ab
+        t, T, W = self.n_sweeps, self.n_threads, self.nwk.shape[0]
+        if not self.ppu:
+            _pchdp.sample_phi(self.nwk, n_phi, self.eta, self.key, stream(t, PHI), self.phi, T)
+            return ab, self.phi
+        tail_phi = np.empty((n_phi - K, W))
+        _pchdp.sample_prior(K, self.eta, self.key, stream(t, PHI), tail_phi, T)
+        urn = _pclda.sample_phi_urn(self.nwk, np.full(W, self.eta), self.key, stream(t, URN), T, n_topics=K)
+        return ab, urn + (tail_phi,)
 
     def end_sweep(self, l_k):
         """Count the sweep (after the z-step); its diagnostics."""
@@ -263,38 +309,43 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     from the prior Dirichlet(eta): summed over c this is the tail's
     sum_{k >= K*} alpha Psi_k phi_{k,w}. A token landing on the flag opens
     topic c, so K grows as needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
-    topic column (a few dozen), so a sweep costs W x (K* + a few) Phi draws plus,
-    per token, the topics of its document.
+    topic (a few dozen, each W draws from the prior).
 
-    ``phi="ppu"`` (the default, the paper's choice) draws the topics with
-    tokens by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
+    ``phi="ppu"`` (the default, the paper's choice) draws the K* active
+    topics by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
     rounded, above a mean of 30). This is the paper's approximation of
     Dirichlet(eta + n_k.) (exact as the counts grow; with eta < 1 most entries
-    are exactly 0, which makes Phi sparse); the chain then targets an
-    approximate posterior. ``phi="dirichlet"`` draws exact Dirichlets: the
-    chain's stationary distribution is then the exact posterior (tested
-    against enumeration).
+    are exactly 0, which makes Phi sparse: on KOS about 6 topics per word);
+    the chain then targets an approximate posterior. Phi is kept as each
+    word's positive entries, so a token costs the topics in which its word has
+    weight (no alias tables, no dense W x K arrays), and each word's row is
+    drawn from its own streams, words in parallel. ``phi="dirichlet"`` draws
+    exact Dirichlets, densely, and a token costs its document's topics plus an
+    alias-table draw: the chain's stationary distribution is then the exact
+    posterior (tested against enumeration).
 
     Mixing: a topic is born only when a token lands on the flag, whose weight
     uses phi_c, one draw from the prior; with a small eta that draw puts almost
     all its mass on a few random words, so births are much rarer than in
     ``DirectAssignmentGibbs`` (whose new-topic weight uses the prior mean 1/W).
-    On KOS (1000 sweeps from 100 topics, same prior) it ended with 131 topics
-    and -7.280 held-out per word against G-HDP's 416 and -7.201, and
-    processed 0.42-0.63x G-HDP's tokens per CPU-second (a shared 2-core
-    machine; ``benchmarks/bench_pchdp.py``): on a corpus of this size, and
-    2 cores, G-HDP is faster and more accurate. Topics that lose their tokens keep their
-    label (relabelling would change the stick's prior) and are redrawn from
-    the prior every sweep until tokens return.
+    On KOS (1000 sweeps from 100 topics, same prior; ``benchmarks/bench_pchdp.py``,
+    an idle 2-core machine) it ended with 130 topics and -7.270 held-out per
+    word against G-HDP's 416 and -7.201, at 0.93x G-HDP's tokens per second
+    on one thread and in 0.62x G-HDP's time on two (70.7 s against 114.6 s);
+    G-HDP passed PC-HDP's final held-out after 350 sweeps (37 s). On a corpus
+    of this size, and 2 cores, G-HDP is more accurate for the time. Topics
+    that lose their tokens keep their label (relabelling would change the
+    stick's prior) and are redrawn every sweep until tokens return.
 
-    Every draw of the parallel steps comes from a keyed stream (document j or
-    topic k of sweep t; a token's candidate tail topic from stream 4t + 2 of
-    its document), and the serial O(K) draws from one numpy Generator, so a fit
+    Every draw of the parallel steps comes from a keyed stream (document j,
+    topic k or word w of sweep t; a token's candidate tail topic from its
+    document's stream 5t + 2), and the serial O(K) draws from one numpy Generator, so a fit
     is bit-identical for any ``n_threads`` with the same ``random_state``.
 
     Memory: the state is one label per token (uint16 while ``max_topics`` <=
-    65536, else int32), two offsets per document (16 bytes) and W x (topics
-    used) arrays of Phi, the alias tables and the counts; the table counts and
+    65536, else int32), two offsets per document (16 bytes), the W x (topics
+    used) counts and, with ``phi="dirichlet"``, W x (topics used) arrays of
+    Phi and the alias tables; the table counts and
     the z-step rebuild each document's counts from its labels. An on-disk
     corpus (``Corpus.open``) is read block by block, not kept resident.
     Measured (``benchmarks/bench_memory.py``, from 20 topics, 3 sweeps,

@@ -457,6 +457,18 @@ static inline void bnp_stream_init(bnp_stream_t *r, uint64_t key, uint64_t a, ui
 }
 
 /* ------------------------------------------------------------------------- */
+/* Cache hints                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Start loading the cache line of p (a hint, no effect on results; a no-op
+ * without GCC or Clang). */
+#if defined(__GNUC__) || defined(__clang__)
+#define BNP_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define BNP_PREFETCH(p) ((void)0)
+#endif
+
+/* ------------------------------------------------------------------------- */
 /* Shared integer counts                                                      */
 /* ------------------------------------------------------------------------- */
 

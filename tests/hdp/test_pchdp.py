@@ -30,21 +30,94 @@ def test_tables_match_the_antoniak_mean():
     assert np.all(np.abs(draws.mean(axis=0) - mean) < 5 * np.sqrt(var / draws.shape[0]))
 
 
-@pytest.mark.parametrize("ppu", [False, True])
-def test_phi_columns_are_distributions_with_the_posterior_mean(ppu):
-    nwk = np.array([[40, 0, 0], [10, 3, 0], [0, 1, 0], [50, 0, 0]], dtype=np.int32)     # W = 4, 3 slots
-    nk = nwk.sum(axis=0).astype(np.int64)
-    phi = np.zeros((4, 3))
-    total = np.zeros((4, 3))
+def test_phi_columns_are_distributions_with_the_posterior_mean():
+    """Dirichlet(0.5 + n_k.) columns over the first K = 3 of 4 slots (the last
+    untouched); the prior rows of the tail topics have the prior mean 1/W."""
+    nwk = np.array([[40, 0, 0, 0], [10, 3, 0, 0], [0, 1, 0, 0], [50, 0, 0, 0]], dtype=np.int32)     # W = 4
+    phi = np.full((4, 4), -1.0)
+    rows = np.empty((2, 4))
+    total, total_rows = np.zeros((4, 3)), np.zeros((2, 4))
     n = 3000
     for s in range(n):
-        _pchdp.sample_phi(nwk, nk, 3, 0.5, ppu, 5, s, phi)
-        assert np.allclose(phi.sum(axis=0), 1.0)
-        total += phi
-    # Dirichlet(0.5 + n_k.) means; the urn's are the same for large counts (topic 0)
-    mean = (nwk + 0.5) / (nk + 2.0)
-    exact = [0, 1, 2] if not ppu else [0, 2]
-    assert np.allclose(total[:, exact] / n, mean[:, exact], atol=0.01)
+        _pchdp.sample_phi(nwk, 3, 0.5, 5, s, phi)
+        _pchdp.sample_prior(3, 0.5, 5, s, rows, 2)
+        assert np.allclose(phi[:, :3].sum(axis=0), 1.0) and np.all(phi[:, 3] == -1.0)
+        assert np.allclose(rows.sum(axis=1), 1.0)
+        total += phi[:, :3]
+        total_rows += rows
+    mean = (nwk[:, :3] + 0.5) / (nwk[:, :3].sum(axis=0) + 2.0)
+    assert np.allclose(total / n, mean, atol=0.01)
+    assert np.allclose(total_rows / n, 0.25, atol=0.01)
+    _pchdp.sample_prior(3, 0.5, 5, 7, rows, 1)          # row i is topic 3 + i of sample_phi's stream
+    wide = np.zeros((4, 5), dtype=np.int32)
+    phi5 = np.empty((4, 5))
+    _pchdp.sample_phi(wide, 5, 0.5, 5, 7, phi5)
+    np.testing.assert_array_equal(rows, phi5[:, 3:].T)
+
+
+# Two-token documents for the z-step's conditional: topics 0..2 active, 3 and 4
+# in the tail (weights ab_k = alpha Psi_k, alpha = 1), columns = topics:
+# (phi, the starting topics, tail topics, the token checked, its n_jk).
+Z_CASES = {
+    # the first token (word 0), the second in topic 2
+    "active": (np.array([[0.3, 0.1, 0.0, 0.4, 0.2], [0.2, 0.0, 0.5, 0.3, 0.1]]), (0, 2), 2, 0, np.eye(5)[2]),
+    # the first token (word 0, weight only in tail topic 3, the only candidate) moves to 3, then the second
+    "tail": (np.array([[0.0, 0.0, 0.0, 0.5, 0.2], [0.2, 0.0, 0.5, 0.3, 0.1]]), (0, 0), 1, 1, np.eye(5)[3]),
+}
+
+
+def flag_conditional(phi_w, n_jk, ab, K, psi_tail):
+    """The law of a token's new topic in one z-step: its candidate c is tail
+    topic K + i w.p. Psi_c / R, then p(k) ∝ phi_kw (n_jk + ab_k) over the
+    active topics and the document's tail topics, plus alpha R phi_cw on c."""
+    R, law = psi_tail.sum(), np.zeros(len(phi_w))
+    for i, psi in enumerate(psi_tail):
+        w = phi_w * n_jk
+        w[:K] += phi_w[:K] * ab[:K]
+        w[K + i] += R * phi_w[K + i]                   # alpha = 1
+        law += psi / R * w / w.sum()
+    return law
+
+
+@pytest.mark.parametrize("case", sorted(Z_CASES))
+@pytest.mark.parametrize("urn", [False, True])
+def test_z_step_draws_the_conditional(case, urn):
+    """One z-step over 20000 copies of a two-token document draws the checked
+    token from p(z_i = k) ∝ phi_kw (n_jk + alpha Psi_k) given its candidate tail
+    topic, mixed over the candidates (``flag_conditional``; chi-square), with
+    Phi dense (alias tables) or as the urn's sparse rows with the tail topics'
+    rows; the counts n_kw follow the labels."""
+    K, C, D = 3, 5, 20000
+    phi, start, n_tail, checked, n_jk = Z_CASES[case]
+    psi_tail = np.array([0.15, 0.05])[:n_tail]
+    ab = np.array([0.4, 0.2, 0.3, 0.15, 0.05])
+    tail_cdf = np.cumsum(psi_tail)
+    corpus = Corpus([[0, 1]] * D, n_words=2)
+    tok_ptr = np.arange(0, 2 * D + 1, 2, dtype=np.int64)
+    z = np.tile(np.array(start, dtype=np.uint16), D)
+    nwk, nk = np.zeros((2, C), dtype=np.int32), np.zeros(C, dtype=np.int64)
+    _pclda.count_topics(corpus.indptr, corpus.indices, corpus.counts, z, nwk, nk)
+    docs = (corpus.indptr, corpus.indices, corpus.counts, tok_ptr, K)
+    tail = (ab, tail_cdf[-1], tail_cdf, 3, 0, 1, z, nwk, nk, 2)
+    if urn:
+        active = phi[:, :K]
+        rows = np.concatenate([[0], np.cumsum((active > 0).sum(axis=1))]).astype(np.int64)
+        entries = (rows, np.nonzero(active)[1].astype(np.int32), active[active > 0])
+        _pchdp.z_step_rows(*docs, *entries, np.ascontiguousarray(phi[:, K:K + n_tail].T), *tail)
+    else:
+        prob, alias, mass = np.empty((2, C)), np.empty((2, C), dtype=np.int32), np.empty(2)
+        _pclda.build_alias(phi, ab, prob, alias, mass, 1, n_topics=K)
+        _pchdp.z_step(*docs, phi, prob, alias, mass, *tail)
+    if case == "tail":
+        assert np.all(z[0::2] == 3)
+    p = flag_conditional(phi[checked], n_jk, ab, K, psi_tail)
+    observed = np.bincount(z[checked::2].astype(np.int64), minlength=C)
+    assert len(observed) == C and not observed[p == 0].any()
+    live = p > 0
+    assert stats.chisquare(observed[live], D * p[live]).pvalue > 1e-3
+    check = np.zeros_like(nwk)
+    np.add.at(check, (np.repeat(corpus.indices, corpus.counts), z), 1)
+    np.testing.assert_array_equal(nwk, check)
 
 
 def _fit(corpus, n_threads, **kw):

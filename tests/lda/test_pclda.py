@@ -362,7 +362,7 @@ def test_urn_draws_are_poisson(ref):
 def test_urn_rows_sum_to_one_per_topic_and_ignore_the_thread_count():
     """The normalised urn: columns sum to 1, topics increase within a row,
     the same arrays at 1, 2 and 3 threads; a topic whose draws are all 0 has no
-    entries."""
+    entries; ``n_topics`` draws the first columns only."""
     rng = np.random.default_rng(3)
     nwk = rng.integers(0, 3, size=(50, 30)).astype(np.int32) * (rng.random((50, 30)) < 0.2)
     nwk[:, 7] = 0
@@ -379,6 +379,13 @@ def test_urn_rows_sum_to_one_per_topic_and_ignore_the_thread_count():
     assert not used[7] and used.sum() > 20
     with pytest.raises(ValueError, match="eta"):
         _pclda.sample_phi_urn(nwk, np.ones(3), 0, 0)
+    # the first 20 columns of a wider array (the HDP's topic slots) = those columns alone
+    first = _pclda.sample_phi_urn(nwk, eta, 9, 4, 2, n_topics=20)
+    for a, b in zip(first, _pclda.sample_phi_urn(np.ascontiguousarray(nwk[:, :20]), eta, 9, 4, 2)):
+        np.testing.assert_array_equal(a, b)
+    assert first[1].max() < 20
+    with pytest.raises(ValueError, match="n_topics"):
+        _pclda.sample_phi_urn(nwk, eta, 9, 4, n_topics=31)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
