@@ -200,6 +200,9 @@ class PartiallyCollapsedHDPState(BatchState):
         full[:K] = l_k
         self.sticks = rng.beta(1.0 + full, self.gamma + later)
         self.sticks[-1] = 1.0
+        # the candidates' proposal is Psi_c / R: proposing the first tail topics more often (g_c, for fewer
+        # prior rows per sweep) with the flag weighing alpha Psi_c phi_cw / g_c failed the enumeration test
+        # (test_exact_posterior_over_partitions: p = 0 for g_c ∝ Psi_c 2^-c, 0.9^c and 2^c)
         return np.cumsum(self.psi()[K:])
 
     def draw_phi(self, K, tail, top):
@@ -309,7 +312,7 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     from the prior Dirichlet(eta): summed over c this is the tail's
     sum_{k >= K*} alpha Psi_k phi_{k,w}. A token landing on the flag opens
     topic c, so K grows as needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
-    topic (a few dozen, each W draws from the prior).
+    topic (about 100 on KOS, each W draws from the prior).
 
     ``phi="ppu"`` (the default, the paper's choice) draws the K* active
     topics by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
