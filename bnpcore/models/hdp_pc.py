@@ -202,7 +202,8 @@ class PartiallyCollapsedHDPState(BatchState):
         self.sticks[-1] = 1.0
         # the candidates' proposal is Psi_c / R: proposing the first tail topics more often (g_c, for fewer
         # prior rows per sweep) with the flag weighing alpha Psi_c phi_cw / g_c failed the enumeration test
-        # (test_exact_posterior_over_partitions: p = 0 for g_c ∝ Psi_c 2^-c, 0.9^c and 2^c)
+        # (test_exact_posterior_over_partitions at 3 seeds: p = 0 for g_c ∝ Psi_c 2^-c and Psi_c 2^c,
+        # p = 0, 0.02, 0.0007 for Psi_c 0.9^c; 0.002, 0.14, 0.69 for Psi_c)
         return np.cumsum(self.psi()[K:])
 
     def draw_phi(self, K, tail, top):
