@@ -310,7 +310,7 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     cdef int32_t *dpos = a.dpos + tid * a.stride
     cdef int64_t *nk_part = a.nk_part + tid * a.stride
     cdef double *cum = a.cum + tid * a.stride
-    cdef const double *prow
+    cdef const double *prow = NULL
     cdef double q, q2, u, f
     cdef bnp_stream_t st, cst
     bnp_stream_init(&st, a.key, a.stream, a.first_doc + <uint64_t>j)
@@ -327,8 +327,9 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
         c_next = _candidate(a, &cst.bitgen, a.indices[a.indptr[j]], &flag_next)
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
-        prow = a.phi + w * C            # dense Phi only
-        if not listed:
+        if listed:                      # the word's row of the dense Phi
+            prow = a.phi + w * C
+        else:
             b = a.rows[w]
             m = a.rows[w + 1] - b
         for r in range(a.counts[p]):
