@@ -53,13 +53,15 @@ Supported (``SUPPORTED``):
   with ``PartiallyCollapsedHDPState.sweep``'s serial draws between them on
   the client: the partitions return their table counts l_k (given alpha Psi),
   the client draws the concentrations and the sticks; the partitions return
-  their largest candidate tail topic (given the tail of Psi), the client grows
-  the topic slots and draws Phi; the partitions resample their labels (given
-  Phi and alpha Psi, W x C and C doubles) and return the moves of n_wk and
-  n_k (W x C int32, C int64). Every kernel draws from the stream of the
-  threaded sampler (``first_doc``), the serial draws come from the same
-  generator in the same order, and the reductions are integer sums and a
-  maximum, so the fit equals the local one bit for bit.
+  their largest candidate tail topic (given the tail of Psi; with the urn's
+  Phi, the words at which each candidate's row is read, n x W bytes), the
+  client grows the topic slots and draws Phi; the partitions resample their
+  labels (given Phi and alpha Psi: W x C and C doubles, or the urn's entries
+  and the n candidates' rows) and return the moves of n_wk and n_k (W x C
+  int32, C int64). Every kernel draws from the stream of the threaded
+  sampler (``first_doc``), the serial draws come from the same generator in
+  the same order, and the reductions are integer sums, a maximum and a union
+  of marks, so the fit equals the local one bit for bit.
 * ``hdp.DirectAssignmentVB`` (Bryant & Sudderth 2012, "Truly nonparametric
   online variational inference for hierarchical Dirichlet processes"),
   online (oHDP) and batch (bHDP), with or without split and merge moves.
@@ -337,18 +339,24 @@ def _pchdp_tables(part, ab, K, key, stream):
     return part, (l_k, time.perf_counter() - tick)
 
 
-def _pchdp_candidate(part, tail, key, stream):
-    """Step 3: (the partition, (its largest candidate tail index, seconds))."""
+def _pchdp_candidates(part, tail, key, sweep, n_words, ppu):
+    """Step 3: (the partition, (its largest candidate tail index, or with the
+    urn its marks of ``candidate_marks``, seconds))."""
     tick = time.perf_counter()
-    top = _pchdp.max_candidate(part["tok_ptr"], tail, key, stream, 1, part["first_doc"])
-    return part, (top, time.perf_counter() - tick)
+    if ppu:
+        found = pc_hdp.candidate_marks([(part["first_doc"], part["indptr"], part["indices"], part["counts"])], tail,
+                                       key, sweep, n_words)
+    else:
+        found = _pchdp.max_candidate(part["tok_ptr"], tail, key, pc_hdp.stream(sweep, pc_hdp.CANDIDATES), 1,
+                                     part["first_doc"])
+    return part, (found, time.perf_counter() - tick)
 
 
 def _pchdp_z_step(part, phi, ab, K, alpha, tail, key, sweep):
     """Steps 5 and 6 (alias tables of a dense Phi, z | Phi, Psi) on a partition:
     (new partition, (the moves of n_wk and of n_k, seconds))."""
     tick = time.perf_counter()
-    W, C = len(phi[0]) - 1 if isinstance(phi, tuple) else phi.shape[0], len(ab)     # the urn's rows: W + 1
+    W, C = len(phi.rows) - 1 if isinstance(phi, pc_hdp.UrnPhi) else phi.shape[0], len(ab)
     z = part["z"].copy()
     moves, nk_moves = np.zeros((W, C), dtype=np.int32), np.zeros(C, dtype=np.int64)
     pc_hdp.z_step((part["indptr"], part["indices"], part["counts"], part["tok_ptr"]), K,
@@ -553,7 +561,7 @@ class _PartiallyCollapsed:
 class _PartiallyCollapsedHDP:
     """``hdp.PartiallyCollapsedGibbs``: ``PartiallyCollapsedHDPState.sweep``
     with the labels on the workers, in three rounds: the partitions' table
-    counts, their largest candidate tail topic, their z-step; the serial draws
+    counts, their candidate tail topics, their z-step; the serial draws
     between the rounds (concentrations, sticks, the topic slots, Phi) on the
     client, by the state's own methods."""
 
@@ -575,12 +583,14 @@ class _PartiallyCollapsedHDP:
         tick = time.perf_counter()
         tail = state.draw_sticks(l_k)
         client = time.perf_counter() - tick
-        top = -1
-        if tail.size:
-            steps.append(parts.step(_pchdp_candidate, tail, key, pc_hdp.stream(t, pc_hdp.CANDIDATES), documents=False))
-            top = max(s[0] for s in steps[-1])
+        candidates = -1
+        if tail.size:       # with the urn, the candidates' words: the documents too
+            steps.append(parts.step(_pchdp_candidates, tail, key, t, state.nwk.shape[0], state.ppu,
+                                    documents=state.ppu))
+            found = [s[0] for s in steps[-1]]
+            candidates = pc_hdp.merge_marks(found, state.nwk.shape[0]) if state.ppu else max(found)
         tick = time.perf_counter()
-        ab, phi = state.draw_phi(K, tail, top)
+        ab, phi = state.draw_phi(K, tail, candidates)
         client += time.perf_counter() - tick
         steps.append(parts.step(_pchdp_z_step, phi, ab, K, state.alpha, tail, key, t))
         for moves, nk_moves, _ in steps[-1]:

@@ -11,8 +11,10 @@ One sweep calls, each releasing the GIL and running in ``n_threads``:
    active topics and the tail candidates (``max_candidate`` first: the largest
    tail topic the z-step will propose) from their Dirichlet conditionals;
    with the Poisson Polya urn, ``_pclda.sample_phi_urn(..., n_topics=K)``
-   draws the active topics as sparse word-major rows and ``sample_prior`` the
-   candidates from the prior;
+   draws the active topics as sparse word-major rows, and ``sample_prior``
+   the candidates from the prior at the words where the z-step reads them
+   (``candidate_words``; 14 % of the entries on KOS), the rest of a row
+   drawn in the z-step if a token takes its topic;
 3. dense Phi only: ``_pclda.build_alias(..., n_topics=K)``, per word a Walker
    alias table of ``alpha Psi_k phi[w, k]`` over the active topics;
 4. ``z_step`` (dense) or ``z_step_rows`` (urn): every token's topic given Phi
@@ -31,10 +33,11 @@ import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, threadid
 from libc.math cimport exp, INFINITY
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
 
 from bnpcore.kernels._pclda cimport (BNP_PREFETCH, _alias_pick, _bucket, _bucket_entries, _bucket_pick, _doc_close,
-                                    _doc_open, _list_add, _list_remove, _log_gamma_small, _move_token, label_t)
+                                    _doc_open, _list_add, _list_remove, _log_gamma_small, _move_token, bnp_once_claim,
+                                    bnp_once_done, label_t)
 from bnpcore.kernels._pclda import check_labels, z_scratch
 from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform,
@@ -104,21 +107,43 @@ def sample_tables(const int64_t[::1] tok_ptr, const label_t[::1] z,          # I
 # the tail candidates
 # ---------------------------------------------------------------------------
 
-cdef inline int64_t _tail_pick(const double *cdf, int64_t M, double u) noexcept nogil:
+cdef struct Tail:
+    const double *cdf            # cumulative Psi_k over the tail topics K, K + 1, ... (M entries)
+    const int64_t *guide         # guide[g]: the pick of u = g / G (``_guide``)
+    int64_t M, G
+
+
+# Entries of the guide table per tail topic: with 8, a pick takes no step from its
+# entry most of the time (with 1, the steps' mispredicted branches took most of
+# the candidates' pass)
+cdef enum:
+    GUIDE = 8
+
+
+def _guide(cdf):
+    """The guide table of ``_tail_pick`` (Chen & Asau 1974): entry g of G =
+    GUIDE M is the first i with cdf[i] > (g / G) cdf[M - 1] (M - 1 if none)."""
+    cdf = np.asarray(cdf)
+    M = cdf.shape[0]
+    G = GUIDE * M
+    return np.minimum(np.searchsorted(cdf, np.arange(G) / G * cdf[M - 1], side="right"), M - 1).astype(np.int64)
+
+
+cdef inline int64_t _tail_pick(const Tail *t, double u) noexcept nogil:
     """The first i < M with cdf[i] > u cdf[M - 1] (M - 1 if none): a draw with
-    probability (cdf[i] - cdf[i - 1]) / cdf[M - 1] for u ~ U[0, 1), monotone in u."""
-    cdef double x = u * cdf[M - 1]
-    cdef int64_t lo = 0, hi = M - 1, mid
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cdf[mid] > x:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    probability (cdf[i] - cdf[i - 1]) / cdf[M - 1] for u ~ U[0, 1), monotone in u.
+    From the guide table's entry of u, a step or two (a binary search cost 7
+    steps over KOS's ~90 tail topics)."""
+    cdef double x = u * t.cdf[t.M - 1]
+    cdef int64_t i = t.guide[min(<int64_t>(u * t.G), t.G - 1)]
+    while i > 0 and t.cdf[i - 1] > x:           # (u G rounded up)
+        i -= 1
+    while i < t.M - 1 and t.cdf[i] <= x:
+        i += 1
+    return i
 
 
-cdef int64_t _max_candidate_doc(int64_t n_tok, const double *cdf, int64_t M, uint64_t key, uint64_t stream,
+cdef int64_t _max_candidate_doc(int64_t n_tok, const Tail *t, uint64_t key, uint64_t stream,
                                 uint64_t j) noexcept nogil:
     """The largest tail index among document j's candidates: that of its largest
     uniform (the pick is monotone), stream (key, stream, j) as in the z-step."""
@@ -130,7 +155,7 @@ cdef int64_t _max_candidate_doc(int64_t n_tok, const double *cdf, int64_t M, uin
         u = bnp_rng_uniform(&st.bitgen)
         if u > top:
             top = u
-    return _tail_pick(cdf, M, top)
+    return _tail_pick(t, top)
 
 
 def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN (D + 1,), (M,) increasing
@@ -148,52 +173,123 @@ def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN
         raise ValueError("tail_cdf is empty")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
+    guide = _guide(tail_cdf)
+    cdef int64_t[::1] gv = guide
+    cdef Tail t = Tail(&tail_cdf[0], &gv[0], M, GUIDE * M)
     best = np.full((n_threads, PAD), -1, dtype=np.int64)
     cdef int64_t[:, ::1] bv = best
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=64):
             if tok_ptr[j + 1] > tok_ptr[j]:
-                c = _max_candidate_doc(tok_ptr[j + 1] - tok_ptr[j], &tail_cdf[0], M, key, stream,
-                                       first_doc + <uint64_t>j)
+                c = _max_candidate_doc(tok_ptr[j + 1] - tok_ptr[j], &t, key, stream, first_doc + <uint64_t>j)
                 if c > bv[threadid(), 0]:
                     bv[threadid(), 0] = c
     return int(best[:, 0].max())
+
+
+cdef void _mark_doc(const int64_t *indptr, const int32_t *indices, const int32_t *counts, int64_t j,
+                    const Tail *t, uint64_t key, uint64_t stream, uint64_t doc, int64_t W,
+                    uint8_t *marks) noexcept nogil:
+    """Mark (candidate, word) of each token of document j, stream (key, stream, doc)."""
+    cdef bnp_stream_t st
+    cdef int64_t p, r
+    bnp_stream_init(&st, key, stream, doc)
+    for p in range(indptr[j], indptr[j + 1]):
+        for r in range(counts[p]):
+            marks[_tail_pick(t, bnp_rng_uniform(&st.bitgen)) * W + indices[p]] = 1
+
+
+def candidate_words(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
+                    const double[::1] tail_cdf, uint64_t key, uint64_t stream,                       # IN as z_step
+                    int64_t n_words, int n_threads=1, uint64_t first_doc=0):
+    """The words at which ``z_step_rows`` with the same ``tail_cdf``, key,
+    candidate stream and ``first_doc`` reads the row of each candidate tail
+    topic: (n, n_words) uint8, ``marks[i, w] = 1`` if some token of word w
+    proposes tail topic K + i, n one past the largest candidate (0 without
+    tokens). Token after token in the corpus' order (a word's ``counts[p]``
+    tokens together), document j's candidates are ``_tail_pick(tail_cdf, u)``
+    of the uniforms of stream (key, stream, first_doc + j), as in the z-step.
+    Equivalent NumPy: ``marks[c, np.repeat(indices, counts)] = 1`` with c the
+    tokens' candidates."""
+    cdef int64_t D = indptr.shape[0] - 1, M = tail_cdf.shape[0], n, j
+    if M == 0:
+        raise ValueError("tail_cdf is empty")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be positive, got {n_threads}")
+    if indices.shape[0] and (np.asarray(indices).max() >= n_words or np.asarray(indices).min() < 0):
+        raise ValueError(f"a word id is not below n_words = {n_words}")
+    tok_ptr = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])[np.asarray(indptr)]
+    n = max_candidate(tok_ptr, tail_cdf, key, stream, n_threads, first_doc) + 1
+    part = np.zeros((n_threads, n * n_words + PAD), dtype=np.uint8)      # one copy per thread: no shared writes
+    cdef uint8_t[:, ::1] pv = part
+    guide = _guide(tail_cdf)
+    cdef int64_t[::1] gv = guide
+    cdef Tail t = Tail(&tail_cdf[0], &gv[0], M, GUIDE * M)
+    if n:
+        with nogil:
+            for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=16):
+                _mark_doc(&indptr[0], &indices[0], &counts[0], j, &t, key, stream, first_doc + j, n_words,
+                          &pv[threadid(), 0])
+    return np.bitwise_or.reduce(part[:, :n * n_words], axis=0).reshape(n, n_words)
 
 
 # ---------------------------------------------------------------------------
 # Phi | z
 # ---------------------------------------------------------------------------
 
+cdef inline double _log_gamma(bnp_bitgen_t *g, double a) noexcept nogil:
+    return _log_gamma_small(g, a) if a < 1.0 else bnp_rng_log_gamma(g, a)
+
+
 cdef void _phi_topic(const int32_t *nwk, int64_t C, int64_t W, int64_t k, double eta, uint64_t key,
-                     uint64_t stream, double *out, int64_t step, double *buf) noexcept nogil:
+                     uint64_t stream, double *out, int64_t step, double *buf, const uint8_t *mark,
+                     double *rest) noexcept nogil:
     """Topic k from stream (key, stream, k): Dirichlet(eta + n_k.), n_wk =
     nwk[w * C + k] (0 if nwk is NULL), by normalised log-gamma draws (exp(x - max),
     so that tiny eta, whose log-gamma draws reach -1e6, still give a
-    distribution), written to out[w * step]."""
+    distribution), written to out[w * step]. With ``mark`` (nwk NULL), only the
+    words w with mark[w] are drawn, then one Gamma((W - m) eta) for the m
+    others together (the Dirichlet's aggregation property), their total
+    written to ``rest`` and 0 to their entries."""
     cdef bnp_stream_t st
-    cdef int64_t w
-    cdef double x, mx = -INFINITY, tot = 0.0, a = eta
+    cdef int64_t w, m = 0
+    cdef double x, mx = -INFINITY, tot = 0.0, a = eta, lr = -INFINITY
     bnp_stream_init(&st, key, stream, <uint64_t>k)
     for w in range(W):
+        if mark != NULL and not mark[w]:
+            buf[w] = -INFINITY
+            continue
         if nwk != NULL:
             a = eta + nwk[w * C + k]
-        x = _log_gamma_small(&st.bitgen, a) if a < 1.0 else bnp_rng_log_gamma(&st.bitgen, a)
+        x = _log_gamma(&st.bitgen, a)
         buf[w] = x
+        m += 1
         if x > mx:
             mx = x
+    if mark != NULL and m < W:
+        lr = _log_gamma(&st.bitgen, (W - m) * eta)
+        if lr > mx:
+            mx = lr
     for w in range(W):
-        x = exp(buf[w] - mx)
+        x = exp(buf[w] - mx) if buf[w] > -INFINITY else 0.0
         buf[w] = x
         tot += x
-    tot = 1.0 / tot
+    if mark != NULL:
+        x = exp(lr - mx)
+        tot = 1.0 / (tot + x)
+        rest[0] = x * tot
+    else:
+        tot = 1.0 / tot
     for w in range(W):
         out[w * step] = buf[w] * tot
 
 
 cdef _draw_topics(const int32_t *nwk, int64_t C, int64_t W, int64_t first, int64_t n, double eta, uint64_t key,
-                  uint64_t stream, double *out, int64_t topic_step, int64_t word_step, int n_threads):
+                  uint64_t stream, double *out, int64_t topic_step, int64_t word_step, int n_threads,
+                  const uint8_t *marks=NULL, double *rest=NULL):
     """Topics first..first+n-1 by ``_phi_topic``, in parallel: topic first + i
-    written to out[i * topic_step + w * word_step]."""
+    written to out[i * topic_step + w * word_step] (with ``marks``, (n, W),
+    its row i and rest[i])."""
     cdef int64_t i
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
@@ -201,7 +297,8 @@ cdef _draw_topics(const int32_t *nwk, int64_t C, int64_t W, int64_t first, int64
     cdef double[:, ::1] wv = work
     with nogil:
         for i in prange(n, num_threads=n_threads, schedule="dynamic", chunksize=1):
-            _phi_topic(nwk, C, W, first + i, eta, key, stream, out + i * topic_step, word_step, &wv[threadid(), 0])
+            _phi_topic(nwk, C, W, first + i, eta, key, stream, out + i * topic_step, word_step, &wv[threadid(), 0],
+                       marks + i * W if marks != NULL else NULL, rest + i if marks != NULL else NULL)
 
 
 def sample_phi(const int32_t[:, ::1] nwk, int64_t K,                       # IN counts, topics 0..K-1
@@ -225,15 +322,34 @@ def sample_phi(const int32_t[:, ::1] nwk, int64_t K,                       # IN 
 
 def sample_prior(int64_t first, double eta, uint64_t key, uint64_t stream,   # IN topics first.., prior, stream
                  double[:, ::1] out,                                          # OUT (n, W): topics first..first+n-1
-                 int n_threads=1):
+                 int n_threads=1,
+                 const uint8_t[:, ::1] marks=None,                             # IN (n, W) the words drawn, or all
+                 double[::1] rest=None):                                      # OUT (n,) the others' mass
     """Draw topics first..first+n-1 without tokens (the tail candidates) from the
     prior Dirichlet(eta), one per row of ``out`` (topic-major: a token reads
     the row of its candidate), topic k from stream (key, stream, k) as in
     ``sample_phi``. Equivalent NumPy: ``g = rng.gamma(eta, size=out.shape);
-    out[:] = g / g.sum(axis=1, keepdims=True)``."""
+    out[:] = g / g.sum(axis=1, keepdims=True)``.
+
+    With ``marks`` (from ``candidate_words``: the words at which the z-step
+    reads each candidate's row), only the marked entries of row i are drawn,
+    ``rest[i]`` the total of the others (0 in ``out``), exactly in law: by the
+    Dirichlet's aggregation property, (phi_w for marked w, their rest) is
+    Dirichlet(eta, ..., eta, (W - m) eta). ``z_step_rows`` completes a row
+    when a token takes its topic. Equivalent NumPy for row i, ``m =
+    marks[i].sum()``: ``g = rng.gamma(eta, size=m); r = rng.gamma((W - m)
+    eta); out[i, marks[i] == 1] = g / (g.sum() + r); rest[i] = r / (g.sum() +
+    r)``."""
     cdef int64_t n = out.shape[0], W = out.shape[1]
+    if (marks is None) != (rest is None):
+        raise ValueError("marks and rest go together")
+    if marks is not None and (marks.shape[0] != n or marks.shape[1] != W or rest.shape[0] != n):
+        raise ValueError(f"marks must have the shape of out ({n}, {W}) and rest {n} entries")
+    if not eta > 0.0:
+        raise ValueError(f"eta must be positive, got {eta}")
     if W and n:
-        _draw_topics(NULL, 0, W, first, n, eta, key, stream, &out[0, 0], W, 1, n_threads)
+        _draw_topics(NULL, 0, W, first, n, eta, key, stream, &out[0, 0], W, 1, n_threads,
+                     &marks[0, 0] if marks is not None else NULL, &rest[0] if marks is not None else NULL)
 
 
 # ---------------------------------------------------------------------------
@@ -251,13 +367,18 @@ cdef struct ZArgs:
     const double *vals
     const double *phi            # dense: (W, C), every drawn column; urn: (n_rows, W), the tail candidates'
     int64_t n_rows, W            # urn: the tail topics K..K+n_rows-1 drawn, the words
+    double *rows_out             # urn with marks: phi, written by _complete_row; else NULL
+    const uint8_t *marks         # (n_rows, W): the entries drawn by sample_prior
+    const double *rest           # (n_rows,): the mass of the others
+    int32_t *done                # (n_rows,): bnp_once flags of the completions
+    double eta
+    uint64_t rest_stream
     const double *prob
     const int32_t *alias
     const double *mass
     const double *ab             # alpha Psi_k, all C slots
     double tail                  # alpha R, R the stick mass of topics >= K
-    const double *tail_cdf       # cumulative Psi_k over the tail topics K, K + 1, ...
-    int64_t n_tail               # entries of tail_cdf (0: no tail)
+    Tail cands                   # the candidates' law (cands.M = 0: no tail)
     int32_t *nwk
     int64_t stride               # of the per-thread rows below: C + PAD
     double *cum
@@ -272,7 +393,7 @@ cdef struct ZArgs:
 cdef inline int32_t _candidate(const ZArgs *a, bnp_bitgen_t *g, int32_t w, const double **at) noexcept nogil:
     """A token's candidate tail topic c (from its document's candidate stream g)
     and in ``at`` where phi_cw is, NULL (and ``bad`` set) if c was not drawn."""
-    cdef int32_t c = <int32_t>(a.K + _tail_pick(a.tail_cdf, a.n_tail, bnp_rng_uniform(g)))
+    cdef int32_t c = <int32_t>(a.K + _tail_pick(&a.cands, bnp_rng_uniform(g)))
     at[0] = NULL
     if a.rows == NULL and c < a.C:
         at[0] = a.phi + w * a.C + c
@@ -281,6 +402,39 @@ cdef inline int32_t _candidate(const ZArgs *a, bnp_bitgen_t *g, int32_t w, const
     else:
         a.bad[0] = 1
     return c
+
+
+cdef void _complete_row(const ZArgs *a, int64_t i) noexcept nogil:
+    """Tail row i (topic K + i), drawn by ``sample_prior`` at its marked words:
+    its other entries, rest[i] times a Dirichlet(eta, ..., eta) over them (the
+    law of the rest of a Dirichlet row given the marked entries), from stream
+    (key, rest_stream, K + i) in word order; by the first thread whose token
+    takes the topic, once (the others wait for it)."""
+    cdef bnp_stream_t st
+    cdef const uint8_t *mark = a.marks + i * a.W
+    cdef double *row = a.rows_out + i * a.W
+    cdef double x, mx = -INFINITY, tot = 0.0
+    cdef int64_t w
+    if not bnp_once_claim(&a.done[i]):
+        return
+    if a.rest[i] > 0.0:
+        bnp_stream_init(&st, a.key, a.rest_stream, <uint64_t>(a.K + i))
+        for w in range(a.W):
+            if not mark[w]:
+                x = _log_gamma(&st.bitgen, a.eta)
+                row[w] = x
+                if x > mx:
+                    mx = x
+        for w in range(a.W):
+            if not mark[w]:
+                x = exp(row[w] - mx)
+                row[w] = x
+                tot += x
+        tot = a.rest[i] / tot
+        for w in range(a.W):
+            if not mark[w]:
+                row[w] *= tot
+    bnp_once_done(&a.done[i])
 
 
 cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
@@ -323,7 +477,7 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     # each token's candidate is drawn one token ahead (the same draws, in the same
     # order), so that its phi_cw and the next counts row are fetched while the
     # current token is drawn: these two reads are the z-step's cache misses
-    if a.n_tail and zi < end:
+    if a.cands.M and zi < end:
         c_next = _candidate(a, &cst.bitgen, a.indices[a.indptr[j]], &flag_next)
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
@@ -336,7 +490,7 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
             c, flag = c_next, flag_next
             if zi + 1 < end:
                 w_next = w if r + 1 < a.counts[p] else a.indices[p + 1]
-                if a.n_tail:
+                if a.cands.M:
                     c_next = _candidate(a, &cst.bitgen, w_next, &flag_next)
                     if flag_next != NULL:
                         BNP_PREFETCH(flag_next)
@@ -362,6 +516,8 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
                 t = s
             elif f > 0.0 and u >= q + q2:
                 t = c
+                if a.done != NULL:      # its row, read at the document's later words
+                    _complete_row(a, c - a.K)
             elif listed:
                 if u < q or q2 == 0.0:
                     t = _bucket_pick(cum, dlist, n, u)
@@ -420,6 +576,7 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     cdef ZArgs a
     a.rows, a.topics, a.vals = NULL, NULL, NULL
     a.phi, a.n_rows, a.W = &phi[0, 0], 0, W
+    a.rows_out, a.marks, a.rest, a.done = NULL, NULL, NULL, NULL
     a.prob, a.alias, a.mass = &prob[0, 0], &alias[0, 0], &mass[0]
     _z_run(&a, indptr, indices, counts, tok_ptr, K, ab, tail, tail_cdf, key, stream, cand_stream, z, nwk, nk,
            n_threads, first_doc)
@@ -428,11 +585,13 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
 def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
                 const int64_t[::1] tok_ptr, int64_t K,                                             # IN (D + 1,), active
                 const int64_t[::1] rows, const int32_t[::1] topics, const double[::1] vals,        # IN urn CSR, < K
-                const double[:, ::1] tail_phi, const double[::1] ab, double tail,                  # IN tail rows
+                double[:, ::1] tail_phi, const double[::1] ab, double tail,                        # IN tail rows
                 const double[::1] tail_cdf, uint64_t key, uint64_t stream, uint64_t cand_stream,   # IN
                 label_t[::1] z,                                                                    # IN/OUT labels
                 int32_t[:, ::1] nwk, int64_t[::1] nk,                                              # IN/OUT counts
-                int n_threads=1, uint64_t first_doc=0):
+                int n_threads=1, uint64_t first_doc=0,
+                const uint8_t[:, ::1] marks=None, const double[::1] rest=None,                     # IN sample_prior's
+                double eta=0.0, uint64_t rest_stream=0):                                           # IN completions
     """``z_step`` with the active topics' Phi as the Poisson Polya urn's sparse
     word-major rows (``bnpcore.kernels._pclda.sample_phi_urn`` over the first K
     columns): a token of word w sums ``vals[i] (n_jk + ab_k)``, k = ``topics[i]``,
@@ -443,6 +602,12 @@ def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int
     0 keeps its topic. Equivalent NumPy: ``z_step`` with
     ``phi[w, topics[rows[w]:rows[w + 1]]] = vals[rows[w]:rows[w + 1]]``, 0
     elsewhere below K, and ``phi[:, K:K + len(tail_phi)] = tail_phi.T``.
+
+    With ``marks`` and ``rest`` (``sample_prior``'s, rows drawn at the words
+    ``candidate_words`` marked with the same streams), a row is completed in
+    place when a token first takes its topic (``_complete_row``: prior eta,
+    stream (key, rest_stream, K + i)), as the document's later tokens read it
+    at any word; the result does not depend on which thread completes it.
     """
     cdef int64_t W = rows.shape[0] - 1, nnz = topics.shape[0]
     if W != nwk.shape[0] or rows[W] != nnz or vals.shape[0] != nnz:
@@ -456,10 +621,23 @@ def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int
     a.rows, a.topics, a.vals = &rows[0], NULL, NULL
     a.phi, a.n_rows, a.W = NULL, tail_phi.shape[0], W
     a.prob, a.alias, a.mass = NULL, NULL, NULL
+    a.rows_out, a.marks, a.rest, a.done = NULL, NULL, NULL, NULL
     if nnz:
         a.topics, a.vals = &topics[0], &vals[0]
     if a.n_rows:
         a.phi = &tail_phi[0, 0]
+    if (marks is None) != (rest is None):
+        raise ValueError("marks and rest go together")
+    done = np.zeros(a.n_rows + 1, dtype=np.int32)
+    cdef int32_t[::1] dv = done
+    if marks is not None:
+        if marks.shape[0] != a.n_rows or rest.shape[0] != a.n_rows or (a.n_rows and marks.shape[1] != W):
+            raise ValueError(f"marks must have the shape of tail_phi ({a.n_rows}, {W}) and rest {a.n_rows} entries")
+        if not eta > 0.0:
+            raise ValueError(f"completing the tail rows needs eta > 0, got {eta}")
+        if a.n_rows:
+            a.rows_out, a.marks, a.rest, a.done = &tail_phi[0, 0], &marks[0, 0], &rest[0], &dv[0]
+        a.eta, a.rest_stream = eta, rest_stream
     _z_run(&a, indptr, indices, counts, tok_ptr, K, ab, tail, tail_cdf, key, stream, cand_stream, z, nwk, nk,
            n_threads, first_doc)
 
@@ -489,7 +667,12 @@ cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, con
     a.C, a.K, a.stride = C, K, C + PAD
     a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
     a.ab, a.tail = &ab[0], tail
-    a.tail_cdf, a.n_tail, a.nwk = &tail_cdf[0] if M else NULL, M, &nwk[0, 0]
+    guide = _guide(tail_cdf) if M else np.zeros(1, dtype=np.int64)
+    cdef int64_t[::1] gv = guide
+    a.cands.cdf, a.cands.guide, a.cands.M, a.cands.G = NULL, &gv[0], M, GUIDE * M
+    if M:
+        a.cands.cdf = &tail_cdf[0]
+    a.nwk = &nwk[0, 0]
     a.cum, a.nd, a.dlist, a.dpos, a.nk_part = &cv[0, 0], &nv[0, 0], &lv[0, 0], &pv[0, 0], &kv[0, 0]
     a.key, a.stream, a.cand_stream, a.first_doc = key, stream, cand_stream, first_doc
     cdef int bad = 0

@@ -65,6 +65,8 @@ ctypedef fused label_t:
 
 cdef extern from "bnpcore/bnpcore.h" nogil:
     void bnp_atomic_add_i32(int32_t *p, int32_t v)
+    int bnp_once_claim(int32_t *flag)
+    void bnp_once_done(int32_t *flag)
     void BNP_PREFETCH(const void *p)
 
 

@@ -158,11 +158,13 @@ class InProcess:
         return [result for _, result in out]
 
 
-def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus):
+@pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
+def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus, phi):
     """The client's state after each sweep of the plan (3 partitions) is the
-    threaded sweep's: counts and their slots, sticks, concentrations, Phi
-    (every candidate's column drawn), and the labels at the end."""
-    est = pchdp()
+    threaded sweep's: counts and their slots, sticks, concentrations, the
+    dense Phi (every candidate's column drawn), and the labels at the end;
+    with the urn, the tail rows completed on the workers as locally."""
+    est = pchdp(phi=phi)
     est._check_params()
     local, dist = (est._init_state(corpus, np.random.default_rng(5)) for _ in range(2))
     local.n_threads = 2
@@ -173,7 +175,7 @@ def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus):
         assert record.pop("client_seconds") > 0 and record == local.sweep()
         for name in ("nwk", "nk", "sticks", "phi", "alpha", "gamma", "n_sweeps"):
             np.testing.assert_array_equal(getattr(dist, name), getattr(local, name), err_msg=name)
-    assert local.nk.shape[0] > 16
+    assert local.nk.shape[0] > 16 if phi == "ppu" else local.n_active > 2        # topics were born
     bnpdist._PartiallyCollapsedHDP.gather_into(dist, parts.parts, bounds)
     np.testing.assert_array_equal(dist.labels, local.labels)
 

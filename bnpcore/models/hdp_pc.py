@@ -2,12 +2,14 @@
 Terenin, Magnusson, Jonsson & Draper (2020).
 
 The state keeps the topics Phi and the global stick Psi explicitly and integrates
-the document proportions out; one sweep is four kernel calls of
-``bnpcore.kernels._pchdp`` (table counts, Phi | z, alias tables, z | Phi, Psi),
-all parallel over documents, topics or words, and a few serial O(K) draws
-(the stick, the concentrations). The estimator shares transform / score and the
+the document proportions out; one sweep is a few kernel calls of
+``bnpcore.kernels._pchdp`` (table counts, the candidate tail topics, Phi | z,
+alias tables of a dense Phi, z | Phi, Psi), all parallel over documents,
+topics or words, and a few serial O(K) draws (the stick, the concentrations). The estimator shares transform / score and the
 fitted attributes of ``bnpcore.hdp.DirectAssignmentGibbs``.
 """
+from typing import NamedTuple
+
 import numpy as np
 from scipy.special import gammaln
 
@@ -67,9 +69,25 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
 
 # The keyed streams of sweep t are numbered STREAMS t + one of these: the
 # documents' z-step, the topics' Dirichlet draws, the tokens' candidate tail
-# topics, the documents' table counts, the words' urn draws.
-STREAMS = 5
-Z, PHI, CANDIDATES, TABLES, URN = range(STREAMS)
+# topics, the documents' table counts, the words' urn draws, the completions of
+# the tail topics' rows.
+STREAMS = 6
+Z, PHI, CANDIDATES, TABLES, URN, REST = range(STREAMS)
+
+
+class UrnPhi(NamedTuple):
+    """The urn's Phi of a sweep (``z_step``): the active topics' word-major CSR
+    rows (``_pclda.sample_phi_urn``), the tail candidates' prior rows drawn at
+    the ``marks`` of ``candidate_marks`` (``_pchdp.sample_prior``), each row's
+    ``rest`` mass, and eta, with which the z-step completes a row whose topic a
+    token takes."""
+    rows: np.ndarray
+    topics: np.ndarray
+    vals: np.ndarray
+    tail_rows: np.ndarray
+    marks: np.ndarray
+    rest: np.ndarray
+    eta: float
 
 
 def stream(sweep, which):
@@ -82,7 +100,7 @@ def z_tables(phi, ab, K, n_threads, out=None):
     Walker alias tables of ``ab_k phi_wk`` over the K active topics, ``(phi,
     prob, alias, mass)`` (into ``out`` = (prob, alias, mass) if given); the
     urn's ``(rows, topics, vals, phi)`` needs none."""
-    if isinstance(phi, tuple):
+    if isinstance(phi, UrnPhi):
         return phi
     W, C = phi.shape
     prob, alias, mass = out if out is not None else (np.empty((W, C)), np.zeros((W, C), dtype=np.int32), np.empty(W))
@@ -96,9 +114,32 @@ def z_step(documents, K, phi, ab, alpha, tail, key, sweep, z, nwk, nk, n_threads
     ``_pchdp.z_step`` or, with the urn's Phi, ``_pchdp.z_step_rows``. ``phi``
     from ``z_tables``, ``tail`` the cumulative Psi of the tail topics."""
     R = float(tail[-1]) if tail.size else 0.0
-    kernel = _pchdp.z_step_rows if phi[0].ndim == 1 else _pchdp.z_step
-    kernel(*documents, K, *phi, ab, alpha * R, tail, key, stream(sweep, Z), stream(sweep, CANDIDATES), z, nwk, nk,
-           n_threads, first_doc)
+    streams = (key, stream(sweep, Z), stream(sweep, CANDIDATES))
+    if not isinstance(phi, UrnPhi):
+        _pchdp.z_step(*documents, K, *phi, ab, alpha * R, tail, *streams, z, nwk, nk, n_threads, first_doc)
+        return
+    # the z-step completes the rows of the tail topics taken, in place (a
+    # Dask worker's copy: its arguments are read-only)
+    rows = phi.tail_rows if phi.tail_rows.flags.writeable else phi.tail_rows.copy()
+    _pchdp.z_step_rows(*documents, K, phi.rows, phi.topics, phi.vals, rows, ab, alpha * R, tail, *streams, z, nwk,
+                       nk, n_threads, first_doc, phi.marks, phi.rest, phi.eta, stream(sweep, REST))
+
+
+def candidate_marks(blocks, tail, key, sweep, n_words, n_threads=1):
+    """Step 3 with the urn: the words at which each candidate tail topic's row
+    is read, (n, n_words) uint8 (``_pchdp.candidate_words``), over ``blocks``
+    of (first document, indptr, indices, counts), their marks or-ed."""
+    parts = [_pchdp.candidate_words(indptr, indices, counts, tail, key, stream(sweep, CANDIDATES), n_words,
+                                    n_threads, start) for start, indptr, indices, counts in blocks]
+    return merge_marks(parts, n_words)
+
+
+def merge_marks(parts, n_words):
+    """The union of ``candidate_words`` marks of several blocks of documents."""
+    marks = np.zeros((max((len(m) for m in parts), default=0), n_words), dtype=np.uint8)
+    for m in parts:
+        marks[:len(m)] |= m
+    return marks
 
 
 class PartiallyCollapsedHDPState(BatchState):
@@ -172,10 +213,17 @@ class PartiallyCollapsedHDPState(BatchState):
         _pchdp.sample_tables(self.tok_ptr, self.labels, self.alpha * self.psi(), K, self.key, stream(t, TABLES), l_k,
                              T)
         tail = self.draw_sticks(l_k)
-        # 3. the largest candidate tail topic of the sweep (each token's candidate
-        # c ~ Psi_c / R over c >= K* is drawn in the z-step)
-        top = _pchdp.max_candidate(self.tok_ptr, tail, self.key, stream(t, CANDIDATES), T) if tail.size else -1
-        ab, phi = self.draw_phi(K, tail, top)
+        # 3. the candidate tail topics of the sweep (each token's candidate c ~
+        # Psi_c / R over c >= K* is drawn in the z-step): the largest, and with
+        # the urn the words at which their rows are read
+        candidates = -1
+        if tail.size and self.ppu:
+            blocks = ((start, chunk.indptr, chunk.indices, chunk.counts) for start, chunk, _, _ in
+                      token_blocks(c, self.tok_ptr))
+            candidates = candidate_marks(blocks, tail, self.key, t, c.n_words, T)
+        elif tail.size:
+            candidates = _pchdp.max_candidate(self.tok_ptr, tail, self.key, stream(t, CANDIDATES), T)
+        ab, phi = self.draw_phi(K, tail, candidates)
         # 5. alias tables (dense Phi), 6. z | Phi, Psi, block by block
         phi = z_tables(phi, ab, K, T, out=None if self.ppu else (self.prob, self.alias, self.mass))
         for start, chunk, tp, tokens in token_blocks(c, self.tok_ptr):
@@ -206,25 +254,28 @@ class PartiallyCollapsedHDPState(BatchState):
         # p = 0, 0.02, 0.0007 for Psi_c 0.9^c; 0.002, 0.14, 0.69 for Psi_c)
         return np.cumsum(self.psi()[K:])
 
-    def draw_phi(self, K, tail, top):
+    def draw_phi(self, K, tail, candidates):
         """Step 4 of the sweep: Phi | z for the K active topics and the tail
-        topics up to the largest candidate ``K + top`` (from the prior), the
-        topic slots grown to hold them. Returns ab = alpha Psi over the slots
-        (0 past the drawn topics) and the Phi of ``z_tables``: the dense
-        (W, slots) array, or with the urn the CSR rows of the active topics
-        and the tail topics' rows (topic-major)."""
-        n_phi = K + top + 1 if tail.size else K
+        topics up to the largest candidate (from the prior), the topic slots
+        grown to hold them; ``candidates``: the largest's tail index ``top``
+        (dense Phi; -1: none), or with the urn the marks of
+        ``candidate_marks``, at which the tail rows are drawn. Returns ab =
+        alpha Psi over the slots (0 past the drawn topics) and the Phi of
+        ``z_tables``: the dense (W, slots) array, or an ``UrnPhi``."""
+        t, T, W = self.n_sweeps, self.n_threads, self.nwk.shape[0]
+        if self.ppu and not tail.size:
+            candidates = np.zeros((0, W), dtype=np.uint8)
+        n_phi = K + (len(candidates) if self.ppu else candidates + 1)
         self._reserve(n_phi)
         ab = np.zeros(self.nk.shape[0])
         ab[:n_phi] = self.alpha * self.psi()[:n_phi]
-        t, T, W = self.n_sweeps, self.n_threads, self.nwk.shape[0]
         if not self.ppu:
             _pchdp.sample_phi(self.nwk, n_phi, self.eta, self.key, stream(t, PHI), self.phi, T)
             return ab, self.phi
-        tail_phi = np.empty((n_phi - K, W))
-        _pchdp.sample_prior(K, self.eta, self.key, stream(t, PHI), tail_phi, T)
+        tail_rows, rest = np.empty(candidates.shape), np.empty(len(candidates))
+        _pchdp.sample_prior(K, self.eta, self.key, stream(t, PHI), tail_rows, T, candidates, rest)
         urn = _pclda.sample_phi_urn(self.nwk, np.full(W, self.eta), self.key, stream(t, URN), T, n_topics=K)
-        return ab, urn + (tail_phi,)
+        return ab, UrnPhi(*urn, tail_rows, candidates, rest, self.eta)
 
     def end_sweep(self, l_k):
         """Count the sweep (after the z-step); its diagnostics."""
@@ -313,7 +364,14 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     from the prior Dirichlet(eta): summed over c this is the tail's
     sum_{k >= K*} alpha Psi_k phi_{k,w}. A token landing on the flag opens
     topic c, so K grows as needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
-    topic (about 100 on KOS, each W draws from the prior).
+    topic (about 90 on KOS). With the urn, a candidate's row is drawn only at
+    the m words where the z-step reads it (its tokens' words: 14 % of the
+    entries on KOS), plus one Gamma((W - m) eta) for the mass of the others
+    (the Dirichlet's aggregation property); when a token takes the topic, the
+    rest of the row is drawn, that mass times a Dirichlet(eta) over the other
+    words, once, by the first thread that needs it (the document's later
+    tokens read the row at any word). Both steps are exact;
+    ``phi="dirichlet"`` draws whole rows.
 
     ``phi="ppu"`` (the default, the paper's choice) draws the K* active
     topics by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
@@ -346,7 +404,8 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
 
     Every draw of the parallel steps comes from a keyed stream (document j,
     topic k or word w of sweep t; a token's candidate tail topic from its
-    document's stream 5t + 2), and the serial O(K) draws from one numpy Generator, so a fit
+    document's stream 6t + 2, the rest of a candidate's row from its topic's
+    stream 6t + 5), and the serial O(K) draws from one numpy Generator, so a fit
     is bit-identical for any ``n_threads`` with the same ``random_state``.
 
     Memory: the state is one label per token (uint16 while ``max_topics`` <=

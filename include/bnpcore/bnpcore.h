@@ -14,7 +14,9 @@
  *   random numbers ...... bnp_bitgen_t (layout of numpy's bitgen_t), uniform,
  *                         normal, (log-)gamma, (log-)beta, (log-)Dirichlet,
  *                         categorical draws
- *   shared counts ....... bnp_atomic_add_i32 (thread-safe integer adds)
+ *   shared counts ....... bnp_atomic_add_i32 (thread-safe integer adds),
+ *                         bnp_once_claim / bnp_once_done (work done once, by
+ *                         the first thread that needs it)
  *   count matrices ...... bnp_csr_t (documents x words, int64 row pointers,
  *                         int32 word ids and counts), bnp_rows_t (growable
  *                         dense component x vocabulary array)
@@ -484,6 +486,50 @@ static inline void bnp_atomic_add_i32(int32_t *p, int32_t v) {
     *p += v;
 #else
     *p += v;
+#endif
+}
+
+/* Work that threads share and that the first thread to need it does, once:
+ * *flag is 0 (not done), 1 (being done) or 2 (done), 0 at the start. The caller
+ * that bnp_once_claim answers 1 does the work, then calls bnp_once_done; every
+ * other caller is answered 0 once the work is done (it waits while another
+ * thread does it) and then sees everything the worker wrote (acquire/release
+ * order). The work must not itself wait on a flag of the same kind. */
+static inline int bnp_once_claim(int32_t *flag) {
+#if BNP_OPENMP && (defined(__GNUC__) || defined(__clang__))
+    int32_t free_ = 0;
+    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 2) return 0;
+    if (__atomic_compare_exchange_n(flag, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) return 1;
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 2) {
+    }
+    return 0;
+#elif BNP_OPENMP
+    int claimed, state;
+#pragma omp critical(bnp_once)
+    {
+        claimed = *flag == 0;
+        if (claimed) *flag = 1;
+    }
+    for (state = claimed ? 2 : 1; state != 2;) {
+#pragma omp critical(bnp_once)
+        state = *flag;
+    }
+    return claimed;
+#else
+    if (*flag) return 0;
+    *flag = 1;
+    return 1;
+#endif
+}
+
+static inline void bnp_once_done(int32_t *flag) {
+#if BNP_OPENMP && (defined(__GNUC__) || defined(__clang__))
+    __atomic_store_n(flag, 2, __ATOMIC_RELEASE);
+#elif BNP_OPENMP
+#pragma omp critical(bnp_once)
+    *flag = 2;
+#else
+    *flag = 2;
 #endif
 }
 

@@ -340,6 +340,42 @@ static void test_stirling(void) {
     CHECK(t.log_scaled == NULL && t.n_max == 0);
 }
 
+/* bnp_once_claim / bnp_once_done: one claim per flag; with OpenMP (-fopenmp) the
+ * threads race for 2000 flags, the claimer writes a value after a while, every
+ * thread that is answered 0 must then read it. */
+static void test_once(void) {
+    enum { N = 2000 };
+    static int32_t flag[N], claims[N], value[N];
+    int i, wrong = 0;
+    memset(flag, 0, sizeof flag);
+    memset(claims, 0, sizeof claims);
+    CHECK(bnp_once_claim(&flag[0]) == 1);
+    value[0] = 7;
+    ++claims[0];
+    bnp_once_done(&flag[0]);
+    CHECK(bnp_once_claim(&flag[0]) == 0 && flag[0] == 2);
+#ifdef _OPENMP
+#pragma omp parallel for reduction(+:wrong) schedule(static, 1)
+#endif
+    for (i = 0; i < 4 * N; ++i) {
+        int k = (i / 4) % N, rep;
+        for (rep = 0; rep < 2; ++rep) {
+            if (bnp_once_claim(&flag[k])) {
+                volatile int spin = 0;            /* work that takes a while: the other */
+                while (spin < 2000) ++spin;       /* threads arrive while it is done   */
+                value[k] = 3 * k + 1;
+                ++claims[k];
+                bnp_once_done(&flag[k]);
+            } else if (value[k] != 3 * k + 1 && k != 0) {
+                ++wrong;
+            }
+        }
+    }
+    CHECK(wrong == 0);
+    for (i = 0; i < N; ++i) wrong += claims[i] != 1 || flag[i] != 2;
+    CHECK(wrong == 0);
+}
+
 int main(void) {
     test_special();
     test_logspace();
@@ -348,6 +384,7 @@ int main(void) {
     test_csr();
     test_rows();
     test_stirling();
+    test_once();
     printf("abi %d\n", BNPCORE_ABI_VERSION);
     printf("ok %d checks, %d failed\n", n_checks, n_failures);
     return n_failures ? 1 : 0;

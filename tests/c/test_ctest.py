@@ -52,6 +52,16 @@ def test_header_compiles_without_warnings_and_ctest_passes(flavour, tmp_path):
     assert f"abi {special.ABI_VERSION}\n" in out  # header == compiled modules
 
 
+def test_ctest_passes_with_openmp(tmp_path):
+    """With -fopenmp: bnp_once_claim's threads race for the same flags."""
+    probe = subprocess.run(compiler("c99") + ["-fopenmp", "-x", "c", "-", "-o", str(tmp_path / "probe")],
+                           input="int main(void) { return 0; }\n", capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("the C compiler has no OpenMP")
+    exe = build("c99", tmp_path / "ctest_omp", ["-O2", "-fopenmp"])
+    run([str(exe)], env={**os.environ, "OMP_NUM_THREADS": "4"})
+
+
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
 

@@ -8,6 +8,7 @@ from scipy.special import digamma
 from bnpcore.corpus import Corpus
 from bnpcore.hdp import DirectAssignmentGibbs, PartiallyCollapsedGibbs
 from bnpcore.kernels import _pchdp, _pclda
+from bnpcore.kernels.rng import stream_uniform
 from bnpcore.models.hdp_pc import resample_gamma_sticks
 
 from hdp_reference import canonical, hdp_partition_posterior, make_bars, match_topics
@@ -53,6 +54,89 @@ def test_phi_columns_are_distributions_with_the_posterior_mean():
     phi5 = np.empty((4, 5))
     _pchdp.sample_phi(wide, 5, 0.5, 5, 7, phi5)
     np.testing.assert_array_equal(rows, phi5[:, 3:].T)
+
+
+def test_prior_rows_at_marked_words_have_the_dirichlet_marginals():
+    """With marks, a prior row is drawn at its marked words only, the others 0
+    and their total in rest: row 0's marked entry is Beta(eta, (W - 1) eta)
+    and its rest Beta(4 eta, 2 eta) (the aggregation property), a fully marked
+    row is a whole Dirichlet row (rest 0), an unmarked one all rest."""
+    W, eta, n = 6, 0.5, 3000
+    marks = np.array([[1, 0, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]], dtype=np.uint8)
+    rows, rest = np.empty((3, W)), np.empty(3)
+    first, rest0, full = np.empty(n), np.empty(n), np.zeros(W)
+    for s in range(n):
+        _pchdp.sample_prior(3, eta, 5, s, rows, 2, marks, rest)
+        assert np.all(rows[marks == 0] == 0.0) and np.allclose(rows.sum(axis=1) + rest, 1.0)
+        assert rest[1] == 0.0 and rest[2] == 1.0
+        first[s], rest0[s] = rows[0, 0], rest[0]
+        full += rows[1]
+    assert stats.kstest(first, stats.beta(eta, (W - 1) * eta).cdf).pvalue > 1e-3
+    assert stats.kstest(rest0, stats.beta(4 * eta, 2 * eta).cdf).pvalue > 1e-3
+    assert np.allclose(full / n, 1.0 / W, atol=0.01)
+    with pytest.raises(ValueError, match="marks"):
+        _pchdp.sample_prior(3, eta, 5, 0, rows, 1, marks[:2], rest[:2])
+
+
+@pytest.mark.parametrize("psi", [0.5 ** np.arange(1, 30), np.array([0.3]), np.array([0.2, 0.0, 0.0, 0.1, 0.0, 0.05])])
+def test_candidate_words_are_the_z_steps_candidates(psi):
+    """candidate_words marks (candidate, word) of every token from the
+    z-step's candidate streams: NumPy from the same uniforms and
+    np.searchsorted gives the same marks, so the guide table picks as the
+    binary search (flat stretches of the cdf included); rows up to the
+    largest candidate, max_candidate's."""
+    rng = np.random.default_rng(8)
+    counts = rng.integers(0, 3, size=(30, 12))
+    counts[4] = 0                                             # an empty document
+    corpus = Corpus(counts)
+    tail, W = np.cumsum(psi), corpus.n_words
+    marks = _pchdp.candidate_words(corpus.indptr, corpus.indices, corpus.counts, tail, 3, 6, W, 2, 4)
+    expect = np.zeros((len(tail), W), dtype=np.uint8)
+    for j in range(corpus.n_docs):
+        lo, hi = corpus.indptr[j], corpus.indptr[j + 1]
+        words = np.repeat(corpus.indices[lo:hi], corpus.counts[lo:hi])
+        u = stream_uniform(3, 6, 4 + j, len(words))
+        expect[np.minimum(np.searchsorted(tail, u * tail[-1], side="right"), len(tail) - 1), words] = 1
+    top = np.flatnonzero(expect.any(axis=1)).max()
+    np.testing.assert_array_equal(marks, expect[:top + 1])
+    _, tok_ptr = corpus.tokens()
+    assert _pchdp.max_candidate(tok_ptr, tail, 3, 6, 1, 4) == top
+
+
+def test_completed_tail_rows_give_the_law_of_whole_rows():
+    """A document [0, 1, 2, 3], one active topic, two tail topics: its first
+    token often takes a tail topic by the flag, its last token then reads
+    that topic's row at word 3, often unmarked, so completed in the z-step.
+    The joint law of (first, last) label over 8000 independent Phi draws, rows
+    drawn at the marks and completed, against rows drawn whole (two-sample
+    chi-square); and each completed row sums to 1."""
+    K, W, eta, n = 1, 4, 0.5, 8000
+    corpus = Corpus([[0, 1, 2, 3]], n_words=W)
+    docs = (corpus.indptr, corpus.indices, corpus.counts, np.array([0, 4], dtype=np.int64), K)
+    entries = (np.arange(W + 1, dtype=np.int64), np.zeros(W, dtype=np.int32), np.full(W, 0.25))
+    ab, tail_cdf = np.array([0.1, 0.5, 0.3]), np.array([0.5, 0.8])
+    table = np.zeros((2, 9))
+    for s in range(n):
+        for marked in (True, False):
+            key = 2 * s + marked
+            z = np.zeros(4, dtype=np.uint16)
+            nwk, nk = np.zeros((W, 3), dtype=np.int32), np.zeros(3, dtype=np.int64)
+            _pclda.count_topics(corpus.indptr, corpus.indices, corpus.counts, z, nwk, nk)
+            if marked:
+                marks = _pchdp.candidate_words(corpus.indptr, corpus.indices, corpus.counts, tail_cdf, key, 6, W)
+                rows, rest = np.empty(marks.shape), np.empty(len(marks))
+                _pchdp.sample_prior(K, eta, key, 7, rows, 1, marks, rest)
+                extra = (marks, rest, eta, 8)
+            else:
+                rows, extra = np.empty((2, W)), ()
+                _pchdp.sample_prior(K, eta, key, 7, rows, 1)
+            _pchdp.z_step_rows(*docs, *entries, rows, ab, 0.8, tail_cdf, key, 5, 6, z, nwk, nk, 1, 0, *extra)
+            if marked and z[0] >= K:
+                assert rows[z[0] - K].sum() == pytest.approx(1.0)
+            table[int(marked), 3 * z[0] + z[3]] += 1
+    live = table.sum(axis=0) > 0
+    assert table[:, 3:].sum() > 0.1 * n and table[:, [4, 8]].sum() > 0.02 * n    # tail topics taken and joined
+    assert stats.chi2_contingency(table[:, live]).pvalue > 1e-3
 
 
 # Two-token documents for the z-step's conditional: topics 0..2 active, 3 and 4
