@@ -40,6 +40,7 @@ from bnpcore.kernels._pclda cimport (BNP_PREFETCH, _alias_pick, _bucket, _bucket
                                     bnp_once_done, label_t)
 from bnpcore.kernels._pclda import check_labels, z_scratch
 from bnpcore.kernels.parallel cimport PAD
+from bnpcore.kernels.special cimport bnp_lgamma
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform,
                                   bnp_stream_init, bnp_stream_t)
 
@@ -684,3 +685,44 @@ cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, con
     if bad:
         raise ValueError("a candidate topic is beyond the drawn topics of phi: draw the topics up to "
                          "K + max_candidate(...) first")
+
+
+# ---------------------------------------------------------------------------
+# the sample's log-likelihood
+# ---------------------------------------------------------------------------
+
+cdef enum:
+    SMALL_COUNT = 1024
+
+
+def word_log_likelihood(const int32_t[:, ::1] nwk, int64_t K, double eta,    # IN counts, topics 0..K-1, prior
+                        double[::1] out,                                      # OUT (W,)
+                        int n_threads=1):
+    """Per word w, ``sum_{k < K, n_wk > 0} lgamma(n_wk + eta) - lgamma(eta)``,
+    words in parallel (the topic-word part of the collapsed log p(x | z);
+    summed over words by the caller, in word order, so the total is the same
+    for any thread count). Replaces NumPy's boolean selection of the positive
+    counts, 6 ms of a 70 ms two-thread PC-HDP sweep on KOS, serial.
+    Equivalent NumPy: ``out[:] = np.where(nwk[:, :K] > 0, gammaln(nwk[:, :K] +
+    eta) - gammaln(eta), 0).sum(axis=1)``."""
+    cdef int64_t W = nwk.shape[0], C = nwk.shape[1], w, k, n
+    cdef double acc, base = bnp_lgamma(eta)
+    if not 0 <= K <= C or out.shape[0] != W:
+        raise ValueError(f"out must have {W} entries and K = {K} at most {C}")
+    if not eta > 0.0:
+        raise ValueError(f"eta must be positive, got {eta}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be positive, got {n_threads}")
+    # most counts are small: their terms from a table (bnp_lgamma costs ~120 ns)
+    small = np.array([bnp_lgamma(i + eta) - base for i in range(SMALL_COUNT)])
+    cdef double[::1] sv = small
+    with nogil:
+        for w in prange(W, num_threads=n_threads, schedule="static"):
+            acc = 0.0
+            for k in range(K):
+                n = nwk[w, k]
+                if n >= SMALL_COUNT:
+                    acc = acc + (bnp_lgamma(n + eta) - base)
+                elif n > 0:
+                    acc = acc + sv[n]
+            out[w] = acc

@@ -327,12 +327,10 @@ class PartiallyCollapsedHDPState(BatchState):
 
     def log_likelihood(self):
         """Collapsed log p(x | z) = sum_k log DM(n_k. | eta) of the current sample."""
-        occ = self._occupied()
-        nwk = self.nwk[:, occ]
-        nz = nwk[nwk > 0]
-        W = nwk.shape[0]
-        return float((gammaln(nz + self.eta) - gammaln(self.eta)).sum()
-                     + (gammaln(W * self.eta) - gammaln(self.nk[occ] + W * self.eta)).sum())
+        occ, W = self._occupied(), self.nwk.shape[0]
+        per_word = np.empty(W)
+        _pchdp.word_log_likelihood(self.nwk, self.n_active, self.eta, per_word, self.n_threads)
+        return float(per_word.sum() + (gammaln(W * self.eta) - gammaln(self.nk[occ] + W * self.eta)).sum())
 
 
 class PartiallyCollapsedGibbs(DirectAssignmentGibbs):

@@ -3,7 +3,7 @@ invariance, concentration updates, bars recovery, bad input."""
 import numpy as np
 import pytest
 from scipy import stats
-from scipy.special import digamma
+from scipy.special import digamma, gammaln
 
 from bnpcore.corpus import Corpus
 from bnpcore.hdp import DirectAssignmentGibbs, PartiallyCollapsedGibbs
@@ -137,6 +137,22 @@ def test_completed_tail_rows_give_the_law_of_whole_rows():
     live = table.sum(axis=0) > 0
     assert table[:, 3:].sum() > 0.1 * n and table[:, [4, 8]].sum() > 0.02 * n    # tail topics taken and joined
     assert stats.chi2_contingency(table[:, live]).pvalue > 1e-3
+
+
+def test_word_log_likelihood_matches_scipy():
+    """Per word, sum over the first K topics of gammaln(n + eta) - gammaln(eta)
+    over the positive counts (small ones from the table, large ones direct)."""
+    rng = np.random.default_rng(9)
+    nwk = (rng.random((50, 12)) < 0.3) * rng.geometric(0.01, (50, 12)).astype(np.int32)
+    nwk[3, 2], nwk[4, 11] = 5000, 7          # column 11 is past K
+    out = np.empty(50)
+    for n_threads in (1, 2):
+        _pchdp.word_log_likelihood(nwk, 10, 0.02, out, n_threads)
+        n = nwk[:, :10]
+        np.testing.assert_allclose(out, np.where(n > 0, gammaln(n + 0.02) - gammaln(0.02), 0).sum(axis=1),
+                                   rtol=1e-12)
+    with pytest.raises(ValueError, match="at most"):
+        _pchdp.word_log_likelihood(nwk, 13, 0.02, out)
 
 
 # Two-token documents for the z-step's conditional: topics 0..2 active, 3 and 4
