@@ -389,13 +389,15 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     all its mass on a few random words, so births are much rarer than in
     ``DirectAssignmentGibbs`` (whose new-topic weight uses the prior mean 1/W).
     On KOS (1000 sweeps from 100 topics, same prior; ``benchmarks/bench_pchdp.py``,
-    an idle 2-core machine) it ended with 130 topics and -7.270 held-out per
-    word against G-HDP's 416 and -7.201, at 0.93x G-HDP's tokens per second
-    on one thread and in 0.62x G-HDP's time on two (70.7 s against 114.6 s);
-    G-HDP passed PC-HDP's final held-out after 350 sweeps (37 s). Since births
+    a 2-core machine) it ended with 129 topics and -7.271 held-out per word
+    against G-HDP's 416 and -7.201, at 1.37x G-HDP's tokens per second on one
+    thread and in 0.41x G-HDP's time on two (55.8 s against 135.6 s; 1.77x
+    its own one-thread time); G-HDP passed PC-HDP's final held-out after 350
+    sweeps (about 40 s). Since births
     are rare, start from more topics than the corpus needs and let the sampler
-    empty the extra ones: from 400 topics PC-HDP at 2 threads reached -7.213
-    after 1000 sweeps (145 s, 392 topics), G-HDP from 400 -7.163 (163 s).
+    empty the extra ones: from 400 topics PC-HDP at 2 threads reached -7.221
+    after 1000 sweeps (92 s, 406 topics), G-HDP from 400 -7.163 (216 s in the
+    same run).
     On a corpus of this size, and 2 cores, G-HDP is more accurate for the time. Topics
     that lose their tokens keep their label (relabelling would change the
     stick's prior) and are redrawn every sweep until tokens return.
