@@ -629,6 +629,8 @@ def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int
         a.phi = &tail_phi[0, 0]
     if (marks is None) != (rest is None):
         raise ValueError("marks and rest go together")
+    # completions of this call (a later call on another block of documents completes a row again, to the
+    # same values: the draws are keyed)
     done = np.zeros(a.n_rows + 1, dtype=np.int32)
     cdef int32_t[::1] dv = done
     if marks is not None:

@@ -412,8 +412,11 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     65536, else int32), two offsets per document (16 bytes), the W x (topics
     used) counts and, with ``phi="dirichlet"``, W x (topics used) arrays of
     Phi and the alias tables; the table counts and
-    the z-step rebuild each document's counts from its labels. An on-disk
-    corpus (``Corpus.open``) is read block by block, not kept resident.
+    the z-step rebuild each document's counts from its labels; with the urn,
+    the tail candidates' rows (W doubles each) and the words they are read at
+    (W bytes each). An on-disk corpus (``Corpus.open``) is read block by
+    block, not kept resident (with the urn twice a sweep: the candidates'
+    words, then the z-step).
     Measured (``benchmarks/bench_memory.py``, from 20 topics, 3 sweeps,
     ``store_doc_topic=False``): 2.5 bytes per token (slope of the peak
     resident memory from 10^5 to 10^6 generated documents; 28 before the labels
