@@ -249,8 +249,8 @@ cdef void _phi_topic(const int32_t *nwk, int64_t C, int64_t W, int64_t k, double
     nwk[w * C + k] (0 if nwk is NULL), by normalised log-gamma draws (exp(x - max),
     so that tiny eta, whose log-gamma draws reach -1e6, still give a
     distribution), written to out[w * step]. With ``mark`` (nwk NULL), only the
-    words w with mark[w] are drawn, then one Gamma((W - m) eta) for the m
-    others together (the Dirichlet's aggregation property), their total
+    m words w with mark[w] are drawn, then one Gamma((W - m) eta) for the
+    W - m others together (the Dirichlet's aggregation property), their total
     written to ``rest`` and 0 to their entries."""
     cdef bnp_stream_t st
     cdef int64_t w, m = 0

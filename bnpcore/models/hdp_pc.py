@@ -393,7 +393,7 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     against G-HDP's 416 and -7.201, at 1.37x G-HDP's tokens per second on one
     thread and in 0.41x G-HDP's time on two (55.8 s against 135.6 s; 1.77x
     its own one-thread time); G-HDP passed PC-HDP's final held-out after 350
-    sweeps (about 40 s). Since births
+    sweeps (43 s), PC-HDP at two threads after 950 (53 s). Since births
     are rare, start from more topics than the corpus needs and let the sampler
     empty the extra ones: from 400 topics PC-HDP at 2 threads reached -7.221
     after 1000 sweeps (92 s, 406 topics), G-HDP from 400 -7.163 (216 s in the
