@@ -327,6 +327,17 @@ class Minibatch:
     def n_tokens(self):
         return int(self.counts.sum(dtype=np.int64))
 
+    def take(self, positions):
+        """The documents at ``positions`` of this minibatch, over the same vocabulary."""
+        positions = np.asarray(positions, dtype=np.int64)
+        starts, lengths = self.ptr[positions], np.diff(self.ptr)[positions]
+        out = object.__new__(Minibatch)
+        out.doc_ids, out.vocab = self.doc_ids[positions], self.vocab
+        out.ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        pairs = np.repeat(starts - out.ptr[:-1], lengths) + np.arange(out.ptr[-1])
+        out.words, out.counts = self.words[pairs], self.counts[pairs]
+        return out
+
 
 def minibatch_stats(batch, block, sizes):
     """The statistics a local step returns: ``words`` (K, len(batch.vocab)) over

@@ -24,7 +24,10 @@ The pieces, in the order of one iteration ([SM] Alg. 2):
   rho_t = (tau0 + t)^-kappa (eqs. 6-7; batch mode: rho = 1, eq. 5);
 * splits (section 3.1, Alg. 1): topic k is split into the part the global
   state had and the part this minibatch adds, refined by restricted
-  iterations, accepted when the minibatch bound rises;
+  iterations, accepted when the minibatch bound rises; two further
+  proposals of our own (``split_inits``) divide the topic's words as the
+  minibatch divides them, and gather a new topic from the shares of all the
+  topics (judged on half the minibatch after fitting on the other half);
 * hyperparameters alpha, eta by Newton's method in log space, gamma in closed
   form, each accepted only when the bound rises.
 
@@ -62,7 +65,9 @@ __all__ = ["DirectAssignmentVB", "gem_log_density", "beta_objective"]
 
 GEM_DENSITIES = ("beta", "stick")
 HYPERPARAMETERS = ("alpha", "gamma", "eta")
-SPLIT_INITS = ("minibatch", "divide")
+SPLIT_INITS = ("minibatch", "divide", "reassign")
+REASSIGN_ROUNDS = 3
+REASSIGN_TURNS = 3
 # logits of beta* stay in this box: beta*_k >= ~1e-180 / (K + 1), so with alpha >= 1e-100 the
 # Dirichlet parameters alpha beta*_k stay normal numbers (lgamma and psi of them finite)
 _LOGIT_BOUNDS = (-400.0, 10.0)
@@ -392,9 +397,11 @@ class DAState(BatchState):
         return np.ascontiguousarray(expected_log_phi(self.lam, vocab).T)
 
     # -- bound ---------------------------------------------------------------------------
-    def bound(self, local, scale):
-        """The minibatch bound L_B (the bound itself in batch mode) as named terms."""
-        lam, beta = self.lam, self.beta
+    def bound(self, local, scale, lam=None, beta=None):
+        """The minibatch bound L_B (the bound itself in batch mode) as named terms,
+        under the current globals or the given (lam, beta)."""
+        lam = self.lam if lam is None else lam
+        beta = self.beta if beta is None else beta
         tokens = local.tokens(expected_log_phi(lam, local.batch.vocab))
         docs = _Documents(local.theta, local.ndk, self.alpha * beta, self.alpha)
         return {"tokens": scale * float(tokens.sum()), "documents": scale * float(docs.value()),
@@ -484,25 +491,95 @@ class DAState(BatchState):
     # -- splits ([SM] 3.1, Alg. 1) -----------------------------------------------------------
     def split(self, local, scale, rho, old_lam, lam_hat, old_beta, beta_hat):
         """Propose splits of the topics in decreasing order of their minibatch
-        mass, after the global step; accept at most ``max_splits``. Returns
-        (accepted, tried)."""
+        mass, after the global step; accept at most ``max_splits``. For each
+        topic the restricted proposals are tried first (the one with the larger
+        gain is tested); when it does not gain and it is the topic's turn, the
+        "reassign" proposal: REASSIGN_TURNS candidates per iteration, in turn,
+        for each costs four E-steps of half the minibatch. Returns (accepted, tried)."""
         cfg = self.settings
         mass = local.ndk.sum(axis=0)
         order = np.argsort(-mass, kind="stable")[:cfg["split_candidates"]]
-        inits = cfg["split_inits"] if rho < 1.0 else ("minibatch",)      # batch mode: one random division
+        online = rho < 1.0
+        inits = cfg["split_inits"] if online else ("minibatch",)      # batch mode: one random division
+        restricted = [init for init in inits if init != "reassign"]
+        reassign = online and "reassign" in inits and local.n_docs >= 2 and len(order) > 0
+        turns = order[(self.updates * REASSIGN_TURNS + np.arange(REASSIGN_TURNS)) % len(order)] if reassign else ()
         accepted = tried = 0
+        halves = None                   # the reassign proposal's two halves of the minibatch, under the current globals
         for k in order:
             if accepted >= cfg["max_splits"]:
                 break
             if mass[k] <= 0.0:
                 continue
             tried += 1
-            proposal = max((self._split_proposal(local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, init=init)
-                            for init in inits), key=lambda p: p["gain"])
-            if proposal["gain"] > 0.0:
-                self._apply_split(local, k, proposal)
-                accepted += 1
+            best = max((self._split_proposal(local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, init=init)
+                        for init in restricted), key=lambda p: p["gain"], default=None)
+            if best is not None and best["gain"] > 0.0:
+                self._apply_split(local, k, best)
+            elif k in turns:
+                if halves is None:
+                    halves = [self._refit(half, self.lam, self.beta)
+                              for half in (local.batch.take(np.arange(0, local.n_docs, 2)),
+                                           local.batch.take(np.arange(1, local.n_docs, 2)))]
+                if halves[0].ndk[:, k].sum() <= 0.0:         # nothing of k in the documents to fit
+                    continue
+                proposal = self._reassign_proposal(k, rho, *halves)
+                if proposal["gain"] <= 0.0:
+                    continue
+                self.lam, self.beta = proposal["lam"], proposal["beta"]
+                whole = self._refit(local.batch, self.lam, self.beta)
+                local.theta, local.ndk, local.stats, local.entropy, local.resp = \
+                    whole.theta, whole.ndk, whole.stats, whole.entropy, whole.resp
+            else:
+                continue
+            accepted += 1
+            halves = None
         return accepted, tried
+
+    def _refit(self, batch, lam, beta):
+        """The E-step of ``batch`` under the globals (lam, beta) and the current alpha: a ``_Minibatch``."""
+        elogphi = np.ascontiguousarray(expected_log_phi(lam, batch.vocab).T)
+        return _Minibatch(batch, *estep_documents(batch, elogphi, self.alpha * beta, self.settings))
+
+    def _reassign_proposal(self, k, rho, fit, check):
+        """Split topic k, then let every topic give the new one what the E-step gives it.
+
+        A true topic can be spread, in small proportions, over many topics.
+        Dividing one of them (the restricted proposals) then loses in the
+        bound: in every document the new half's weight tracks k's, so its own
+        Dirichlet cell buys nothing; only a topic gathered from all the
+        topics' shares would gain. This proposal starts from the "divide"
+        halves of k fitted to the minibatch's even documents (``fit``, their
+        E-step under the current globals) and, REASSIGN_ROUNDS times, runs
+        their E-step over all K + 1 topics and moves from every other topic
+        j to the new one lambda_jw - eta times the fraction max(0, 1 -
+        stats'_wj / stats_wj) of its statistic at word w that the E-step moved
+        (the topics' total mass is kept). The gain is the change of the bound
+        of the odd documents (``check``, likewise) between their E-steps under
+        the current and the proposed globals: judged on documents the proposal
+        did not see, for judged on its own documents such a proposal gains
+        almost always (measured on bars: 136 topics instead of 20)."""
+        K, vocab = self.n_components, fit.batch.vocab
+        divided = self._split_proposal(fit, self.n_total / fit.n_docs, rho, k, self.lam, self.lam, self.beta, self.beta,
+                                       init="divide")
+        lam1, lam2 = divided["lam"]
+        start = np.vstack([self.lam, lam2[None]])
+        start[k] = lam1
+        beta = divided["beta"]
+        lam, before = start, fit.stats
+        for _ in range(REASSIGN_ROUNDS):
+            after = self._refit(fit.batch, lam, beta).stats
+            moved = 1.0 - np.divide(after[:, :K], before, out=np.ones_like(before), where=before > 0.0)
+            moved = np.clip(moved, 0.0, 1.0).T
+            moved[k] = 0.0
+            give = (start[:K, vocab] - self.eta) * moved
+            lam = start.copy()
+            lam[:K, vocab] -= give
+            lam[K, vocab] += give.sum(axis=0)
+        scale = self.n_total / check.n_docs
+        proposed = self._refit(check.batch, lam, beta)
+        gain = sum(self.bound(proposed, scale, lam, beta).values()) - sum(self.bound(check, scale).values())
+        return {"gain": gain, "lam": lam, "beta": beta}
 
     def _split_proposal(self, local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, restricted_iter=None,
                         init="minibatch"):
@@ -810,16 +887,21 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     merge_prior : {"double", "single"}, default "double"
         lambda of a merged topic: lambda' + lambda'' (the paper; the exact
         inverse of a split) or lambda' + lambda'' - eta.
-    split_inits : collection of {"minibatch", "divide"}, default ("minibatch", "divide")
-        Split proposals tried for each candidate topic (the one with the larger
-        gain is tested for acceptance). "minibatch": the paper's, the halves
-        start as what the model had and what the minibatch adds; "divide"
-        (online only): the halves divide the topic's words as a fit of the
-        minibatch alone divides them. On the bars data of [SM] section 4
-        (20 epochs), started from 2, 5 and 10 topics, "minibatch" alone ends
-        with 11, 7 and 10 of the 20 bars found, both with 18, 17 and 18: late
-        in a run the paper's proposal gives the new half no tokens, so topics
-        that blend several bars stay blended.
+    split_inits : collection of {"minibatch", "divide", "reassign"}, default ("minibatch", "divide", "reassign")
+        Split proposals tried for each candidate topic. "minibatch": the
+        paper's, the halves start as what the model had and what the minibatch
+        adds; "divide" (online only): the halves divide the topic's words as a
+        fit of the minibatch alone divides them; of these two the one with the
+        larger gain is tested. "reassign" (online only), tried when neither
+        gains, for three candidates per iteration in turn: the "divide" halves,
+        then every topic gives the new one the share of its words that the
+        E-step of half the minibatch moves to it, judged on the other half (a
+        true topic spread thinly over many topics is found only this way). On
+        the bars data of [SM] section 4 (20 epochs), started from 2, 5 and 10
+        topics, "minibatch" alone ends with 11, 7 and 10 of the 20 bars found,
+        with "divide" 18, 17 and 18 (late in a run the paper's proposal gives
+        the new half no tokens), with all three 20 (each such run takes about
+        1.5-2 times as long).
     restricted_iter : int, default 5
         Rounds of (r, theta) of the restricted iteration per document and pass.
     restricted_sweeps : int, default 10
@@ -870,7 +952,8 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     def __init__(self, n_components=20, mode="online", split_merge=True, alpha=1.0, gamma=1.0, eta=0.5,
                  learn_hyperparameters=("alpha", "gamma"), batch_size=100, max_iter=10, total_samples=None,
                  learning_offset=1.0, learning_decay=0.5, max_splits=1, split_candidates=10,
-                 merge_candidates=20, merge_threshold=0.0, merge_prior="double", split_inits=("minibatch", "divide"),
+                 merge_candidates=20, merge_threshold=0.0, merge_prior="double",
+                 split_inits=("minibatch", "divide", "reassign"),
                  restricted_iter=5, restricted_sweeps=10,
                  prune_threshold=1.0, gem_density="beta", estep_tol=1e-3, estep_max_iter=100,
                  compute_bound=None, tol=1e-6, n_threads=None, random_state=None):

@@ -180,6 +180,20 @@ def test_gather_batch_matches_corpus_slicing():
         Minibatch(X, np.array([60]), word_map)
 
 
+def test_taking_documents_of_a_minibatch_keeps_their_pairs_and_its_vocabulary():
+    X, _ = random_corpus(4)
+    ids = np.array([5, 0, 17, 5, 59, 2])
+    b = Minibatch(X, ids, np.full(X.n_words, -1, dtype=np.int32))
+    positions = np.array([4, 1, 3])
+    part = b.take(positions)
+    assert part.vocab is b.vocab and part.n_docs == 3
+    np.testing.assert_array_equal(part.doc_ids, ids[positions])
+    for j, p in enumerate(positions):
+        np.testing.assert_array_equal(part.words[part.ptr[j]:part.ptr[j + 1]], b.words[b.ptr[p]:b.ptr[p + 1]])
+        np.testing.assert_array_equal(part.counts[part.ptr[j]:part.ptr[j + 1]], b.counts[b.ptr[p]:b.ptr[p + 1]])
+    assert part.ptr[-1] == len(part.words) == sum(b.ptr[p + 1] - b.ptr[p] for p in positions)
+
+
 def test_stream_visits_every_document_once_per_epoch():
     stream = MinibatchStream(23, 5)
     rng = np.random.default_rng(0)
