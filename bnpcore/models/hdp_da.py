@@ -526,10 +526,7 @@ class DAState(BatchState):
                 proposal = self._reassign_proposal(k, rho, *halves)
                 if proposal["gain"] <= 0.0:
                     continue
-                self.lam, self.beta = proposal["lam"], proposal["beta"]
-                whole = self._refit(local.batch, self.lam, self.beta)
-                local.theta, local.ndk, local.stats, local.entropy, local.resp = \
-                    whole.theta, whole.ndk, whole.stats, whole.entropy, whole.resp
+                self._apply_reassign(local, proposal)
             else:
                 continue
             accepted += 1
@@ -580,6 +577,13 @@ class DAState(BatchState):
         proposed = self._refit(check.batch, lam, beta)
         gain = sum(self.bound(proposed, scale, lam, beta).values()) - sum(self.bound(check, scale).values())
         return {"gain": gain, "lam": lam, "beta": beta}
+
+    def _apply_reassign(self, local, proposal):
+        """The proposed globals, and the minibatch's E-step under them: every topic changed."""
+        self.lam, self.beta = proposal["lam"], proposal["beta"]
+        whole = self._refit(local.batch, self.lam, self.beta)
+        local.theta, local.ndk, local.stats, local.entropy, local.resp = \
+            whole.theta, whole.ndk, whole.stats, whole.entropy, whole.resp
 
     def _split_proposal(self, local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, restricted_iter=None,
                         init="minibatch"):
