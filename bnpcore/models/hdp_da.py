@@ -904,8 +904,8 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
         the bars data of [SM] section 4 (20 epochs), started from 2, 5 and 10
         topics, "minibatch" alone ends with 11, 7 and 10 of the 20 bars found,
         with "divide" 18, 17 and 18 (late in a run the paper's proposal gives
-        the new half no tokens), with all three 20 (each such run takes about
-        1.5-2 times as long).
+        the new half no tokens), with all three 20, as from 20, 40, 50, 80 and
+        100 topics (those runs took 1.1-2.3 times as long as with two).
     restricted_iter : int, default 5
         Rounds of (r, theta) of the restricted iteration per document and pass.
     restricted_sweeps : int, default 10
