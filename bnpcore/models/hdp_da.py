@@ -527,7 +527,7 @@ class DAState(BatchState):
                 if proposal["gain"] <= 0.0:
                     continue
                 self._apply_reassign(local, proposal)
-                return accepted + 1, tried      # every topic changed: the step's parts (old_lam, lam_hat) no longer add up
+                return accepted + 1, tried      # every topic changed: old_lam and lam_hat no longer add up
             else:
                 continue
             accepted += 1
