@@ -30,6 +30,7 @@ document's topic proportions from the 80% with its topics fixed, and the 20% are
 scored per word with ``bnpcore.evaluation.token_log_likelihood``.
 
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py bars --epochs 20
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py bars --bars-inits 2,20 --repeats 0 --split-inits minibatch,divide
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py kos --seconds 30 --plot kos_sm.png
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py peers --seconds 30
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py bound
@@ -67,15 +68,16 @@ def bars_recovered(topics, truth):
 def run_bars(args):
     data = make_bars("sm", random_state=args.seed)
     observed, heldout = completion(data.test, args.seed)
-    runs = [("oHDP-SM", K, True, args.seed) for K in BARS_INITS]
+    runs = [("oHDP-SM", K, True, args.seed) for K in args.bars_inits]
     runs += [("oHDP", K, False, args.seed + s) for K in (20, 50) for s in range(args.repeats)]
-    print(f"# bars: {args.epochs} epochs, minibatch {args.batch_size}, eta 0.5, alpha = gamma = 1 learned")
+    print(f"# bars: {args.epochs} epochs, minibatch {args.batch_size}, eta 0.5, alpha = gamma = 1 learned, "
+          f"split_inits={args.split_inits}")
     print(f"{'method':8} {'K0':>4} {'seed':>4} {'K':>4} {'bars':>5} {'heldout':>9} {'seconds':>8}  "
           "splits/merges per epoch (held-out)")
     per_epoch = math.ceil(data.train.n_docs / args.batch_size)
     for name, K, sm, seed in runs:
         est = hdp.DirectAssignmentVB(n_components=K, split_merge=sm, eta=0.5, batch_size=args.batch_size,
-                                     max_iter=args.epochs, random_state=seed)
+                                     max_iter=args.epochs, split_inits=args.split_inits, random_state=seed)
         est.fit(data.train, heldout=data.test, eval_every=range(per_epoch, args.epochs * per_epoch + 1, per_epoch))
         h = est.history_
         trace = []
@@ -96,7 +98,7 @@ def kos_split(seed):
 
 def direct_assignment(K, sm, args):
     return hdp.DirectAssignmentVB(n_components=K, split_merge=sm, batch_size=args.batch_size, max_iter=10 ** 6,
-                                  random_state=args.seed)
+                                  split_inits=args.split_inits, random_state=args.seed)
 
 
 def run_kos(args):
@@ -226,7 +228,13 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=30.0, help="kos, peers: training time per run")
     parser.add_argument("--eval-seconds", type=float, default=5.0, help="kos: training time between evaluations")
-    parser.add_argument("--inits", type=lambda s: [int(v) for v in s.split(",")], default=[1, 10, 100])
+    parser.add_argument("--inits", type=lambda s: [int(v) for v in s.split(",")], default=[1, 10, 100],
+                        help="kos: initial numbers of topics")
+    parser.add_argument("--bars-inits", type=lambda s: [int(v) for v in s.split(",")], default=list(BARS_INITS),
+                        help="bars: initial numbers of topics of oHDP-SM")
+    parser.add_argument("--split-inits", type=lambda s: tuple(s.split(",")),
+                        default=("minibatch", "divide", "reassign"),
+                        help="bars, kos: the split proposals of oHDP-SM (comma-separated)")
     parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
     args = parser.parse_args(argv)
     {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound}[args.experiment](args)

@@ -416,8 +416,8 @@ def test_reassign_proposal_gathers_a_topic_spread_over_all_topics():
     """A bar every topic holds a small share of: no restricted proposal gains,
     the "reassign" proposal of some topic does, judged on the half of the
     minibatch it did not fit, with the bar as most of its new topic and most
-    of the bar in its new topic; its gain is the direct evaluation of the bound on that half, and the
-    topics' total mass is kept."""
+    of the bar in its new topic; its gain is the direct evaluation of the
+    bound on that half, and the topics' total mass is kept."""
     K = 5
     state, local, scale, parts, bars = smeared_bar_state(K)
     for k in range(K):
@@ -440,6 +440,8 @@ def test_reassign_proposal_gathers_a_topic_spread_over_all_topics():
 
 
 def test_an_accepted_reassign_split_refits_the_minibatch(monkeypatch):
+    """After an accepted reassign every topic has changed: the minibatch's local
+    state is its E-step under the new globals."""
     K = 5
     state, local, scale, parts = smeared_bar_state(K)[:4]
     monkeypatch.setattr(hdp_da, "REASSIGN_TURNS", K)             # every candidate's turn
