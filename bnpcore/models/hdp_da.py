@@ -550,7 +550,7 @@ class DAState(BatchState):
         halves of k fitted to the minibatch's even documents (``fit``, their
         E-step under the current globals) and, REASSIGN_ROUNDS times, runs
         their E-step over all K + 1 topics and moves from every other topic
-        j to the new one lambda_jw - eta times the fraction max(0, 1 -
+        j to the new one max(0, lambda_jw - eta) times the fraction max(0, 1 -
         stats'_wj / stats_wj) of its statistic at word w that the E-step moved
         (the topics' total mass is kept). The gain is the change of the bound
         of the odd documents (``check``, likewise) between their E-steps under
@@ -571,7 +571,8 @@ class DAState(BatchState):
             moved = 1.0 - np.divide(after[:, :K], before, out=np.ones_like(before), where=before > 0.0)
             moved = np.clip(moved, 0.0, 1.0).T
             moved[k] = 0.0
-            give = (start[:K, vocab] - self.eta) * moved
+            # a "divide" half can hold less than eta at a word: it has nothing there to give
+            give = np.maximum(start[:K, vocab] - self.eta, 0.0) * moved
             lam = start.copy()
             lam[:K, vocab] -= give
             lam[K, vocab] += give.sum(axis=0)

@@ -439,6 +439,21 @@ def test_reassign_proposal_gathers_a_topic_spread_over_all_topics():
     assert best["gain"] == pytest.approx(after - before, rel=1e-9, abs=1e-9 * abs(before))
 
 
+def test_reassign_proposal_keeps_lambda_positive_where_a_topic_holds_less_than_eta():
+    """A "divide" split leaves a half below eta at words it rarely has (its
+    share of lambda_k, eta included): such a topic has nothing there to give
+    the new one, and every proposal keeps lambda positive."""
+    K = 5
+    state, local, scale, parts, bars = smeared_bar_state(K)
+    state.lam[:, bars[K]] = 0.2 * state.eta          # every topic below eta at the smeared bar's words
+    halves = [state._refit(local.batch.take(np.arange(first, local.n_docs, 2)), state.lam, state.beta)
+              for first in (0, 1)]
+    for k in range(K):
+        proposal = state._reassign_proposal(k, parts[0], *halves)
+        assert proposal["lam"].min() > 0.0
+        np.testing.assert_array_less(proposal["lam"][:K, bars[K]], 0.2 * state.eta + 1e-12)   # nothing taken
+
+
 def test_an_accepted_reassign_split_refits_the_minibatch(monkeypatch):
     """After an accepted reassign every topic has changed: the minibatch's local
     state is its E-step under the new globals."""
