@@ -15,10 +15,12 @@ Three experiments, each a sub-command that prints its table:
           documents held out, oHDP-SM against oHDP from K in {1, 10, 100} for the
           same wall time; held-out vs number of topics over each run, as a table
           and (with matplotlib) a plot.
-``bound``  Why the moves shrink the model on KOS: the batch bound (no moves, 40
-          iterations) and the held-out value of ``hdp.DirectAssignmentVB`` and
-          ``lda.StandardVB`` for K in {5, 10, 20, 40, 80}: the bound is largest at
-          the smallest K.
+``bound``  Where the moves do not go on KOS: the batch bound (alpha, gamma learned)
+          and held-out value of ``hdp.DirectAssignmentVB`` from random starts of
+          5, 10 and 40 topics against a start from the final sample of G-HDP
+          (``hdp.DirectAssignmentGibbs``, 300 sweeps), without and with moves,
+          for eta = 100 / W (G-HDP's) and 0.5: the many-topic start ends at the
+          largest bound.
 ``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
           Wang et al. 2011), tomotopy ``HDPModel`` (collapsed Gibbs), bnpcore's
           G-HDP (``hdp.DirectAssignmentGibbs``) and truncation-free SVI
@@ -136,20 +138,53 @@ def run_kos(args):
         print(f"# plot: {args.plot}")
 
 
+class _StartedDirectAssignmentVB(hdp.DirectAssignmentVB):
+    """``hdp.DirectAssignmentVB`` whose initial globals (lambda, beta*) are ``start``."""
+
+    def _init_state(self, X, rng):
+        state = super()._init_state(X, rng)
+        state.lam, state.beta = (a.copy() for a in self.start)
+        return state
+
+
+def sample_start(sampler, n_words, eta):
+    """lambda = eta + the topic-word counts of a fitted G-HDP's final sample, beta* its weights (the new-topic
+    weight as the rest cell): the sampler's topics as a variational start."""
+    sizes = sampler._component_sizes().astype(float)
+    eta_g = sampler.eta_tot / n_words
+    counts = np.maximum(sampler.topics_ * (sizes + sampler.eta_tot)[:, None] - eta_g, 0.0)
+    weights = np.append(sampler.weights_, sampler.beta_new_)
+    return eta + counts, weights / weights.sum()
+
+
 def run_bound(args):
+    """The batch bound where the moves cannot go: fits from random starts of K topics against a fit started from
+    the final sample of G-HDP; alpha and gamma learned, for two values of eta."""
     train, test, observed, heldout = kos_split(args.seed)
-    print("# KOS: batch fits without moves, 40 iterations, eta 0.01; bound = the method's own (sum of its terms)")
-    print(f"{'method':22} {'K':>4} {'bound':>12} {'heldout':>9}")
-    for K in (5, 10, 20, 40, 80):
-        for name, est in (("DirectAssignmentVB", hdp.DirectAssignmentVB(
-                n_components=K, mode="batch", split_merge=False, prune_threshold=0.0, max_iter=40, tol=0.0,
-                learn_hyperparameters=False, random_state=args.seed)),
-                          ("lda.StandardVB", lda.StandardVB(n_components=K, alpha=1.0 / K, eta=0.01, max_iter=40,
-                                                            tol=0.0, random_state=args.seed))):
+    sampler = hdp.DirectAssignmentGibbs(n_components=100, max_iter=args.gibbs_sweeps, burn_in=args.gibbs_sweeps - 1,
+                                        random_state=args.seed).fit(train)
+    print(f"# KOS: batch DirectAssignmentVB, alpha and gamma learned, bound = sum of its terms; the G-HDP start is "
+          f"its final sample after {args.gibbs_sweeps} sweeps ({sampler.n_components_} topics, its own held-out "
+          f"{sampler.heldout_log_likelihood(observed, heldout):.4f})")
+    print(f"{'eta':>7} {'start':>12} {'moves':>5} {'iters':>5} {'K':>4} {'bound':>12} {'tokens':>10} {'documents':>10} "
+          f"{'topics':>9} {'alpha':>7} {'gamma':>7} {'heldout':>9}")
+    for eta in (sampler.eta_tot / train.n_words, 0.5):
+        runs = [(f"random K={K}", K, None, False, args.bound_iters) for K in (5, 10, 40)]
+        runs += [("G-HDP", sampler.n_components_, sample_start(sampler, train.n_words, eta), sm,
+                  args.bound_iters // 10 if sm else args.bound_iters) for sm in (False, True)]
+        for label, K, start, sm, iters in runs:
+            est = (_StartedDirectAssignmentVB if start else hdp.DirectAssignmentVB)(
+                n_components=K, mode="batch", split_merge=sm, eta=eta, max_iter=iters, tol=0.0,
+                random_state=args.seed)
+            if start:
+                est.start = start
+                est.alpha, est.gamma = sampler.alpha_, sampler.gamma_
             est.fit(train)
-            bound = est.history_[-1]["bound"]
-            total = sum(bound.values()) if isinstance(bound, dict) else bound
-            print(f"{name:22} {K:4d} {total:12.0f} {est.heldout_log_likelihood(observed, heldout):9.4f}", flush=True)
+            terms = est.history_[-1]["bound"]
+            print(f"{eta:7.4f} {label:>12} {'yes' if sm else 'no':>5} {iters:5d} {est.n_components_:4d} "
+                  f"{sum(terms.values()):12.0f} {terms['tokens']:10.0f} {terms['documents']:10.0f} "
+                  f"{terms['topics']:9.0f} {est.alpha_:7.3f} {est.gamma_:7.2f} "
+                  f"{est.heldout_log_likelihood(observed, heldout):9.4f}", flush=True)
 
 
 def peer_gensim(train, observed, heldout, args):
@@ -235,6 +270,9 @@ def main(argv=None):
     parser.add_argument("--split-inits", type=lambda s: tuple(s.split(",")),
                         default=("minibatch", "divide", "reassign"),
                         help="bars, kos: the split proposals of oHDP-SM (comma-separated)")
+    parser.add_argument("--gibbs-sweeps", type=int, default=300, help="bound: sweeps of the G-HDP start")
+    parser.add_argument("--bound-iters", type=int, default=200,
+                        help="bound: batch iterations without moves (a tenth of them with moves)")
     parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
     args = parser.parse_args(argv)
     {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound}[args.experiment](args)
