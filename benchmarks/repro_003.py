@@ -20,7 +20,8 @@ Three experiments, each a sub-command that prints its table:
           5, 10 and 40 topics against a start from the final sample of G-HDP
           (``hdp.DirectAssignmentGibbs``, 300 sweeps), without and with moves,
           for eta = 100 / W (G-HDP's) and 0.5: the many-topic start ends at the
-          largest bound.
+          largest bound. Then the greedy merge path from that start down to 3
+          topics (the bound and held-out value at each K).
 ``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
           Wang et al. 2011), tomotopy ``HDPModel`` (collapsed Gibbs), bnpcore's
           G-HDP (``hdp.DirectAssignmentGibbs``) and truncation-free SVI
@@ -49,8 +50,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_peers import _bow, _tomotopy_extract, _words  # noqa: E402
 from harness import normalize_rows  # noqa: E402
 
-from bnpcore import hdp, lda  # noqa: E402
+from bnpcore import hdp  # noqa: E402
 from bnpcore.datasets import load_kos, make_bars  # noqa: E402
+from bnpcore.inference.online import Minibatch  # noqa: E402
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
 
 BARS_INITS = (2, 5, 10, 20, 40, 50, 80, 100)
@@ -158,17 +160,18 @@ def sample_start(sampler, n_words, eta):
 
 
 def run_bound(args):
-    """The batch bound where the moves cannot go: fits from random starts of K topics against a fit started from
-    the final sample of G-HDP; alpha and gamma learned, for two values of eta."""
+    """The batch bound where the moves do not go: fits from random starts of K topics against fits started from
+    the final sample of G-HDP, then the greedy merge path from that start; alpha and gamma learned."""
     train, test, observed, heldout = kos_split(args.seed)
     sampler = hdp.DirectAssignmentGibbs(n_components=100, max_iter=args.gibbs_sweeps, burn_in=args.gibbs_sweeps - 1,
                                         random_state=args.seed).fit(train)
+    etas = args.etas or (sampler.eta_tot / train.n_words, 0.5)
     print(f"# KOS: batch DirectAssignmentVB, alpha and gamma learned, bound = sum of its terms; the G-HDP start is "
           f"its final sample after {args.gibbs_sweeps} sweeps ({sampler.n_components_} topics, its own held-out "
           f"{sampler.heldout_log_likelihood(observed, heldout):.4f})")
     print(f"{'eta':>7} {'start':>12} {'moves':>5} {'iters':>5} {'K':>4} {'bound':>12} {'tokens':>10} {'documents':>10} "
           f"{'topics':>9} {'alpha':>7} {'gamma':>7} {'heldout':>9}")
-    for eta in (sampler.eta_tot / train.n_words, 0.5):
+    for eta in etas:
         runs = [(f"random K={K}", K, None, False, args.bound_iters) for K in (5, 10, 40)]
         runs += [("G-HDP", sampler.n_components_, sample_start(sampler, train.n_words, eta), sm,
                   args.bound_iters // 10 if sm else args.bound_iters) for sm in (False, True)]
@@ -185,6 +188,44 @@ def run_bound(args):
                   f"{sum(terms.values()):12.0f} {terms['tokens']:10.0f} {terms['documents']:10.0f} "
                   f"{terms['topics']:9.0f} {est.alpha_:7.3f} {est.gamma_:7.2f} "
                   f"{est.heldout_log_likelihood(observed, heldout):9.4f}", flush=True)
+    for eta in etas:
+        merge_path(sampler, train, eta, observed, heldout, args)
+
+
+def merge_path(sampler, train, eta, observed, heldout, args):
+    """From the G-HDP start (30 batch iterations), merge down to 3 topics: each step merges, of the 60 pairs of
+    largest covariance of the documents' topic proportions, the pair whose merge loses least in the bound, then
+    runs ``--refits`` batch iterations. Read backwards it is a path of splits from 3 topics up; where the bound
+    falls at every merge, each of those splits raises it. Uses the estimator's state (``_init_state``) directly."""
+    est = _StartedDirectAssignmentVB(n_components=sampler.n_components_, mode="batch", split_merge=False, eta=eta,
+                                     alpha=sampler.alpha_, gamma=sampler.gamma_, random_state=args.seed)
+    est.start = sample_start(sampler, train.n_words, eta)
+    state = est._init_state(train, np.random.default_rng(args.seed))
+    for _ in range(30):
+        record = state.sweep()
+    print(f"\n# greedy merge path from the G-HDP start, eta {eta:.4f}, {args.refits} batch iterations after each merge")
+    print(f"{'K':>4} {'merge gain':>11} {'bound':>12} {'alpha':>7} {'heldout':>9}")
+    gain, everything = float("nan"), np.arange(train.n_docs)
+    while True:
+        K = state.n_components
+        if K % 5 == 0 or K <= 12 or np.isnan(gain):
+            est._set_fitted(state, train)
+            print(f"{K:4d} {gain:11.0f} {sum(record['bound'].values()):12.0f} {state.alpha:7.3f} "
+                  f"{est.heldout_log_likelihood(observed, heldout):9.4f}", flush=True)
+        if K <= 3:
+            break
+        state.settings["split_merge"] = True          # the E-step keeps the responsibilities the merge reads ...
+        local = state.estep(Minibatch(train, everything, state._word_map), warm=state.warm)
+        state.settings["split_merge"] = False         # ... and the global step makes no moves of its own
+        theta = local.theta[:, :K] / local.theta.sum(axis=1, keepdims=True)
+        cov = np.cov(theta, rowvar=False)
+        i, j = np.triu_indices(K, 1)
+        pairs = np.argsort(-cov[i, j], kind="stable")[:60]
+        gain, a, b = max((state._merge_gain(local, 1.0, i[p], j[p]), i[p], j[p]) for p in pairs)
+        state._apply_merge(local, a, b)
+        record = state.update(local)
+        for _ in range(args.refits):
+            record = state.sweep()
 
 
 def peer_gensim(train, observed, heldout, args):
@@ -273,6 +314,9 @@ def main(argv=None):
     parser.add_argument("--gibbs-sweeps", type=int, default=300, help="bound: sweeps of the G-HDP start")
     parser.add_argument("--bound-iters", type=int, default=200,
                         help="bound: batch iterations without moves (a tenth of them with moves)")
+    parser.add_argument("--refits", type=int, default=2, help="bound: batch iterations after each merge of the path")
+    parser.add_argument("--etas", type=lambda s: [float(v) for v in s.split(",")],
+                        help="bound: values of eta (default: G-HDP's 100 / W and 0.5)")
     parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
     args = parser.parse_args(argv)
     {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound}[args.experiment](args)
