@@ -2,7 +2,7 @@
 (M. Bryant and E. B. Sudderth, "Truly nonparametric online variational inference
 for hierarchical Dirichlet processes", NIPS 2012).
 
-Three experiments, each a sub-command that prints its table:
+Five experiments, each a sub-command that prints its table:
 
 ``bars``  T-SM-1 and T-SM-2 (Figure 2(a), (d)): the 10 x 10 bars data (20 bars,
           2000 training and 200 test documents of 250 words), oHDP-SM from eight
@@ -22,6 +22,9 @@ Three experiments, each a sub-command that prints its table:
           for eta = 100 / W (G-HDP's) and 0.5: the many-topic start ends at the
           largest bound. Then the greedy merge path from that start down to 3
           topics (the bound and held-out value at each K).
+``start`` Online fits from that G-HDP sample (``fit(X, init_from=...)``) for the
+          same wall time, oHDP and oHDP-SM with learning_offset 1, 30 and 300:
+          how much of the start each keeps.
 ``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
           Wang et al. 2011), tomotopy ``HDPModel`` (collapsed Gibbs), bnpcore's
           G-HDP (``hdp.DirectAssignmentGibbs``) and truncation-free SVI
@@ -37,6 +40,7 @@ scored per word with ``bnpcore.evaluation.token_log_likelihood``.
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py kos --seconds 30 --plot kos_sm.png
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py peers --seconds 30
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py bound
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py start --seconds 30
 """
 import argparse
 import math
@@ -52,8 +56,8 @@ from harness import normalize_rows  # noqa: E402
 
 from bnpcore import hdp  # noqa: E402
 from bnpcore.datasets import load_kos, make_bars  # noqa: E402
-from bnpcore.inference.online import Minibatch  # noqa: E402
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
+from bnpcore.inference.online import Minibatch  # noqa: E402
 
 BARS_INITS = (2, 5, 10, 20, 40, 50, 80, 100)
 
@@ -101,14 +105,16 @@ def kos_split(seed):
 
 
 def direct_assignment(K, sm, args):
-    return hdp.DirectAssignmentVB(n_components=K, split_merge=sm, batch_size=args.batch_size, max_iter=10 ** 6,
-                                  split_inits=args.split_inits, random_state=args.seed)
+    return hdp.DirectAssignmentVB(n_components=K, split_merge=sm, eta=args.eta, batch_size=args.batch_size,
+                                  max_iter=10 ** 6, split_inits=args.split_inits, max_splits=args.max_splits,
+                                  random_state=args.seed)
 
 
 def run_kos(args):
     train, test, observed, heldout = kos_split(args.seed)
     every = max(1, int(args.eval_seconds))
-    print(f"# KOS: {args.seconds:g} s per run, minibatch {args.batch_size}; held-out by document completion")
+    print(f"# KOS: {args.seconds:g} s per run, minibatch {args.batch_size}, eta {args.eta:g}; held-out by document "
+          "completion")
     print(f"{'method':8} {'K0':>4} {'K':>4} {'heldout':>9} {'iters':>6}  trajectory (K: held-out) every ~{every} s")
     curves = {}
     for K in args.inits:
@@ -140,25 +146,6 @@ def run_kos(args):
         print(f"# plot: {args.plot}")
 
 
-class _StartedDirectAssignmentVB(hdp.DirectAssignmentVB):
-    """``hdp.DirectAssignmentVB`` whose initial globals (lambda, beta*) are ``start``."""
-
-    def _init_state(self, X, rng):
-        state = super()._init_state(X, rng)
-        state.lam, state.beta = (a.copy() for a in self.start)
-        return state
-
-
-def sample_start(sampler, n_words, eta):
-    """lambda = eta + the topic-word counts of a fitted G-HDP's final sample, beta* its weights (the new-topic
-    weight as the rest cell): the sampler's topics as a variational start."""
-    sizes = sampler._component_sizes().astype(float)
-    eta_g = sampler.eta_tot / n_words
-    counts = np.maximum(sampler.topics_ * (sizes + sampler.eta_tot)[:, None] - eta_g, 0.0)
-    weights = np.append(sampler.weights_, sampler.beta_new_)
-    return eta + counts, weights / weights.sum()
-
-
 def run_bound(args):
     """The batch bound where the moves do not go: fits from random starts of K topics against fits started from
     the final sample of G-HDP, then the greedy merge path from that start; alpha and gamma learned."""
@@ -173,16 +160,12 @@ def run_bound(args):
           f"{'topics':>9} {'alpha':>7} {'gamma':>7} {'heldout':>9}")
     for eta in etas:
         runs = [(f"random K={K}", K, None, False, args.bound_iters) for K in (5, 10, 40)]
-        runs += [("G-HDP", sampler.n_components_, sample_start(sampler, train.n_words, eta), sm,
-                  args.bound_iters // 10 if sm else args.bound_iters) for sm in (False, True)]
+        runs += [("G-HDP", sampler.n_components_, sampler, sm, args.bound_iters // 10 if sm else args.bound_iters)
+                 for sm in (False, True)]
         for label, K, start, sm, iters in runs:
-            est = (_StartedDirectAssignmentVB if start else hdp.DirectAssignmentVB)(
-                n_components=K, mode="batch", split_merge=sm, eta=eta, max_iter=iters, tol=0.0,
-                random_state=args.seed)
-            if start:
-                est.start = start
-                est.alpha, est.gamma = sampler.alpha_, sampler.gamma_
-            est.fit(train)
+            est = hdp.DirectAssignmentVB(n_components=K, mode="batch", split_merge=sm, eta=eta, max_iter=iters,
+                                         tol=0.0, random_state=args.seed)
+            est.fit(train, init_from=start)
             terms = est.history_[-1]["bound"]
             print(f"{eta:7.4f} {label:>12} {'yes' if sm else 'no':>5} {iters:5d} {est.n_components_:4d} "
                   f"{sum(terms.values()):12.0f} {terms['tokens']:10.0f} {terms['documents']:10.0f} "
@@ -197,9 +180,8 @@ def merge_path(sampler, train, eta, observed, heldout, args):
     largest covariance of the documents' topic proportions, the pair whose merge loses least in the bound, then
     runs ``--refits`` batch iterations. Read backwards it is a path of splits from 3 topics up; where the bound
     falls at every merge, each of those splits raises it. Uses the estimator's state (``_init_state``) directly."""
-    est = _StartedDirectAssignmentVB(n_components=sampler.n_components_, mode="batch", split_merge=False, eta=eta,
-                                     alpha=sampler.alpha_, gamma=sampler.gamma_, random_state=args.seed)
-    est.start = sample_start(sampler, train.n_words, eta)
+    est = hdp.DirectAssignmentVB(mode="batch", split_merge=False, eta=eta, random_state=args.seed)
+    est._init_from = sampler                       # as fit(train, init_from=sampler) starts
     state = est._init_state(train, np.random.default_rng(args.seed))
     for _ in range(30):
         record = state.sweep()
@@ -226,6 +208,28 @@ def merge_path(sampler, train, eta, observed, heldout, args):
         record = state.update(local)
         for _ in range(args.refits):
             record = state.sweep()
+
+
+def run_start(args):
+    """Online fits started from a G-HDP sample (``fit(X, init_from=...)``): how much of the start each
+    learning_offset keeps, with and without moves, eta = G-HDP's 100 / W."""
+    train, test, observed, heldout = kos_split(args.seed)
+    tick = time.perf_counter()
+    sampler = hdp.DirectAssignmentGibbs(n_components=100, max_iter=args.gibbs_sweeps, burn_in=args.gibbs_sweeps - 1,
+                                        random_state=args.seed).fit(train)
+    gibbs_seconds = time.perf_counter() - tick
+    eta = sampler.eta_tot / train.n_words
+    print(f"# KOS: online DirectAssignmentVB for {args.seconds:g} s from G-HDP's final sample after "
+          f"{args.gibbs_sweeps} sweeps ({gibbs_seconds:.1f} s, {sampler.n_components_} topics, its own held-out "
+          f"{sampler.heldout_log_likelihood(observed, heldout):.4f}); eta {eta:.4f}, minibatch {args.batch_size}")
+    print(f"{'method':8} {'offset':>6} {'K':>4} {'iters':>6} {'heldout':>9}")
+    for name, sm in (("oHDP", False), ("oHDP-SM", True)):
+        for offset in args.offsets:
+            est = hdp.DirectAssignmentVB(eta=eta, split_merge=sm, learning_offset=offset, batch_size=args.batch_size,
+                                         max_iter=10 ** 6, split_inits=args.split_inits, random_state=args.seed)
+            est.fit(train, init_from=sampler, max_seconds=args.seconds)
+            print(f"{name:8} {offset:6g} {est.n_components_:4d} {len(est.history_):6d} "
+                  f"{est.heldout_log_likelihood(observed, heldout):9.4f}", flush=True)
 
 
 def peer_gensim(train, observed, heldout, args):
@@ -297,12 +301,15 @@ def run_peers(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=("bars", "kos", "peers", "bound"))
+    parser.add_argument("experiment", choices=("bars", "kos", "peers", "bound", "start"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=20, help="bars: passes over the training documents")
     parser.add_argument("--repeats", type=int, default=8, help="bars: seeds of each oHDP baseline")
     parser.add_argument("--batch-size", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=30.0, help="kos, peers: training time per run")
+    parser.add_argument("--seconds", type=float, default=30.0, help="kos, peers, start: training time per run")
+    parser.add_argument("--eta", type=float, default=0.5, help="kos, peers: eta of oHDP and oHDP-SM")
+    parser.add_argument("--max-splits", type=int, default=1,
+                        help="kos, peers: splits accepted per iteration by oHDP-SM (0: merges only)")
     parser.add_argument("--eval-seconds", type=float, default=5.0, help="kos: training time between evaluations")
     parser.add_argument("--inits", type=lambda s: [int(v) for v in s.split(",")], default=[1, 10, 100],
                         help="kos: initial numbers of topics")
@@ -311,7 +318,9 @@ def main(argv=None):
     parser.add_argument("--split-inits", type=lambda s: tuple(s.split(",")),
                         default=("minibatch", "divide", "reassign"),
                         help="bars, kos: the split proposals of oHDP-SM (comma-separated)")
-    parser.add_argument("--gibbs-sweeps", type=int, default=300, help="bound: sweeps of the G-HDP start")
+    parser.add_argument("--gibbs-sweeps", type=int, default=300, help="bound, start: sweeps of the G-HDP start")
+    parser.add_argument("--offsets", type=lambda s: [float(v) for v in s.split(",")], default=[1.0, 30.0, 300.0],
+                        help="start: values of learning_offset")
     parser.add_argument("--bound-iters", type=int, default=200,
                         help="bound: batch iterations without moves (a tenth of them with moves)")
     parser.add_argument("--refits", type=int, default=2, help="bound: batch iterations after each merge of the path")
@@ -319,7 +328,8 @@ def main(argv=None):
                         help="bound: values of eta (default: G-HDP's 100 / W and 0.5)")
     parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
     args = parser.parse_args(argv)
-    {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound}[args.experiment](args)
+    {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound,
+     "start": run_start}[args.experiment](args)
 
 
 if __name__ == "__main__":

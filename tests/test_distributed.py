@@ -5,6 +5,7 @@ errors for what it does not run."""
 import os
 import re
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -219,9 +220,17 @@ def fit_killing_a_worker(client, corpus, data, name):
             holders = [w for w, keys in client.has_what().items()
                        if any(k.startswith(("getitem", "_identity")) for k in keys)]
             assert holders, "no worker holds a partition"
+            n_workers = len(client.scheduler_info()["workers"])
             pid = client.run(os.getpid, workers=holders[:1])[holders[0]]
             os.kill(pid, signal.SIGKILL)         # the LocalCluster's workers are local processes
             killed.append(pid)
+            # the fit goes on once the scheduler has seen the loss and the nanny's new worker is up: a task sent
+            # to a worker in the middle of dying can leave its future waiting forever (dask/distributed#3196;
+            # seen once here, in a CI run on a loaded machine)
+            deadline = time.monotonic() + 60
+            while holders[0] in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            client.wait_for_workers(n_workers, timeout=60)
 
     est = make()
     with est.reporting(kill_a_worker):

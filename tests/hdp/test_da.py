@@ -484,6 +484,19 @@ def test_merge_gain_equals_full_evaluation_and_merges_need_a_gain():
     assert full_bound(state, local, 1.0) > before
 
 
+def test_a_single_prior_merge_keeps_lambda_at_least_eta_where_both_topics_hold_less():
+    """Two "divide" halves can each hold less than eta at a word; lambda' + lambda'' - eta
+    went negative there (seen on KOS from 100 topics: negative topics, a NaN bound)."""
+    corpus = tiny_corpus()
+    state = fresh_state(corpus, K=4, eta=0.5, merge_prior="single")
+    state.lam[0, :3] = state.lam[1, :3] = 0.3 * state.eta
+    merged = state._merged_lambda(0, 1)
+    assert merged.min() >= state.eta
+    np.testing.assert_allclose(merged[3:], state.lam[0, 3:] + state.lam[1, 3:] - state.eta)
+    local = state.estep(minibatch(state, corpus))
+    assert np.isfinite(state._merge_gain(local, 1.0, 0, 1))
+
+
 def test_an_empty_topic_changes_only_the_gem_term():
     corpus = tiny_corpus()
     state = fresh_state(corpus, K=3, split_merge=True)
@@ -608,6 +621,56 @@ def test_bad_data_is_refused():
     with pytest.raises(ValueError, match="9"):
         est.transform(np.ones((2, 10), dtype=int))
 
+
+
+@pytest.fixture(scope="module")
+def bars_sampler():
+    from bnpcore.hdp import DirectAssignmentGibbs
+    data = make_bars("sm", n_docs=300, n_test=30, random_state=0)
+    return data, DirectAssignmentGibbs(n_components=40, max_iter=60, burn_in=59, random_state=0).fit(data.train)
+
+
+def test_init_from_starts_at_the_samplers_counts_and_hyperparameters(bars_sampler):
+    """lambda - eta is the sample's topic-word count matrix (rebuilt here from its token
+    assignments), beta* its weights and rest weight; alpha, gamma start at its values."""
+    data, sampler = bars_sampler
+    X = data.train
+    word = np.repeat(X.indices, X.counts)
+    counts = np.zeros((sampler.n_components_, X.n_words))
+    np.add.at(counts, (sampler._z, word), 1.0)
+    est = DirectAssignmentVB(n_components=3, eta=0.05, alpha=7.0, learn_hyperparameters=("gamma",))
+    est._init_from = sampler
+    state = est._init_state(X, np.random.default_rng(0))
+    np.testing.assert_allclose(state.lam - 0.05, counts, atol=1e-8)
+    np.testing.assert_allclose(state.beta, np.append(sampler.weights_, sampler.beta_new_))
+    assert state.alpha == 7.0 and state.gamma == sampler.gamma_          # only gamma is learned
+    # a sampler of a tenth of the corpus: its counts scaled to the corpus's tokens
+    small = type(sampler)(n_components=5, max_iter=5, burn_in=4, random_state=0).fit(X[:30])
+    est._init_from = small
+    state = est._init_state(X, np.random.default_rng(0))
+    assert (state.lam - 0.05).sum() == pytest.approx(X.n_tokens)
+
+
+def test_a_batch_fit_from_a_sample_beats_random_starts(bars_sampler):
+    data, sampler = bars_sampler
+    params = {"mode": "batch", "split_merge": False, "eta": 0.05, "max_iter": 20, "tol": 0.0, "random_state": 0}
+    started = DirectAssignmentVB(**params).fit(data.train, init_from=sampler)
+    random = DirectAssignmentVB(n_components=sampler.n_components_, **params).fit(data.train)
+    bound = [sum(est.history_[-1]["bound"].values()) for est in (started, random)]
+    assert bound[0] > bound[1]
+    assert started.score(data.test) > random.score(data.test)
+    assert not hasattr(started, "_init_from")
+
+
+def test_init_from_refuses_what_it_cannot_start_from(bars_sampler):
+    from bnpcore.hdp import DirectAssignmentGibbs
+    data, sampler = bars_sampler
+    with pytest.raises(TypeError, match="fitted hdp.DirectAssignmentGibbs"):
+        DirectAssignmentVB().fit(data.train, init_from=DirectAssignmentGibbs())
+    with pytest.raises(TypeError, match="DirectAssignmentVB"):
+        DirectAssignmentVB().fit(data.train, init_from=DirectAssignmentVB())
+    with pytest.raises(ValueError, match="100 words, the corpus 101"):
+        DirectAssignmentVB().fit(np.ones((4, 101), dtype=int), init_from=sampler)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("K", [2, 5, 10, 20, 40, 50, 80, 100])
