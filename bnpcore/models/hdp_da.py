@@ -185,6 +185,20 @@ def topic_terms(lam, eta):
             + (gammaln(lam) + (eta - lam) * expected_log_phi(lam)).sum(axis=1))
 
 
+def topic_terms_change(old, new, eta, cols):
+    """sum(topic_terms(new)) - sum(topic_terms(old)) for rows that differ only in
+    the columns ``cols``: the special functions of the other columns cancel, so
+    they are evaluated only at ``cols`` and at the rows' totals."""
+    W = old.shape[1]
+
+    def part(lam):
+        total, sub = lam.sum(axis=1), lam[:, cols]
+        return (digamma(total) * (total - W * eta) - gammaln(total)).sum() \
+            + (gammaln(sub) + (eta - sub) * digamma(sub)).sum()
+
+    return float(part(new) - part(old))
+
+
 class _Documents:
     """The ``documents`` term of a minibatch in a form a move updates in O(S):
     per document, the cells (n + ab - theta) psi(theta) + lgamma(theta) over the
@@ -403,11 +417,15 @@ class DAState(BatchState):
         under the current globals or the given (lam, beta)."""
         lam = self.lam if lam is None else lam
         beta = self.beta if beta is None else beta
+        tokens, documents = self._local_terms(local, scale, lam, beta)
+        return {"tokens": tokens, "documents": documents, "topics": float(topic_terms(lam, self.eta).sum()),
+                "beta_prior": float(self._log_prior(beta))}
+
+    def _local_terms(self, local, scale, lam, beta):
+        """The ``tokens`` and ``documents`` terms of the bound under (lam, beta)."""
         tokens = local.tokens(expected_log_phi(lam, local.batch.vocab))
         docs = _Documents(local.theta, local.ndk, self.alpha * beta, self.alpha)
-        return {"tokens": scale * float(tokens.sum()), "documents": scale * float(docs.value()),
-                "topics": float(topic_terms(lam, self.eta).sum()),
-                "beta_prior": float(gem_log_density(beta, self.gamma, self.settings["gem_density"])[0])}
+        return scale * float(tokens.sum()), scale * float(docs.value())
 
     def _beta_step(self, local, scale):
         theta = local.theta
@@ -581,7 +599,14 @@ class DAState(BatchState):
             lam[K, vocab] += give.sum(axis=0)
         scale = self.n_total / check.n_docs
         proposed = self._refit(check.batch, lam, beta)
-        gain = sum(self.bound(proposed, scale, lam, beta).values()) - sum(self.bound(check, scale).values())
+        # the topics other than k changed only at the minibatch's words (py-spy, KOS with 200 topics: the full
+        # topics term of both sides took a fifth of an oHDP-SM iteration)
+        others = np.flatnonzero(np.arange(K) != k)
+        d_topics = topic_terms_change(self.lam[others], lam[others], self.eta, vocab) \
+            + topic_terms(lam[[k, K]], self.eta).sum() - topic_terms(self.lam[k], self.eta)[0]
+        gain = (sum(self._local_terms(proposed, scale, lam, beta)) - sum(self._local_terms(check, scale, self.lam,
+                                                                                            self.beta))
+                + d_topics + self._log_prior(beta) - self._log_prior(self.beta))
         return {"gain": gain, "lam": lam, "beta": beta}
 
     def _apply_reassign(self, local, proposal):
