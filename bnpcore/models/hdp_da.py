@@ -604,10 +604,9 @@ class DAState(BatchState):
         others = np.flatnonzero(np.arange(K) != k)
         d_topics = topic_terms_change(self.lam[others], lam[others], self.eta, vocab) \
             + topic_terms(lam[[k, K]], self.eta).sum() - topic_terms(self.lam[k], self.eta)[0]
-        gain = (sum(self._local_terms(proposed, scale, lam, beta)) - sum(self._local_terms(check, scale, self.lam,
-                                                                                            self.beta))
-                + d_topics + self._log_prior(beta) - self._log_prior(self.beta))
-        return {"gain": gain, "lam": lam, "beta": beta}
+        before = sum(self._local_terms(check, scale, self.lam, self.beta)) + self._log_prior(self.beta)
+        after = sum(self._local_terms(proposed, scale, lam, beta)) + self._log_prior(beta)
+        return {"gain": after - before + d_topics, "lam": lam, "beta": beta}
 
     def _apply_reassign(self, local, proposal):
         """The proposed globals, and the minibatch's E-step under them: every topic changed."""
