@@ -297,6 +297,13 @@ def cmd_fit(args):
     est = spec.make(**overrides)
     if args.scheduler:
         _check_distributed(est, name)
+    fit_kwargs = {}
+    if args.init_from:
+        if "init_from" not in inspect.signature(est.fit).parameters:
+            raise _Error(f"model {name} does not take --init-from (its fit has no init_from)")
+        if args.scheduler:
+            raise _Error("--init-from does not run with --scheduler")
+        fit_kwargs["init_from"] = _load_topic_model(args.init_from)
     for path in (args.output, args.report):
         if path:
             _check_writable(path)
@@ -311,10 +318,9 @@ def cmd_fit(args):
     print(f"fitting {name} ({spec.path}) on {label}: {corpus.n_docs} documents, {corpus.n_words} words, "
           f"{observed.n_tokens} training and {heldout.n_tokens if heldout else 0} held-out tokens")
     _print_differences(est, cls)
-    fit_kwargs = {}
     if args.report and heldout is not None and isinstance(est, BatchEstimator):
         # a held-out trace for the report: about 20 evaluations (batch fits score the held-out tokens)
-        fit_kwargs = {"heldout": heldout, "eval_every": max(1, (total or 1) // 20)}
+        fit_kwargs.update(heldout=heldout, eval_every=max(1, (total or 1) // 20))
     if it_name == "n_epochs":       # online: minibatches are the iterations, documents the progress
         progress = Progress(total and total * observed.n_docs, desc=name, key="n_documents", enabled=not args.quiet)
     else:
@@ -539,6 +545,9 @@ def build_parser():
     f.add_argument("--n-topics", type=_count(1),
                    help="number of topics to fit: the model's n_components (LDA: the topics; truncated "
                         "nonparametric models: the truncation; G-HDP and DirectAssignmentVB: the initial number)")
+    f.add_argument("--init-from", metavar="MODEL.npz",
+                   help="start from this fitted model (an 'hdp-gibbs' fit saved with --output, for the models "
+                        "whose fit takes init_from: hdp-cvb with the same data and split, hdp-da-*)")
     f.add_argument("--output", "-o", help="save the fitted model to this .npz file")
     f.add_argument("--report", metavar="PATH.html|PATH.png",
                    help="write a report: topic table, held-out and topic-count traces, component sizes "

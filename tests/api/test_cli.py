@@ -317,3 +317,24 @@ def test_report(capsys, tmp_path, suffix):
     thirds = np.array_split(image[..., :3].mean(axis=2), 3, axis=1)
     assert all(part.std() > 0.05 for part in thirds)                       # each panel has drawing on it
     assert_one_line_error(*run(capsys, "fit", "--report", str(tmp_path / "r.pdf"))[::2], ".html or .png")
+
+
+def test_init_from_starts_a_fit_from_a_saved_sampler(capsys, tmp_path):
+    """--init-from passes a saved model to fit(init_from=...): hdp-da-batch keeps the
+    sampler's topics (its own preset starts from 10); models whose fit has no
+    init_from, a cluster, and a sampler of another vocabulary are one-line errors."""
+    sampler, model = str(tmp_path / "g.npz"), str(tmp_path / "da.npz")
+    code, _, err = run(capsys, "fit", "--model", "hdp-gibbs", "--data", "bars", "--iterations", "30", "-q",
+                       "-p", "n_components=30", "-p", "burn_in=20", "-o", sampler)
+    assert code == 0, err
+    code, out, err = run(capsys, "fit", "--model", "hdp-da-batch", "--data", "bars", "--iterations", "2", "-q",
+                         "--init-from", sampler, "-o", model)
+    assert code == 0, err
+    assert load(model).n_components_ > 20 and load(sampler).n_components_ > 20
+    for argv, fragment in [(("--model", "lda-cvb0", "--data", "bars"), "lda-cvb0 does not take --init-from"),
+                           (("--model", "hdp-da-batch", "--data", "bars", "--scheduler", "tcp://127.0.0.1:1"),
+                            "--init-from does not run with --scheduler"),
+                           (("--model", "hdp-da-batch", "--data", "kos"), "init_from has 100 words, the corpus"),
+                           (("--model", "hdp-da-batch", "--init-from", str(tmp_path / "none.npz")), "does not exist")]:
+        code, _, err = run(capsys, "fit", "-q", "--init-from", sampler, *argv)
+        assert_one_line_error(code, err, fragment)
