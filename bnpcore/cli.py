@@ -45,7 +45,7 @@ import numpy as np
 
 from bnpcore import __version__
 from bnpcore.base import TopicMixin
-from bnpcore.inference.batch import BatchEstimator
+from bnpcore.inference.batch import BatchEstimator, InitFromMixin
 from bnpcore.inference.callbacks import Progress
 
 __all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "main"]
@@ -299,7 +299,7 @@ def cmd_fit(args):
         _check_distributed(est, name)
     fit_kwargs = {}
     if args.init_from:
-        if "init_from" not in inspect.signature(est.fit).parameters:
+        if not isinstance(est, InitFromMixin):
             raise _Error(f"model {name} does not take --init-from (its fit has no init_from)")
         if args.scheduler:
             raise _Error("--init-from does not run with --scheduler")

@@ -324,3 +324,32 @@ class BatchEstimator(BaseEstimator):
                 self._average.n_samples = saved["n_samples"]
         self.__dict__.setdefault("_average", None)
         return state, resume["iteration"], resume["fit_seconds"]
+
+
+class InitFromMixin:
+    """Mixin (before ``BatchEstimator``) of an estimator whose fit can start from
+    another fitted model: ``fit(X, init_from=model)`` keeps ``model`` as
+    ``self._init_from`` for ``_init_state`` during that fit (None otherwise: the
+    estimator's own start). Which models it takes, and how it starts from them,
+    its class docstring says."""
+
+    _init_from = None
+
+    @exclusive
+    def fit(self, X, y=None, *, init_from=None, **kwargs):
+        """:meth:`BatchEstimator.fit` (``heldout``, ``eval_every``, ``progress``,
+        ``checkpoint``, ``checkpoint_every``, ``max_seconds``, ``resume``), started
+        from ``init_from``.
+
+        Parameters
+        ----------
+        init_from : fitted model, optional
+            Start from its state instead of the estimator's own initial state
+            (the models it takes: the class docstring). Not read when
+            ``resume=True`` continues an interrupted fit.
+        """
+        self._init_from = init_from
+        try:
+            return super().fit(X, y, **kwargs)
+        finally:
+            del self._init_from

@@ -24,8 +24,8 @@ from scipy.special import digamma, gammaln
 
 from bnpcore._threads import map_rows
 from bnpcore._validation import PRODUCT_RANGE, check_int, check_prior, effective_n_threads
-from bnpcore.base import DEPRECATED, TopicMixin, exclusive
-from bnpcore.inference.batch import BatchEstimator, BatchState
+from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore.inference.batch import BatchEstimator, BatchState, InitFromMixin
 from bnpcore.kernels import _cvhdp
 from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, TrainingPredictive, check_gamma_prior
@@ -381,7 +381,7 @@ class _CVState(BatchState):
 
 
 
-class CollapsedVB(ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
+class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
     """HDP topic model by collapsed variational Bayes (CV-HDP).
 
     The topic and document parameters are integrated out and the model is
@@ -437,7 +437,9 @@ class CollapsedVB(ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
         "random": r ∝ 1 + U[0, 1] ([CVHDP] section 4); "gibbs": start from the last
         state of a :class:`DirectAssignmentGibbs` run from 100 topics for
         ``init_gibbs_iter`` sweeps ([CVHDP] Fig. 3). ``fit(X, init_from=model)``
-        starts from a given fitted sampler instead.
+        starts from a given :class:`DirectAssignmentGibbs` fitted on the same
+        ``X`` instead (its last state); the truncation becomes
+        max(n_components, its topics).
     init_gibbs_iter : int, default 200
     r_dtype : {"float64", "float32"}, default "float64"
         Storage of the responsibilities (statistics stay float64).
@@ -530,24 +532,6 @@ class CollapsedVB(ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
             raise ValueError(f"schedule must be 'sequential' or 'delayed', got {self.schedule!r}")
         n_threads = effective_n_threads(self.n_threads)
         return {"max_iter": max_iter, "n_threads": n_threads}
-
-    @exclusive
-    def fit(self, X, y=None, *, init_from=None, **kwargs):
-        """Fit on ``X`` (the options of :meth:`BatchEstimator.fit`: ``heldout`` —
-        held-out tokens of the same documents, scored by eq 16 —, ``eval_every``,
-        ``progress``, ``checkpoint``, ``max_seconds``, ``resume``).
-
-        Parameters
-        ----------
-        init_from : DirectAssignmentGibbs, optional
-            A sampler fitted on the same ``X``: start from its last state
-            ([CVHDP] Fig. 3); the truncation becomes max(n_components, its topics).
-        """
-        self._init_from = init_from
-        try:
-            return super().fit(X, y, **kwargs)
-        finally:
-            del self._init_from
 
     def _init_state(self, X, rng):
         params = {name: getattr(self, name) for name in _STATE_PARAMS}

@@ -56,7 +56,7 @@ from bnpcore._validation import (PRODUCT_RANGE, check_int, check_positive, check
                                  effective_n_threads)
 from bnpcore.base import TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
-from bnpcore.inference.batch import BatchEstimator, BatchState
+from bnpcore.inference.batch import BatchEstimator, BatchState, InitFromMixin
 from bnpcore.inference.online import Minibatch
 from bnpcore.kernels import _dahdp
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs
@@ -863,7 +863,7 @@ def sample_globals(sampler, X, eta, n_total):
     return eta + counts, beta / beta.sum()
 
 
-class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
+class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator):
     """HDP topic model by direct-assignment mean-field variational inference,
     batch (bHDP) or online (oHDP), with split and merge moves (oHDP-SM,
     bHDP-SM) that let the number of topics grow and shrink.
@@ -889,6 +889,18 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
     normalises over all topics while holding the others fixed, so
     responsibilities would no longer sum to 1); the restricted M-step runs
     once after the documents, not once per document.
+
+    ``fit(X, init_from=sampler)`` starts from the last sample of a fitted
+    :class:`DirectAssignmentGibbs` over the same vocabulary instead of
+    ``n_components`` random topics: lambda_k = eta + the sample's word counts
+    of topic k (scaled to the corpus size D when the sampler saw fewer
+    tokens), beta* = its topic weights with its new-topic weight as the rest
+    cell, and the learned hyperparameters start at its alpha and gamma. On
+    KOS a batch fit from 300 sweeps of G-HDP (224 topics) with eta = 100 / W,
+    G-HDP's, ends at 144 topics and -7.40 per held-out word, where random
+    starts of 5 to 40 topics end near -7.68. Online, rho_0 = 1 replaces the
+    start by the first minibatch's estimate: raise ``learning_offset`` to
+    keep it.
 
     Parameters
     ----------
@@ -1098,36 +1110,9 @@ class DirectAssignmentVB(ResultsMixin, TopicMixin, BatchEstimator):
             gamma = start.gamma_ if "gamma" in learn else gamma
         return DAState(X, settings, lam, beta, alpha, gamma, self.eta, n_total, rng)
 
-    @exclusive
-    def fit(self, X, y=None, *, init_from=None, **kwargs):
-        """Fit on ``X`` (the options of :meth:`BatchEstimator.fit`: ``heldout`` —
-        new documents, scored by document completion —, ``eval_every``,
-        ``progress``, ``checkpoint``, ``max_seconds``, ``resume``).
-
-        Parameters
-        ----------
-        init_from : hdp.DirectAssignmentGibbs, optional
-            A fitted G-HDP sampler over the same vocabulary: start from its
-            last sample instead of ``n_components`` random topics. lambda_k =
-            eta + the sample's word counts of topic k (scaled to the corpus
-            size D when the sampler saw fewer tokens), beta* = its topic
-            weights with its new-topic weight as the rest cell, and the learned
-            hyperparameters start at its alpha and gamma. On KOS a batch fit
-            from 300 sweeps of G-HDP (224 topics) with eta = 100 / W, G-HDP's,
-            ends at 144 topics and -7.40 per held-out word, where random starts
-            of 5 to 40 topics end near -7.68. Online, rho_0 = 1 replaces the
-            start by the first minibatch's estimate: raise ``learning_offset``
-            to keep it.
-        """
-        self._init_from = init_from
-        try:
-            return super().fit(X, y, **kwargs)
-        finally:
-            del self._init_from
-
     def _init_state(self, X, rng):
         return self._new_state(X, rng, self.total_samples if self.total_samples is not None else X.n_docs,
-                               getattr(self, "_init_from", None))
+                               self._init_from)
 
     def _set_fitted(self, state, X):
         lam = state.lam

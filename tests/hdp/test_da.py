@@ -10,7 +10,7 @@ from scipy.special import digamma, gammaln, xlogy
 
 from bnpcore import Corpus
 from bnpcore.datasets import make_bars
-from bnpcore.hdp import DirectAssignmentVB
+from bnpcore.hdp import DirectAssignmentGibbs, DirectAssignmentVB
 from bnpcore.inference.online import Minibatch
 from bnpcore.kernels import _dahdp
 from bnpcore.models import hdp_da
@@ -622,10 +622,8 @@ def test_bad_data_is_refused():
         est.transform(np.ones((2, 10), dtype=int))
 
 
-
 @pytest.fixture(scope="module")
 def bars_sampler():
-    from bnpcore.hdp import DirectAssignmentGibbs
     data = make_bars("sm", n_docs=300, n_test=30, random_state=0)
     return data, DirectAssignmentGibbs(n_components=40, max_iter=60, burn_in=59, random_state=0).fit(data.train)
 
@@ -659,11 +657,10 @@ def test_a_batch_fit_from_a_sample_beats_random_starts(bars_sampler):
     bound = [sum(est.history_[-1]["bound"].values()) for est in (started, random)]
     assert bound[0] > bound[1]
     assert started.score(data.test) > random.score(data.test)
-    assert not hasattr(started, "_init_from")
+    assert started._init_from is None                     # the fit does not keep the sampler
 
 
 def test_init_from_refuses_what_it_cannot_start_from(bars_sampler):
-    from bnpcore.hdp import DirectAssignmentGibbs
     data, sampler = bars_sampler
     with pytest.raises(TypeError, match="fitted hdp.DirectAssignmentGibbs"):
         DirectAssignmentVB().fit(data.train, init_from=DirectAssignmentGibbs())
@@ -671,6 +668,7 @@ def test_init_from_refuses_what_it_cannot_start_from(bars_sampler):
         DirectAssignmentVB().fit(data.train, init_from=DirectAssignmentVB())
     with pytest.raises(ValueError, match="100 words, the corpus 101"):
         DirectAssignmentVB().fit(np.ones((4, 101), dtype=int), init_from=sampler)
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("K", [2, 5, 10, 20, 40, 50, 80, 100])
