@@ -21,7 +21,9 @@ Iterations: ``--iterations`` for every model with an iteration parameter
 (burn-in and kept samples shrunk to fit), the registry's settings otherwise.
 
 Timings on a machine shared with other work are only comparable within one
-run (ratios side by side); the caption prints the load average. ``--repeat R``
+run (ratios side by side); the caption prints the load average. ``--no-eval``
+skips bnpcore's held-out evaluation (a fit-only table: at K = 50 on a NIPS-sized
+corpus StandardVB's ``transform`` takes 100 s a fit). ``--repeat R``
 fits every model R times at 1 and 2 threads in turn and reports the median
 seconds. The caption also gives the machine's own ceiling: the throughput of
 two processes running a pure-Python loop that shares nothing, over one
@@ -116,8 +118,9 @@ def run_model(name, observed, heldout, cfg):
             history = getattr(est, "history_", None) or ()
             iterations = max(1, len(history))
             start = time.perf_counter()
-            ll = heldout_score(est, observed, heldout, est.transform(observed))
-            runs[threads].append((fit_s, time.perf_counter() - start, iteration_seconds(history), iterations, ll))
+            ll = float("nan") if cfg.no_eval else heldout_score(est, observed, heldout, est.transform(observed))
+            eval_s = float("nan") if cfg.no_eval else time.perf_counter() - start
+            runs[threads].append((fit_s, eval_s, iteration_seconds(history), iterations, ll))
     rows = []
     for threads, fits in runs.items():
         fit_s = statistics.median(f[0] for f in fits)
@@ -165,6 +168,8 @@ def parse_args(argv=None):
                    help="K of every LDA model, bnpcore's (lda-*) and tomotopy's (default 10, the registry's)")
     p.add_argument("--sweeps", type=int, default=100, help="sweeps of tomotopy's samplers (default 100)")
     p.add_argument("--no-tomotopy", action="store_true", help="skip the tomotopy rows")
+    p.add_argument("--no-eval", action="store_true",
+                   help="skip bnpcore's held-out evaluation (eval s and heldout print nan): fits only")
     p.add_argument("--repeat", type=int, default=1,
                    help="fits per model and thread count, in turn; seconds are the medians (default 1)")
     p.add_argument("--seed", type=int, default=0)

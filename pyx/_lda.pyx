@@ -893,11 +893,17 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
     ``wk_threads[t]``, ``k_threads[t]`` (and the ``var_*_threads`` of
     MODE_CVB; pass empty arrays for MODE_CVB0) must hold copies of the shared
     counts on entry; the caller merges them after the sweep
-    (``shared + sum_t (copy_t - shared)``). Equivalent serial code for thread
-    t: ``sequential_sweep`` over its documents with ``vb_wk = wk_threads[t]``.
-    Returns ``(delta, entropy=0)`` as ``sequential_sweep``.
+    (``shared + sum_t (copy_t - shared)``). Block t is documents
+    ``t q + min(t, D % T)`` on, ``q + (t < D % T)`` of them (q = D // T: the
+    blocks of OpenMP's static schedule), swept by ``_sequential_sweep``
+    itself, with its prefetches (a per-document loop without them ran a
+    thread 11 % slower than the sequential sweep: NIPS-sized input, K = 50).
+    The result does not depend on how many threads OpenMP actually gives.
+    Equivalent serial code for block t: ``sequential_sweep`` over its
+    documents with ``vb_wk = wk_threads[t]``. Returns ``(delta, entropy=0)``
+    as ``sequential_sweep``.
     """
-    cdef int64_t K = vb_dk.shape[1], D = indptr.shape[0] - 1, W = wk_threads.shape[1], j, p
+    cdef int64_t K = vb_dk.shape[1], D = indptr.shape[0] - 1, W = wk_threads.shape[1], first
     cdef int t, T = wk_threads.shape[0]
     if mode not in (MODE_CVB0, MODE_CVB):
         raise ValueError(f"the parallel schedule runs CVB or CVB0, not mode {mode}")
@@ -921,7 +927,10 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
     cdef PaddedSequential *a = <PaddedSequential *>calloc(T, sizeof(PaddedSequential))
     if a == NULL:
         raise MemoryError()
+    cdef int64_t[::1] starts = np.empty(T + 1, dtype=np.int64)     # first document of each block, then D
     for t in range(T):
+        first = t * (D // T) + min(t, D % T)
+        starts[t] = first
         a[t].s.K = K
         a[t].s.mode = mode
         a[t].s.threshold = -1
@@ -929,19 +938,23 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
         a[t].s.alpha = &alpha[0]
         a[t].s.eta = &eta[0]
         a[t].s.eta_tot = eta_tot
-        a[t].s.vb_dk = &vb_dk[0, 0]
+        a[t].s.r = &r[0, 0] + indptr[first] * K if r.shape[0] else NULL     # the block's rows, from its first pair
+        a[t].s.vb_dk = &vb_dk[0, 0] + first * K
         a[t].s.vb_wk = &wk_threads[t, 0, 0]
         a[t].s.vb_k = &kl[t, 0, 0]
         if mode == M_CVB:
-            a[t].s.var_dk = &var_dk[0, 0]
+            a[t].s.var_dk = &var_dk[0, 0] + first * K
             a[t].s.var_wk = &var_wk_threads[t, 0, 0]
             a[t].s.var_k = &kl[t, 1, 0]
         a[t].s.work = &wv[t, 0]
+    starts[T] = D
+    for t in range(T):
+        a[t].s.n_rows = indptr[starts[t + 1]] - indptr[starts[t]]
+    cdef const int32_t *words = &indices[0] if indices.shape[0] else NULL
+    cdef const int32_t *pair_counts = &counts[0] if counts.shape[0] else NULL
     try:
-        for j in prange(D, nogil=True, num_threads=n_threads, schedule="static"):
-            t = threadid()
-            for p in range(indptr[j], indptr[j + 1]):
-                _vb_pair(&a[t].s, j, indices[p], counts[p], &r[p, 0])
+        for t in prange(T, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
+            _sequential_sweep(&a[t].s, &indptr[starts[t]], words, pair_counts, starts[t + 1] - starts[t])
         np.asarray(k_threads)[:] = k_local[:, 0, :K]
         if mode == M_CVB:
             np.asarray(var_k_threads)[:] = k_local[:, 1, :K]
@@ -987,6 +1000,10 @@ cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
         c = a.counts[p]
+        if p + 1 < a.indptr[j + 1]:     # the next pair's word rows: random rows of large arrays
+            prefetch_row(a.ew + a.indices[p + 1] * K, K)
+            prefetch_row(a.lw + a.indices[p + 1] * K, K)
+            prefetch_row(a.nwk + tid * a.nwk_stride + a.indices[p + 1] * K, K)
         row = a.r + p * K
         nw = a.nwk + tid * a.nwk_stride + w * K
         z = 0.0

@@ -851,10 +851,12 @@ class CollapsedVB(_LDA):
         ``bnpcore.distributed.fit`` runs the same fit with the blocks on a
         Dask cluster. Default
         "sequential": exact and the same on every machine, and the delayed
-        schedule has not yet shown a gain: on KOS (K = 50, CVB0, 30 sweeps,
-        a 2-cpu machine shared with other jobs) it took 9.4 s at 2 threads
-        against 5.8 s sequentially, held-out per-word log-likelihood -7.284
-        against -7.274 (benchmarks/bench_threads.py measures both).
+        schedule gains little at KOS size: K = 50, CVB0, 30 sweeps on a
+        2-core machine, 0.65-0.90 s at 2 threads against 0.89-1.00 s
+        sequentially (three fits each), held-out per-word log-likelihood
+        -7.284 against -7.274. On a NIPS-sized corpus (1.7 M tokens, K = 50)
+        a sweep takes 25-36 ms at 2 threads against 47-57 ms
+        (benchmarks/bench_threads.py measures both).
 """ + _THREADS.format(what="The delayed schedule's sweeps run document\n        blocks in parallel.") + _ATTRS + """
     References
     ----------

@@ -1,5 +1,7 @@
 """Collapsed VB, second order and CVB0 (ALGORITHMS.md 3.4, test oracles 10.3)."""
 import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -169,7 +171,6 @@ def test_second_order_cvb_sweep_agrees_with_exact_cvb(ref):
     assert (0.5 * np.abs(zero.r - q[first]).sum(axis=1)).max() > 3 * tv.max()
 
 
-@pytest.mark.skipif(bool(os.environ.get("BNPCORE_NO_OPENMP")), reason="serial build: one thread runs every block")
 @pytest.mark.parametrize("mode, order", [(_lda.MODE_CVB0, 0), (_lda.MODE_CVB, 2)])
 def test_delayed_update_sweep_matches_reference(ref, counts, mode, order):
     """schedule="delayed" with 2 threads: each half of the documents (OpenMP's
@@ -196,6 +197,24 @@ def test_delayed_update_sweep_matches_reference(ref, counts, mode, order):
                         *(np.zeros_like(v) if v is not None else None for v in var))
     for merged, exact in zip((state.vb_dk, state.vb_wk, state.vb_k), again):     # merged copies = recount
         np.testing.assert_allclose(merged, exact, rtol=1e-10, atol=1e-12)
+
+
+def test_delayed_schedule_does_not_depend_on_the_threads_openmp_gives(counts, tmp_path):
+    """The blocks are fixed by n_threads, not by the team OpenMP forms: with
+    OMP_THREAD_LIMIT=1 one thread sweeps both blocks, each against its own
+    copy of the counts, and the fit is the same bit for bit (it used to be
+    the sequential schedule's, every document against the first copy)."""
+    kw = dict(n_components=K, order=0, max_iter=5, tol=None, random_state=1)
+    here = CollapsedVB(schedule="delayed", n_threads=2, **kw).fit(counts).components_
+    np.save(tmp_path / "counts.npy", counts)
+    code = ("import sys, numpy as np; from bnpcore.lda import CollapsedVB; "
+            f"c = np.load(sys.argv[1]); est = CollapsedVB(schedule='delayed', n_threads=2, **{kw!r}); "
+            "np.save(sys.argv[2], est.fit(c).components_)")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "counts.npy"), str(tmp_path / "limited.npy")],
+                   env={**os.environ, "OMP_THREAD_LIMIT": "1"}, check=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "limited.npy"), here)
+    sequential = CollapsedVB(schedule="sequential", n_threads=1, **kw).fit(counts).components_
+    assert not np.array_equal(here, sequential)
 
 
 @pytest.mark.parametrize("order", [0, 2])
