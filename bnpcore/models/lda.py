@@ -847,7 +847,8 @@ class CollapsedVB(_LDA):
         word-topic counts (and variances) and sees the other threads'
         updates only after the sweep, when the copies' changes are merged
         (document counts stay exact). The result then depends on the number
-        of threads (with one thread it is the sequential schedule);
+        of threads (with one thread it is the sequential schedule), not on
+        how many OpenMP gives (``OMP_THREAD_LIMIT``, a build without OpenMP);
         ``bnpcore.distributed.fit`` runs the same fit with the blocks on a
         Dask cluster. Default
         "sequential": exact and the same on every machine, and the delayed
