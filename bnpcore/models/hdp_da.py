@@ -52,6 +52,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import digamma, gammaln, polygamma, xlogy
 
+from bnpcore._threads import map_threads
 from bnpcore._validation import (PRODUCT_RANGE, check_int, check_positive, check_prior, check_random_state,
                                  effective_n_threads)
 from bnpcore.base import TopicMixin, exclusive
@@ -69,6 +70,11 @@ HYPERPARAMETERS = ("alpha", "gamma", "eta")
 SPLIT_INITS = ("minibatch", "divide", "reassign")
 REASSIGN_ROUNDS = 3
 REASSIGN_TURNS = 3
+# the fewest pairs (document, word) for which split proposals run on several threads: a proposal's
+# restricted iteration releases the GIL, the rest holds it. KOS, two threads: batch mode (353,000 pairs)
+# 8.1-9.7 s for 10 iterations with moves against 11.6-12.9 s on one; online (minibatches of 100
+# documents, ~10,000 pairs) 2.7-2.9 s against 2.4 s
+SPLIT_THREADS_PAIRS = 50_000
 # logits of beta* stay in this box: beta*_k >= ~1e-180 / (K + 1), so with alpha >= 1e-100 the
 # Dirichlet parameters alpha beta*_k stay normal numbers (lgamma and psi of them finite)
 _LOGIT_BOUNDS = (-400.0, 10.0)
@@ -516,7 +522,11 @@ class DAState(BatchState):
         topic the restricted proposals are tried first (the one with the larger
         gain is tested); when it does not gain and it is the topic's turn, the
         "reassign" proposal: REASSIGN_TURNS candidates per iteration, in turn,
-        for each costs four E-steps of half the minibatch. Returns (accepted, tried)."""
+        for each costs four E-steps of half the minibatch. The restricted
+        proposals of ``n_threads`` candidates are made at once on the threads
+        (each depends only on the state and its topic, its random numbers
+        keyed by topic): the same splits for any thread count.
+        Returns (accepted, tried)."""
         cfg = self.settings
         mass = local.ndk.sum(axis=0)
         order = np.argsort(-mass, kind="stable")[:cfg["split_candidates"]]
@@ -527,16 +537,28 @@ class DAState(BatchState):
         turns = order[(self.updates * REASSIGN_TURNS + np.arange(REASSIGN_TURNS)) % len(order)] if reassign else ()
         accepted = tried = 0
         halves = None                   # the reassign proposal's two halves of the minibatch, under the current globals
-        for k in order:
+        key = None if online else int(self.rng.integers(2 ** 62))     # batch mode: the random divisions' stream
+
+        def best_restricted(k):
+            return max((self._split_proposal(local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, init=init,
+                                             key=key) for init in restricted), key=lambda p: p["gain"], default=None)
+
+        # each proposal depends only on the state and its topic: the next n_threads candidates' proposals are
+        # made at once, on the threads, and read in order; a split changes the state and drops the rest
+        threads = cfg["n_threads"] if len(local.batch.words) >= SPLIT_THREADS_PAIRS else 1
+        ahead = {}
+        candidates = [k for k in order if mass[k] > 0.0]
+        for i, k in enumerate(candidates):
             if accepted >= cfg["max_splits"]:
                 break
-            if mass[k] <= 0.0:
-                continue
             tried += 1
-            best = max((self._split_proposal(local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, init=init)
-                        for init in restricted), key=lambda p: p["gain"], default=None)
+            if k not in ahead:
+                batch = candidates[i:i + threads]
+                ahead = dict(zip(batch, map_threads(best_restricted, batch, threads)))
+            best = ahead.pop(k)
             if best is not None and best["gain"] > 0.0:
                 self._apply_split(local, k, best)
+                ahead = {}
             elif k in turns:
                 if halves is None:
                     halves = [self._refit(half, self.lam, self.beta)
@@ -616,7 +638,7 @@ class DAState(BatchState):
             whole.theta, whole.ndk, whole.stats, whole.entropy, whole.resp
 
     def _split_proposal(self, local, scale, rho, k, old_lam, lam_hat, old_beta, beta_hat, restricted_iter=None,
-                        init="minibatch"):
+                        init="minibatch", key=None):
         """Split topic k ([SM] Alg. 1) after the global step of this iteration.
 
         ``init="minibatch"`` (the paper): k' is what the global state had, k''
@@ -628,7 +650,9 @@ class DAState(BatchState):
         refits which minibatch tokens each half takes, updating the halves after
         every document. In batch mode (rho = 1) this would leave k' empty; the
         paper defines none for bHDP, so each word's tokens start divided at a
-        random fraction u_w ~ U(0, 1) instead.
+        random fraction u_w ~ U(0, 1) instead, from the stream keyed by
+        (``key``, k): ``key`` is drawn once an iteration, so the proposal
+        depends on the state and k alone, whichever thread makes it.
 
         ``init="divide"`` (online): once rho is small, k'' starts with a
         minibatch's worth of mass against k''s memory of the whole topic and
@@ -654,7 +678,8 @@ class DAState(BatchState):
         else:
             beta1 = beta2 = 0.5 * self.beta[k]
             omega = 0.5
-            r1 = (self._anchor_shares(local, k) if divide else self.rng.random(V))[batch.words] * mass
+            shares = self._anchor_shares(local, k) if divide else np.random.default_rng([key, int(k)]).random(V)
+            r1 = shares[batch.words] * mass
         theta1, theta2 = omega * local.theta[:, k], (1.0 - omega) * local.theta[:, k]
         if n_iter == 0:
             lam1, lam2 = (1.0 - rho) * old_lam[k], rho * lam_hat[k]
@@ -997,9 +1022,11 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
     n_threads : int or None, default None
         Threads of the E-step (documents in parallel, then the statistics in
         parallel over topics, each summed in document order; None:
-        OMP_NUM_THREADS or all cpus). Results are bit-identical for any number
-        of threads. The split and merge moves run on one thread (on KOS about
-        three quarters of a batch iteration with moves).
+        OMP_NUM_THREADS or all cpus), and of the split proposals: those of
+        the next ``n_threads`` candidate topics are made at once, one per
+        thread, and read in order (on KOS they were three quarters of a batch
+        iteration with moves). Merges run on one thread. Results are
+        bit-identical for any number of threads.
     random_state : int, Generator or None
 
     Attributes

@@ -594,12 +594,27 @@ def test_bad_parameters_are_refused(params, match):
         DirectAssignmentVB(**params).fit(tiny_corpus())
 
 
-def test_fit_is_identical_on_any_thread_count():
-    data = make_bars("sm", n_docs=150, n_test=10, random_state=0)
-    fits = [DirectAssignmentVB(n_components=6, eta=0.5, max_iter=2, batch_size=50, n_threads=t,
-                               random_state=0).fit(data.train) for t in (1, 2)]
-    assert np.array_equal(fits[0].components_, fits[1].components_)
-    assert [r["splits"] for r in fits[0].history_] == [r["splits"] for r in fits[1].history_]
+@pytest.mark.parametrize("mode", ["online", "batch"])
+def test_fit_is_identical_on_any_thread_count(mode, monkeypatch):
+    """The E-step and the split proposals (those of n_threads candidates at
+    once, read in order; here at any size) on 1, 2 and 3 threads: the same
+    splits, bit for bit."""
+    monkeypatch.setattr(hdp_da, "SPLIT_THREADS_PAIRS", 0)
+    if mode == "online":
+        X, K = make_bars("sm", n_docs=150, n_test=10, random_state=0).train, 6
+    else:       # four clusters of four words: two batch splits at once, the second one's proposal made again
+        rng = np.random.default_rng(0)
+        X, K = np.zeros((80, 16), dtype=int), 2
+        for j in range(80):
+            X[j, 4 * (j % 4):4 * (j % 4) + 4] = rng.poisson(5, 4)
+    fits = [DirectAssignmentVB(n_components=K, mode=mode, eta=0.5, max_iter=2 if mode == "online" else 6,
+                               batch_size=50, max_splits=2, n_threads=t, random_state=0).fit(X)
+            for t in (1, 2, 3)]
+    splits = [[(r["splits"], r["split_tries"]) for r in fit.history_] for fit in fits]
+    assert sum(s for s, _ in splits[0]) > 0
+    for fit, tries in zip(fits[1:], splits[1:]):
+        assert np.array_equal(fit.components_, fits[0].components_)
+        assert tries == splits[0]
 
 
 def test_pruning_everything_keeps_the_largest_topic():
