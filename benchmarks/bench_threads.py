@@ -16,7 +16,8 @@ held-out per-word log-likelihood (document completion, ``harness``'s neutral
 protocol: 10% of each document's tokens held out). ``name/delayed`` runs a
 registered model with ``schedule="delayed"`` (the delayed-update CVB/CVB0
 and CV-HDP); ``hdp-da-batch/no-moves`` is bHDP without split and merge moves
-(the moves run on one thread, so this isolates the parallel E-step).
+(this isolates the parallel E-step: of the moves only the split proposals
+run on the threads).
 Iterations: ``--iterations`` for every model with an iteration parameter
 (burn-in and kept samples shrunk to fit), the registry's settings otherwise.
 
