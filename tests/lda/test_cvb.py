@@ -210,8 +210,9 @@ def test_delayed_schedule_does_not_depend_on_the_threads_openmp_gives(counts, tm
     code = ("import sys, numpy as np; from bnpcore.lda import CollapsedVB; "
             f"c = np.load(sys.argv[1]); est = CollapsedVB(schedule='delayed', n_threads=2, **{kw!r}); "
             "np.save(sys.argv[2], est.fit(c).components_)")
+    # in tmp_path: "-c" puts the working directory first on sys.path, and a source checkout there has no kernels
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "counts.npy"), str(tmp_path / "limited.npy")],
-                   env={**os.environ, "OMP_THREAD_LIMIT": "1"}, check=True)
+                   env={**os.environ, "OMP_THREAD_LIMIT": "1"}, cwd=tmp_path, check=True)
     np.testing.assert_array_equal(np.load(tmp_path / "limited.npy"), here)
     sequential = CollapsedVB(schedule="sequential", n_threads=1, **kw).fit(counts).components_
     assert not np.array_equal(here, sequential)
