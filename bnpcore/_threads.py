@@ -1,4 +1,4 @@
-"""Elementwise array work on several threads.
+"""Elementwise array work, and independent calls, on several threads.
 
 NumPy's and SciPy's ufuncs and the array functions of
 ``bnpcore.kernels.special`` release the GIL, so an elementwise expression
@@ -9,7 +9,9 @@ kernels (digammas and log-gammas of the counts, bound terms), which on one
 thread capped the speed-up of a whole iteration (StandardVB on a NIPS-sized
 corpus, K = 50, two threads: 48 ms of such steps against a 166 ms kernel; in
 blocks the 2-thread iteration took 196 ms against 209 ms, alternating A/B
-runs). Arrays too small to gain are evaluated in one call.
+runs). Arrays too small to gain are evaluated in one call. ``map_threads``
+runs independent calls whose heavy part releases the GIL (the split
+proposals of ``hdp.DirectAssignmentVB``).
 """
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
