@@ -897,7 +897,7 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
     ``t q + min(t, D % T)`` on, ``q + (t < D % T)`` of them (q = D // T: the
     blocks of OpenMP's static schedule), swept by ``_sequential_sweep``
     itself, with its prefetches (a per-document loop without them ran a
-    thread 11 % slower than the sequential sweep: NIPS-sized input, K = 50).
+    thread 3-11 % slower than the sequential sweep: NIPS-sized input, K = 50).
     The result does not depend on how many threads OpenMP actually gives.
     Equivalent serial code for block t: ``sequential_sweep`` over its
     documents with ``vb_wk = wk_threads[t]``. Returns ``(delta, entropy=0)``

@@ -189,6 +189,18 @@ def test_bound_terms_equal_direct_evaluation():
     assert sum(terms.values()) == pytest.approx(full_bound(state, local, scale), rel=1e-12)
 
 
+def test_topic_terms_change_is_the_difference_of_the_full_terms():
+    """The reassign gain's topics term: rows changed only at ``cols`` (the
+    minibatch's words), the other columns' special functions cancel."""
+    rng = np.random.default_rng(0)
+    eta, cols = 0.3, np.array([1, 4, 5, 8])
+    old = eta + rng.gamma(0.5, 20.0, size=(5, 11))
+    new = old.copy()
+    new[:, cols] = eta + rng.gamma(0.5, 20.0, size=(5, len(cols)))
+    want = hdp_da.topic_terms(new, eta).sum() - hdp_da.topic_terms(old, eta).sum()
+    assert hdp_da.topic_terms_change(old, new, eta, cols) == pytest.approx(want, rel=1e-10, abs=1e-8)
+
+
 def test_compact_bound_at_the_batch_fixed_point():
     """With theta at eq. 4 and lambda at eq. 5 the bound has the compact form of the paper's derivation."""
     corpus = tiny_corpus()

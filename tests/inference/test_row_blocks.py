@@ -6,7 +6,7 @@ import pytest
 from scipy.special import digamma, gammaln
 
 from bnpcore import _threads
-from bnpcore._threads import map_rows, row_blocks
+from bnpcore._threads import map_rows, map_threads, row_blocks
 
 
 @pytest.fixture
@@ -48,6 +48,22 @@ def test_row_blocks_raise_the_error_of_any_block_after_all_finished():
     with pytest.raises(ValueError, match="block at 500"):
         row_blocks(fn, 1000, 2, row_size=1000)
     assert done == [slice(0, 500)]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_map_threads_returns_the_calls_in_order_and_raises_after_all_ended(n_threads):
+    assert map_threads(lambda i: i * i, range(5), n_threads) == [0, 1, 4, 9, 16]
+    assert map_threads(str, [], n_threads) == []
+    done = []
+
+    def fn(i):
+        if i == 1:
+            raise ValueError("call 1")
+        done.append(i)
+
+    with pytest.raises(ValueError, match="call 1"):
+        map_threads(fn, range(3), n_threads)
+    assert sorted(done) == ([0] if n_threads == 1 else [0, 2])     # on threads, no call is still running
 
 
 def _in_child(queue):
