@@ -143,7 +143,7 @@ from bnpcore.models import hdp_pc as pc_hdp
 from bnpcore.models.hdp_da import DirectAssignmentVB, _Minibatch, estep_documents, reduce_estep
 from bnpcore.models.hdp_pc import PartiallyCollapsedGibbs as PartiallyCollapsedHDP
 from bnpcore.models.lda import (_RECOUNT_EVERY, CollapsedVB, DelayedCVBState, StandardVB, block_counts,
-                                delayed_cvb_sweep, svb_bound, svb_log_doc, svb_log_word, thread_blocks)
+                                delayed_cvb_sweep, svb_bound, svb_log_doc, svb_log_word, thread_blocks, word_index)
 from bnpcore.models.lda_pc import PartiallyCollapsedGibbs
 
 __all__ = ["fit", "SUPPORTED", "check_supported", "import_dask", "partition_bounds"]
@@ -279,12 +279,13 @@ def _svb_step(part, log_word):
     tick = time.perf_counter()
     alpha, r, ndk = part["alpha"], part["r"].copy(), np.empty_like(part["ndk"])
     log_doc = svb_log_doc(part["ndk"], alpha)
-    nwk = np.empty((1,) + log_word.shape)
-    delta, entropy = _lda.svb_parallel_step(part["indptr"], part["indices"], part["counts"], log_word, log_doc,
-                                            r, ndk, nwk, 1)
+    nwk = np.empty_like(log_word)
+    index = word_index(part["indptr"], part["indices"], len(log_word))
+    delta, entropy = _lda.svb_parallel_step(part["indptr"], part["indices"], part["counts"], index, log_word,
+                                            log_doc, r, ndk, nwk, 1)
     documents = (gammaln(ndk + alpha) - gammaln(alpha)).sum()
     new = dict(part, r=r, ndk=ndk)
-    return new, (nwk[0], delta, entropy, documents, time.perf_counter() - tick)
+    return new, (nwk, delta, entropy, documents, time.perf_counter() - tick)
 
 
 def _cvb_step(part, recount, *shared):
@@ -459,7 +460,7 @@ class _SVB:
         """One iteration; updates ``state.nwk``/``nk``; returns (diagnostics, kernel seconds per partition)."""
         log_word = svb_log_word(state.nwk, state.nk, state.eta, state.eta_tot)
         stats = parts.step(_svb_step, log_word)
-        # the same reductions as the threaded kernel: partition order, np.sum over axis 0
+        # the partitions' counts added in partition order (the threaded fit adds each word's pairs in corpus order)
         np.sum(np.stack([s[0] for s in stats]), axis=0, out=state.nwk)
         state.nk = state.nwk.sum(axis=0)
         delta, entropy, documents, worker = (np.array([s[i] for s in stats]) for i in range(1, 5))

@@ -42,6 +42,7 @@ MODE_SVB, MODE_CVB0, MODE_CVB = M_SVB, M_CVB0, M_CVB
 
 # responsibilities whose unnormalised sum falls below this are recomputed in log space
 cdef double _TINY = 1e-280
+cdef double _SCALED = 1e-100     # svb_parallel_step: c / z below 1e109 c, so its sums stay finite
 
 
 # ---------------------------------------------------------------------------
@@ -981,10 +982,10 @@ cdef struct SVBParallel:
     const double *ld     # psi(N_jk + alpha_k) - row max, D x K
     double *r
     double *ndk
-    double *nwk          # n_threads x W x K partial word counts
-    int64_t nwk_stride
+    double *scale        # per pair: c_p / z_p, or -1 where r was normalised in log space
     double *work         # n_threads x (K + PAD)
-    double *acc          # n_threads x PAD: delta, entropy
+    double *delta        # D: per document, summed in document order after the pass
+    double *entropy      # D
 
 
 cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
@@ -993,7 +994,6 @@ cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
     cdef double c, z, lz, rn, d, delta = 0.0, ent = 0.0
     cdef double *x = a.work + tid * (K + PAD)
     cdef double *nd = a.ndk + j * K
-    cdef double *nw
     cdef double *row
     for k in range(K):
         nd[k] = 0.0
@@ -1003,13 +1003,15 @@ cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
         if p + 1 < a.indptr[j + 1]:     # the next pair's word rows: random rows of large arrays
             prefetch_row(a.ew + a.indices[p + 1] * K, K)
             prefetch_row(a.lw + a.indices[p + 1] * K, K)
-            prefetch_row(a.nwk + tid * a.nwk_stride + a.indices[p + 1] * K, K)
         row = a.r + p * K
-        nw = a.nwk + tid * a.nwk_stride + w * K
         z = 0.0
         for k in range(K):
             x[k] = a.ew[w * K + k] * a.ed[j * K + k]
             z += x[k]
+        if z > _SCALED:
+            a.scale[p] = c / z
+        else:           # the word pass adds c r[p] itself: c / z could overflow its sums
+            a.scale[p] = -1.0
         if z > _TINY:
             lz = log(z)
             z = 1.0 / z
@@ -1027,14 +1029,47 @@ cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
             delta += c * fabs(d)
             row[k] = rn
             nd[k] += c * rn
-            nw[k] += c * rn
-    a.acc[PAD * tid] += delta
-    a.acc[PAD * tid + 1] += ent
+    a.delta[j] = delta
+    a.entropy[j] = ent
+
+
+cdef void _svb_word(const SVBParallel *a, const int64_t *word_ptr, const int64_t *word_pairs,
+                    const int64_t *word_docs, int64_t w, double *nw, double *rest) noexcept nogil:
+    """nwk[w] = ew[w] * sum_p scale_p ed[j_p] + sum over the log-space pairs of c_p r[p]."""
+    cdef int64_t K = a.K, i, k, p
+    cdef const double *src
+    cdef double s
+    cdef bint any_rest = False
+    for k in range(K):
+        nw[k] = 0.0
+    for i in range(word_ptr[w], word_ptr[w + 1]):
+        p = word_pairs[i]
+        s = a.scale[p]
+        if s >= 0.0:
+            src = a.ed + word_docs[i] * K
+            for k in range(K):
+                nw[k] += s * src[k]
+        else:
+            if not any_rest:
+                any_rest = True
+                for k in range(K):
+                    rest[k] = 0.0
+            src = a.r + p * K
+            s = a.counts[p]
+            for k in range(K):
+                rest[k] += s * src[k]
+    src = a.ew + w * K
+    for k in range(K):
+        nw[k] *= src[k]
+    if any_rest:
+        for k in range(K):
+            nw[k] += rest[k]
 
 
 def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+                      word_index,                                       # IN  (word_ptr, word_pairs, word_docs)
                       const double[:, ::1] log_word, const double[:, ::1] log_doc,                     # IN
-                      double[:, ::1] r, double[:, ::1] ndk, double[:, :, ::1] nwk_threads,             # OUT
+                      double[:, ::1] r, double[:, ::1] ndk, double[:, ::1] nwk,                        # OUT
                       int n_threads=1):
     """One standard VB iteration, parallel schedule ([HYB] eq 11; Blei et al. 2003
     E-step + M-step): every pair gets its new row from the counts at the start
@@ -1045,27 +1080,40 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
     maximum is 0. Equivalent NumPy for pair p = (j, w)::
 
         r[p] = softmax(log_word[w] + log_doc[j])
-        ndk[j] = sum_p c_p r[p];   nwk_threads.sum(0)[w] = sum_p c_p r[p]
+        ndk[j] = sum_p c_p r[p];   nwk[w] = sum_p c_p r[p]
 
-    Documents run in parallel (``n_threads``), each thread adding its word
-    counts to its own slice of ``nwk_threads`` (zeroed here; sum over axis 0).
-    Returns ``(delta, entropy)``: sum_p c_p sum_k |r_new - r_old| and
-    ``-sum_p c_p sum_k r log r`` of the new rows.
+    Two passes, each on ``n_threads`` threads: documents (r, ndk), then words
+    (nwk), each word's pairs in corpus order (``word_index``:
+    ``bnpcore.models.lda.word_index``). The word pass does not read r: with
+    ``r[p] = ew[w] ed[j] / z_p`` (``ew = exp(log_word)``, ``ed = exp(log_doc)``),
+    ``nwk[w] = ew[w] * sum_p (c_p / z_p) ed[j_p]``, the sparse product of
+    Hoffman, Blei & Bach's online LDA, from cached rows of ``ed``. Every output
+    is one document's or one word's, and the two sums returned add the
+    documents' terms in document order, so the step is the same bit for bit on
+    any number of threads. Returns ``(delta, entropy)``:
+    sum_p c_p sum_k |r_new - r_old| and ``-sum_p c_p sum_k r log r`` of the
+    new rows.
     """
-    cdef int64_t D = indptr.shape[0] - 1, K = r.shape[1], W = log_word.shape[0], j
-    cdef int T = nwk_threads.shape[0]
-    if n_threads < 1 or T < n_threads:
-        raise ValueError(f"nwk_threads has {T} slices for n_threads={n_threads}")
+    cdef int64_t D = indptr.shape[0] - 1, K = r.shape[1], W = log_word.shape[0], j, w
+    cdef const int64_t[::1] word_ptr, word_pairs, word_docs
+    word_ptr, word_pairs, word_docs = word_index
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     if r.shape[0] != indices.shape[0] or log_doc.shape[0] != D or ndk.shape[0] != D:
         raise ValueError("r, log_doc or ndk do not match the corpus")
-    if log_word.shape[1] != K or log_doc.shape[1] != K or nwk_threads.shape[1] != W or nwk_threads.shape[2] != K:
-        raise ValueError("arrays disagree on the number of topics or words")
+    if word_ptr.shape[0] != W + 1 or word_pairs.shape[0] != r.shape[0] or word_docs.shape[0] != r.shape[0] \
+            or word_ptr[W] != r.shape[0] or nwk.shape[0] != W:
+        raise ValueError("word_index or nwk do not match the corpus")
+    if log_word.shape[1] != K or log_doc.shape[1] != K or ndk.shape[1] != K or nwk.shape[1] != K:
+        raise ValueError("arrays disagree on the number of topics")
     ew = map_rows(np.exp, (np.asarray(log_word),), n_threads)
     ed = map_rows(np.exp, (np.asarray(log_doc),), n_threads)
     work = np.empty((n_threads, K + PAD))
-    acc = np.zeros((n_threads, PAD))
+    scale = np.empty(r.shape[0])
+    delta, entropy = np.empty(D), np.empty(D)
     cdef const double[:, ::1] ewv = ew, edv = ed
-    cdef double[:, ::1] wv = work, av = acc
+    cdef double[:, ::1] wv = work
+    cdef double[::1] sv = scale, dv = delta, ev = entropy
     cdef SVBParallel a
     cdef SVBParallel *ap = &a
     a.K = K
@@ -1078,15 +1126,19 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
     a.ld = &log_doc[0, 0]
     a.r = &r[0, 0] if r.shape[0] else NULL
     a.ndk = &ndk[0, 0]
-    a.nwk = &nwk_threads[0, 0, 0]
-    a.nwk_stride = W * K
+    a.scale = &sv[0] if r.shape[0] else NULL
     a.work = &wv[0, 0]
-    a.acc = &av[0, 0]
+    a.delta = &dv[0] if D else NULL
+    a.entropy = &ev[0] if D else NULL
+    cdef const int64_t *wp = &word_ptr[0]
+    cdef const int64_t *pairs = &word_pairs[0] if r.shape[0] else NULL
+    cdef const int64_t *docs = &word_docs[0] if r.shape[0] else NULL
     with nogil:
-        nwk_threads[:, :, :] = 0
         for j in prange(D, num_threads=n_threads, schedule="static"):
             _svb_doc(ap, j, threadid())
-    return float(acc[:, 0].sum()), float(acc[:, 1].sum())
+        for w in prange(W, num_threads=n_threads, schedule="dynamic", chunksize=64):
+            _svb_word(ap, wp, pairs, docs, w, &nwk[w, 0], a.work + threadid() * (K + PAD))
+    return float(delta.sum()), float(entropy.sum())
 
 
 # ---------------------------------------------------------------------------

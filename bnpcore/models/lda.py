@@ -402,6 +402,17 @@ def thread_blocks(n_docs, n_threads):
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
+def word_index(indptr, indices, n_words):
+    """``(word_ptr, word_pairs, word_docs)``: the pairs (CSR positions) of word w
+    in corpus order are ``word_pairs[word_ptr[w]:word_ptr[w + 1]]``, and their
+    documents the same slice of ``word_docs`` (``_lda.svb_parallel_step``)."""
+    word_ptr = np.zeros(n_words + 1, dtype=np.int64)
+    np.cumsum(np.bincount(indices, minlength=n_words), out=word_ptr[1:])
+    word_pairs = np.argsort(indices, kind="stable").astype(np.int64, copy=False)
+    docs = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    return word_ptr, word_pairs, docs[word_pairs]
+
+
 def delayed_cvb_sweep(indptr, indices, counts, alpha, eta, mode, r, vb_dk, var_dk, shared, n_threads):
     """One delayed-update CVB / CVB0 sweep (``_lda.cvb_parallel_sweep``) of the
     documents in ``n_threads`` blocks, each against its own copy of the
@@ -487,7 +498,9 @@ class DelayedCVBState(SequentialState):
 
 class ParallelSVBState(_State):
     """Standard VB with the parallel schedule ([HYB] eq 11 for all pairs at once:
-    the E-step and M-step of Blei et al. 2003), documents in parallel threads."""
+    the E-step and M-step of Blei et al. 2003): the documents' rows in parallel
+    threads, then the word counts word by word (``word_index``), the same bits
+    on any number of threads."""
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, n_threads=1, optimize=None):
         super().__init__(corpus, alpha, eta, optimize)
@@ -500,19 +513,18 @@ class ParallelSVBState(_State):
         _lda.count_expected(c.indptr, c.indices, c.counts, _NONE_SAMPLED, self.r, self.ndk, self.nwk, self.nk)
         self.restore(corpus)
 
-    _transient = _State._transient + ("nwk_threads",)
+    _transient = _State._transient + ("word_index",)
 
     def restore(self, corpus):
         super().restore(corpus)
-        self.nwk_threads = np.zeros((self.n_threads, corpus.n_words, self.n_components))
+        self.word_index = word_index(corpus.indptr, corpus.indices, corpus.n_words)
 
     def sweep(self):
         c, T = self.corpus, self.n_threads
         log_word = svb_log_word(self.nwk, self.nk, self.eta, self.eta_tot, T)
         log_doc = svb_log_doc(self.ndk, self.alpha, T)
-        delta, entropy = _lda.svb_parallel_step(c.indptr, c.indices, c.counts, log_word, log_doc, self.r,
-                                                self.ndk, self.nwk_threads, T)
-        np.sum(self.nwk_threads, axis=0, out=self.nwk)
+        delta, entropy = _lda.svb_parallel_step(c.indptr, c.indices, c.counts, self.word_index, log_word, log_doc,
+                                                self.r, self.ndk, self.nwk, T)
         self.nk = self.nwk.sum(axis=0)
         record = {"delta": delta / c.n_tokens,
                   "bound": svb_bound(self.alpha, self.eta, self.lengths, self.ndk, self.nwk, entropy, T)}
@@ -788,11 +800,11 @@ class StandardVB(_LDA):
         (``delta`` in ``history_``) falls below ``tol``; None runs ``max_iter``.
     schedule : {"parallel", "sequential"}, default "parallel"
         "parallel": all pairs from the counts of the previous iteration (the
-        usual E-step/M-step), documents in ``n_threads`` threads, each
-        summing its block's word-topic counts (so fits at different thread
-        counts agree to rounding, about 1e-15 relative per iteration, not bit
-        for bit; ``bnpcore.distributed`` with P partitions repeats
-        ``n_threads=P`` exactly);
+        usual E-step/M-step), documents in ``n_threads`` threads, then the
+        word-topic counts word by word, each word's pairs added in corpus
+        order (so the fit is the same bit for bit on any number of threads;
+        ``bnpcore.distributed`` adds its partitions' counts, which agrees to
+        rounding);
         "sequential": pair by pair, counts updated after each, on one thread
         (``n_threads`` other than None or 1 then warns that only
         ``transform`` and ``score`` use it).

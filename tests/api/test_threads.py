@@ -12,10 +12,6 @@ from bnpcore import cli, load
 
 from .conftest import make_tiny_corpus
 
-# fits that are parallel and not exact: the per-thread partial counts are summed
-# in an order that depends on the number of threads (equal to rounding only)
-_INEXACT_FIT = {"lda-svb"}
-
 
 def _fitted_arrays(est):
     return {k: v for k, v in vars(est).items()
@@ -37,19 +33,19 @@ def test_bad_thread_counts_are_rejected(name, bad):
 
 @pytest.mark.parametrize("name", sorted(cli.MODELS))
 def test_same_result_at_one_and_two_threads(name):
-    """Same seed: bit-identical transform at 1 and 2 threads, and bit-identical
-    fitted arrays where the fit is exact."""
+    """Same seed: bit-identical fitted arrays and transform at 1 and 2 threads
+    (the registry fits CollapsedVB with its default, sequential schedule: the
+    delayed one depends on ``n_threads`` by design)."""
     corpus, new = make_tiny_corpus(seed=0), make_tiny_corpus(seed=1)
     spec = cli.get_model(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)       # convergence notes of tiny fits
         one = spec.make(test=True, n_threads=1, random_state=3).fit(corpus)
         two = spec.make(test=True, n_threads=2, random_state=3).fit(corpus)
-    if name not in _INEXACT_FIT:
-        a, b = _fitted_arrays(one), _fitted_arrays(two)
-        assert a.keys() == b.keys() and a
-        for key in a:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    a, b = _fitted_arrays(one), _fitted_arrays(two)
+    assert a.keys() == b.keys() and a
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     theta = one.transform(new)
     np.testing.assert_array_equal(one.set_params(n_threads=2).transform(new), theta)
     assert np.isfinite(one.score(new))

@@ -1,12 +1,12 @@
 """Standard VB (ALGORITHMS.md 3.3, test oracles 10.3)."""
 import numpy as np
 import pytest
-from scipy.special import gammaln
+from scipy.special import gammaln, logsumexp
 
 from bnpcore.corpus import Corpus
 from bnpcore.kernels import _lda
 from bnpcore.lda import StandardVB
-from bnpcore.models.lda import ParallelSVBState, SequentialState
+from bnpcore.models.lda import ParallelSVBState, SequentialState, word_index
 
 K = 4
 
@@ -101,14 +101,57 @@ def test_sequential_sweep_matches_reference(ref, counts):
             np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-13)
 
 
-def test_threads_give_the_same_iteration(counts):
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_threads_give_the_same_iteration_bit_for_bit(counts, n_threads):
     corpus = Corpus(counts)
-    one, two = new_state("parallel", corpus, n_threads=1), new_state("parallel", corpus, n_threads=2)
+    one, many = new_state("parallel", corpus, n_threads=1), new_state("parallel", corpus, n_threads=n_threads)
     for _ in range(5):
-        a, b = one.sweep(), two.sweep()
-        np.testing.assert_allclose(two.r, one.r, rtol=1e-10, atol=1e-13)
-        for term in a["bound"]:
-            np.testing.assert_allclose(b["bound"][term], a["bound"][term], rtol=1e-12)
+        assert many.sweep() == one.sweep()              # delta and every bound term
+        for name in ("r", "ndk", "nwk", "nk"):
+            np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
+
+
+@pytest.mark.parametrize("gap", [0.0, 300.0, 800.0])
+def test_step_against_numpy_also_where_products_underflow(gap):
+    """The step's r, ndk and nwk against NumPy (nwk = sum of c r over each
+    word's pairs). With ``gap``, words and documents favour different topics by
+    ``gap`` nats: 300 leaves the products ew * ed near 1e-130 (word counts from
+    r itself: c / z could overflow), 800 underflows them (r in log space)."""
+    rng = np.random.default_rng(1)
+    D, W, K = 9, 14, 4
+    dense = rng.integers(0, 4, size=(D, W)) * (rng.random((D, W)) < 0.6)
+    dense[0] = 0                                                  # an empty document
+    corpus = Corpus(dense)
+    log_word, log_doc = -rng.random((W, K)), -rng.random((D, K))
+    log_word[::2, 1:] -= gap                                      # even words: topic 0
+    log_doc[::2, :1] -= gap                                       # even documents: not topic 0
+    log_word -= log_word.max(axis=1, keepdims=True)
+    log_doc -= log_doc.max(axis=1, keepdims=True)
+    docs = np.repeat(np.arange(D), np.diff(corpus.indptr))
+    logits = log_word[corpus.indices] + log_doc[docs]
+    want_r = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+    c = corpus.counts[:, None]
+    want_ndk, want_nwk = np.zeros((D, K)), np.zeros((W, K))
+    np.add.at(want_ndk, docs, c * want_r)
+    np.add.at(want_nwk, corpus.indices, c * want_r)
+    index = word_index(corpus.indptr, corpus.indices, W)
+    results = []
+    for n_threads in (1, 2, 3):
+        r, ndk, nwk = np.full((corpus.nnz, K), 0.25), np.full((D, K), np.nan), np.full((W, K), np.nan)
+        sums = _lda.svb_parallel_step(corpus.indptr, corpus.indices, corpus.counts, index, log_word, log_doc,
+                                      r, ndk, nwk, n_threads)
+        np.testing.assert_allclose(r, want_r, rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(ndk, want_ndk, rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(nwk, want_nwk, rtol=1e-12, atol=1e-300)
+        assert sums[0] == pytest.approx((c * np.abs(want_r - 0.25)).sum(), rel=1e-12)
+        results.append((r, ndk, nwk, sums))
+    for r, ndk, nwk, sums in results[1:]:                         # the same bits on any number of threads
+        for got, want in zip((r, ndk, nwk), results[0][:3]):
+            np.testing.assert_array_equal(got, want)
+        assert sums == results[0][3]
+    with pytest.raises(ValueError, match="word_index or nwk"):
+        _lda.svb_parallel_step(corpus.indptr, corpus.indices, corpus.counts, index, log_word, log_doc,
+                               r, ndk, np.empty((W - 1, K)))
 
 
 @pytest.mark.parametrize("schedule", ["parallel", "sequential"])
