@@ -17,11 +17,10 @@ Supported (``SUPPORTED``):
   psi(N_kw + eta_w) - psi(N_k + sum(eta)) (K x W doubles), every partition
   runs the estimator's own kernel on its documents with one thread and
   returns its word-topic counts (K x W doubles) with its share of delta and
-  of the bound, and the client sums them in partition order. The partitions
-  are OpenMP's static chunks, so the fit equals the local one with
-  ``n_threads = n_partitions`` bit for bit (topics, proportions, delta); only
-  the "documents" term of the recorded bound, a sum over D x K entries, is
-  summed per partition and may differ from the local one in the last digits.
+  of the bound, and the client sums them in partition order. The local fit
+  adds each word's pairs in corpus order in one pass (the same bits on any
+  number of threads), so the fit equals it to rounding (1e-12 relative;
+  with one partition bit for bit but for the bound's "documents" term).
 * ``lda.CollapsedVB`` with the delayed schedule, CVB (``order=2``) and CVB0
   (Asuncion, Welling, Smyth & Teh 2009, "On smoothing and inference for
   topic models", section 5). Each partition keeps its rows of r and its
@@ -453,7 +452,7 @@ class _SVB:
 
     @staticmethod
     def prepare(state, n_partitions):
-        state.n_threads = n_partitions      # what a local resume of a checkpoint continues with
+        """Nothing: the local fit is the same on any number of threads."""
 
     @staticmethod
     def iterate(state, parts, sampling):
@@ -813,11 +812,10 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         and closed after.
     n_partitions : int, optional
         Contiguous document partitions (default: the cluster's worker threads;
-        at most the number of documents). StandardVB and CollapsedVB: the
-        fit equals ``estimator.set_params(n_threads=n_partitions).fit(corpus)``
-        exactly;
+        at most the number of documents). CollapsedVB: the fit equals
+        ``estimator.set_params(n_threads=n_partitions).fit(corpus)`` exactly;
         the others equal their local fit for any ``n_partitions`` (bit for
-        bit; the mean-field online ones to 1e-10).
+        bit; StandardVB to 1e-12, the mean-field online ones to 1e-10).
     checkpoint : str or path, optional
         Model file written every ``checkpoint_every`` iterations (online
         estimators: documents; DirectAssignmentVB: its iterations, which
