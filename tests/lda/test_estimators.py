@@ -10,6 +10,7 @@ from scipy.special import gammaln, psi
 from bnpcore.base import NotFittedError, load
 from bnpcore.corpus import Corpus
 from bnpcore.evaluation import token_log_likelihood
+from bnpcore.kernels import _lda
 from bnpcore.lda import CollapsedGibbs, CollapsedVB, Hybrid, StandardVB
 from bnpcore.models.lda import minka_update
 
@@ -64,6 +65,47 @@ def test_transform_recovers_planted_topics(make):
     est = make(n_components=2, alpha=0.1, eta=0.1, random_state=1).fit(C)
     theta = est.transform(C[[0, 30]])
     assert theta[0].max() > 0.9 and theta[1].max() > 0.9 and theta[0].argmax() != theta[1].argmax()
+
+
+@pytest.mark.parametrize("make", [ESTIMATORS["svb"], ESTIMATORS["cvb0"]], ids=["svb", "cvb0"])
+def test_transform_is_a_fixed_point_of_the_document_equations(make, text):
+    """Run to convergence, ``transform`` solves the algorithm's per-document
+    equations with the topics fixed, whatever schedule reaches them (standard VB
+    sweeps all pairs from the previous sweep's counts; CVB0 pair by pair):
+    N_jk = sum_w c_jw r_jwk with r_jw proportional to exp(vb_log_word[w]) times
+    exp(psi(N_jk + alpha_k)) (standard VB) or N_jk - r_jwk + alpha_k (CVB0,
+    per token of the pair), and theta = (N_j + alpha) / (N_j + sum(alpha))."""
+    est = make(n_components=3, alpha=0.3, eta=0.2, random_state=0).fit(text)
+    mode, _, vb_log_word = est._fold_in_setup()
+    ew = np.exp(vb_log_word - vb_log_word.max(axis=1, keepdims=True))
+    theta = est.transform(text, max_iter=20000, tol=0.0)
+    alpha = est.alpha_
+    for j in range(text.n_docs):
+        lo, hi = text.indptr[j], text.indptr[j + 1]
+        words, c = text.indices[lo:hi], text.counts[lo:hi, None].astype(float)
+        N = theta[j] * (c.sum() + alpha.sum()) - alpha
+        if mode == _lda.MODE_SVB:
+            r = ew[words] * np.exp(psi(N + alpha))
+            r /= r.sum(axis=1, keepdims=True)
+        else:       # CVB0: each pair's row solves r = ew (N - r + alpha) / norm, iterated to its fixed point
+            r = np.full((hi - lo, 3), 1 / 3)
+            for _ in range(200):
+                r = ew[words] * (N - r + alpha)
+                r /= r.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose((c * r).sum(axis=0), N, rtol=1e-9, atol=1e-9, err_msg=f"document {j}")
+
+
+def test_cvb0_fold_in_of_a_one_token_document_with_tiny_priors():
+    """One token: N^-_jk = 0, so its row is proportional to phi_kw alpha_k; with
+    alpha ~1e-300 those products underflow and the row is normalised in log space."""
+    alpha = np.array([1e-300, 3e-300, 2e-300])
+    log_word = np.log(np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]]))       # (W, K)
+    doc = Corpus(np.array([[0, 1]]))
+    theta = np.empty((1, 3))
+    _lda.fold_in(doc.indptr, doc.indices, doc.counts, alpha, _lda.MODE_CVB0, 0, log_word, np.exp(log_word), 50, 0,
+                 0.0, 1, np.zeros(1, dtype=np.uint64), theta)
+    want = np.exp(log_word[1]) * alpha
+    np.testing.assert_allclose(theta[0], want / want.sum(), rtol=1e-12)
 
 
 def test_one_topic_is_the_smoothed_unigram(make, text):
