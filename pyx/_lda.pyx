@@ -42,7 +42,7 @@ MODE_SVB, MODE_CVB0, MODE_CVB = M_SVB, M_CVB0, M_CVB
 
 # responsibilities whose unnormalised sum falls below this are recomputed in log space
 cdef double _TINY = 1e-280
-cdef double _SCALED = 1e-100     # svb_parallel_step: c / z below 1e109 c, so its sums stay finite
+cdef double _SCALED = 1e-100     # svb_parallel_step: c / z below 1e100 c, so its sums stay finite
 
 
 # ---------------------------------------------------------------------------
@@ -1086,9 +1086,11 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
     (nwk), each word's pairs in corpus order (``word_index``:
     ``bnpcore.models.lda.word_index``). The word pass does not read r: with
     ``r[p] = ew[w] ed[j] / z_p`` (``ew = exp(log_word)``, ``ed = exp(log_doc)``),
-    ``nwk[w] = ew[w] * sum_p (c_p / z_p) ed[j_p]``, the sparse product of
-    Hoffman, Blei & Bach's online LDA, from cached rows of ``ed``. Every output
-    is one document's or one word's, and the two sums returned add the
+    ``nwk[w] = ew[w] * sum_p (c_p / z_p) ed[j_p]`` (the sparse product of
+    Hoffman, Blei & Bach 2010, "Online learning for latent Dirichlet
+    allocation"), from cached rows of ``ed``; a pair whose products fall below
+    1e-100 adds ``c_p r[p]`` itself. Every output is one document's or one
+    word's, and the two sums returned add the
     documents' terms in document order, so the step is the same bit for bit on
     any number of threads. Returns ``(delta, entropy)``:
     sum_p c_p sum_k |r_new - r_old| and ``-sum_p c_p sum_k r log r`` of the
