@@ -279,11 +279,13 @@ def _svb_step(part, log_word):
     alpha, r, ndk = part["alpha"], part["r"].copy(), np.empty_like(part["ndk"])
     log_doc = svb_log_doc(part["ndk"], alpha)
     nwk = np.empty_like(log_word)
-    index = word_index(part["indptr"], part["indices"], len(log_word))
+    # built on the worker at the first step and kept with the partition (as ParallelSVBState keeps its own)
+    index = part["word_index"] if "word_index" in part else word_index(part["indptr"], part["indices"],
+                                                                         len(log_word))
     delta, entropy = _lda.svb_parallel_step(part["indptr"], part["indices"], part["counts"], index, log_word,
                                             log_doc, r, ndk, nwk, 1)
     documents = (gammaln(ndk + alpha) - gammaln(alpha)).sum()
-    new = dict(part, r=r, ndk=ndk)
+    new = dict(part, r=r, ndk=ndk, word_index=index)
     return new, (nwk, delta, entropy, documents, time.perf_counter() - tick)
 
 

@@ -111,6 +111,16 @@ def test_threads_give_the_same_iteration_bit_for_bit(counts, n_threads):
             np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
 
 
+def test_word_index_lists_each_words_pairs_in_corpus_order(make_counts):
+    corpus = Corpus(make_counts(3, n_docs=25, n_words=12))
+    word_ptr, word_pairs, word_docs = word_index(corpus.indptr, corpus.indices, corpus.n_words)
+    docs = np.repeat(np.arange(corpus.n_docs), np.diff(corpus.indptr))
+    np.testing.assert_array_equal(word_pairs, np.argsort(corpus.indices, kind="stable"))
+    np.testing.assert_array_equal(word_ptr, np.r_[0, np.cumsum(np.bincount(corpus.indices, minlength=12))])
+    np.testing.assert_array_equal(word_docs, docs[word_pairs])
+    assert all(a.dtype == np.int64 for a in (word_ptr, word_pairs, word_docs))
+
+
 @pytest.mark.parametrize("gap", [0.0, 300.0, 800.0])
 def test_step_against_numpy_also_where_products_underflow(gap):
     """The step's r, ndk and nwk against NumPy (nwk = sum of c r over each
