@@ -982,7 +982,7 @@ cdef struct SVBParallel:
     const double *ld     # psi(N_jk + alpha_k) - row max, D x K
     double *r
     double *ndk
-    double *scale        # per pair: c_p / z_p, or -1 where r was normalised in log space
+    double *scale        # per pair: c_p / z_p, or -1 where z_p <= _SCALED (the word pass adds c_p r[p])
     double *work         # n_threads x (K + PAD)
     double *delta        # D: per document, summed in document order after the pass
     double *entropy      # D
