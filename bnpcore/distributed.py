@@ -189,8 +189,8 @@ def check_supported(estimator):
 def partition_bounds(n_docs, n_partitions):
     """First document of each partition and the end: OpenMP's static schedule
     (the first ``n_docs % P`` chunks one document longer), so partition p holds
-    the documents thread p sweeps in ``svb_parallel_step`` and
-    ``cvb_parallel_sweep`` (``bnpcore.models.lda.thread_blocks``)."""
+    block p of the delayed CVB schedule with ``n_threads = P``
+    (``bnpcore.models.lda.thread_blocks``)."""
     return thread_blocks(n_docs, n_partitions)
 
 

@@ -396,8 +396,8 @@ class SequentialState(_State):
 def thread_blocks(n_docs, n_threads):
     """First document of each thread's block and the end: OpenMP's static
     schedule (the first ``n_docs % n_threads`` blocks one document longer), the
-    documents thread t sweeps in the parallel kernels (``svb_parallel_step``,
-    ``cvb_parallel_sweep``)."""
+    blocks of the delayed schedule (``cvb_parallel_sweep``), on which its fit
+    depends."""
     q, extra = divmod(n_docs, n_threads)
     sizes = [q + 1] * extra + [q] * (n_threads - extra)
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
