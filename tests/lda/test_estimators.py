@@ -67,14 +67,17 @@ def test_transform_recovers_planted_topics(make):
     assert theta[0].max() > 0.9 and theta[1].max() > 0.9 and theta[0].argmax() != theta[1].argmax()
 
 
-@pytest.mark.parametrize("make", [ESTIMATORS["svb"], ESTIMATORS["cvb0"]], ids=["svb", "cvb0"])
+@pytest.mark.parametrize("make", [ESTIMATORS["svb"], ESTIMATORS["cvb0"], ESTIMATORS["cvb"]],
+                         ids=["svb", "cvb0", "cvb"])
 def test_transform_is_a_fixed_point_of_the_document_equations(make, text):
     """Run to convergence, ``transform`` solves the algorithm's per-document
     equations with the topics fixed, whatever schedule reaches them (standard VB
-    sweeps all pairs from the previous sweep's counts; CVB0 pair by pair):
+    sweeps all pairs from the previous sweep's counts; CVB0 and CVB pair by pair):
     N_jk = sum_w c_jw r_jwk with r_jw proportional to exp(vb_log_word[w]) times
-    exp(psi(N_jk + alpha_k)) (standard VB) or N_jk - r_jwk + alpha_k (CVB0,
-    per token of the pair), and theta = (N_j + alpha) / (N_j + sum(alpha))."""
+    exp(psi(N_jk + alpha_k)) (standard VB), N_jk - r_jwk + alpha_k (CVB0, per
+    token of the pair), or that times exp(-V^-_jk / (2 (N^-_jk + alpha_k)^2)),
+    V^-_jk = sum_w c_jw r_jwk (1 - r_jwk) - r_jwk (1 - r_jwk) (CVB), and
+    theta = (N_j + alpha) / (N_j + sum(alpha))."""
     est = make(n_components=3, alpha=0.3, eta=0.2, random_state=0).fit(text)
     mode, _, vb_log_word = est._fold_in_setup()
     ew = np.exp(vb_log_word - vb_log_word.max(axis=1, keepdims=True))
@@ -87,23 +90,30 @@ def test_transform_is_a_fixed_point_of_the_document_equations(make, text):
         if mode == _lda.MODE_SVB:
             r = ew[words] * np.exp(psi(N + alpha))
             r /= r.sum(axis=1, keepdims=True)
-        else:       # CVB0: each pair's row solves r = ew (N - r + alpha) / norm, iterated to its fixed point
+        else:       # each pair's row solves r = ew (N - r + alpha) [exp(...)] / norm, iterated to its fixed point
             r = np.full((hi - lo, 3), 1 / 3)
             for _ in range(200):
-                r = ew[words] * (N - r + alpha)
-                r /= r.sum(axis=1, keepdims=True)
+                e = N - r + alpha
+                r_new = ew[words] * e
+                if mode == _lda.MODE_CVB:
+                    V = (c * r * (1 - r)).sum(axis=0)
+                    r_new *= np.exp(-(V - r * (1 - r)) / (2 * e * e))
+                r = r_new / r_new.sum(axis=1, keepdims=True)
         np.testing.assert_allclose((c * r).sum(axis=0), N, rtol=1e-9, atol=1e-9, err_msg=f"document {j}")
 
 
-def test_cvb0_fold_in_of_a_one_token_document_with_tiny_priors():
-    """One token: N^-_jk = 0, so its row is proportional to phi_kw alpha_k; with
-    alpha ~1e-300 those products underflow and the row is normalised in log space."""
-    alpha = np.array([1e-300, 3e-300, 2e-300])
+@pytest.mark.parametrize("mode, scale", [("cvb0", 1e-300), ("cvb", 1e-100)])
+def test_fold_in_of_a_one_token_document_with_tiny_priors(mode, scale):
+    """One token: N^-_jk = 0 and V^-_jk = 0, so its row is proportional to
+    phi_kw alpha_k. CVB0 with alpha ~1e-300: those products underflow and the
+    row is normalised in log space; CVB at the smallest prior the estimators
+    accept (1e-100; below it (N^-_jk + alpha_k)^2 underflows in the exponent)."""
+    alpha = np.array([1.0, 3.0, 2.0]) * scale
     log_word = np.log(np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]]))       # (W, K)
     doc = Corpus(np.array([[0, 1]]))
     theta = np.empty((1, 3))
-    _lda.fold_in(doc.indptr, doc.indices, doc.counts, alpha, _lda.MODE_CVB0, 0, log_word, np.exp(log_word), 50, 0,
-                 0.0, 1, np.zeros(1, dtype=np.uint64), theta)
+    _lda.fold_in(doc.indptr, doc.indices, doc.counts, alpha, getattr(_lda, f"MODE_{mode.upper()}"), 0, log_word,
+                 np.exp(log_word), 50, 0, 0.0, 1, np.zeros(1, dtype=np.uint64), theta)
     want = np.exp(log_word[1]) * alpha
     np.testing.assert_allclose(theta[0], want / want.sum(), rtol=1e-12)
 
