@@ -2,7 +2,7 @@
 (M. Bryant and E. B. Sudderth, "Truly nonparametric online variational inference
 for hierarchical Dirichlet processes", NIPS 2012).
 
-Five experiments, each a sub-command that prints its table:
+Six experiments, each a sub-command that prints its table:
 
 ``bars``  T-SM-1 and T-SM-2 (Figure 2(a), (d)): the 10 x 10 bars data (20 bars,
           2000 training and 200 test documents of 250 words), oHDP-SM from eight
@@ -25,6 +25,10 @@ Five experiments, each a sub-command that prints its table:
 ``start`` Online fits from that G-HDP sample (``fit(X, init_from=...)``) for the
           same wall time, oHDP and oHDP-SM with learning_offset 1, 30 and 300:
           how much of the start each keeps.
+``audit``  Why the moves end at a handful of topics on KOS: at the first accepted
+          split and merge of each iteration of oHDP-SM from one topic, the gain
+          on the minibatch that accepted it against the change of the bound of
+          the whole training set (each side with every document's E-step).
 ``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
           Wang et al. 2011), tomotopy ``HDPModel`` (collapsed Gibbs), bnpcore's
           G-HDP (``hdp.DirectAssignmentGibbs``) and truncation-free SVI
@@ -41,6 +45,9 @@ scored per word with ``bnpcore.evaluation.token_log_likelihood``.
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py peers --seconds 30
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py bound
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py start --seconds 30
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py audit --seconds 60
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py kos --max-merges 0 --split-inits minibatch,divide \
+        --max-splits 3 --split-candidates 5
 """
 import argparse
 import math
@@ -58,6 +65,7 @@ from bnpcore import hdp  # noqa: E402
 from bnpcore.datasets import load_kos, make_bars  # noqa: E402
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
 from bnpcore.inference.online import Minibatch  # noqa: E402
+from bnpcore.models.hdp_da import DAState  # noqa: E402
 
 BARS_INITS = (2, 5, 10, 20, 40, 50, 80, 100)
 
@@ -107,6 +115,7 @@ def kos_split(seed):
 def direct_assignment(K, sm, args):
     return hdp.DirectAssignmentVB(n_components=K, split_merge=sm, eta=args.eta, batch_size=args.batch_size,
                                   max_iter=10 ** 6, split_inits=args.split_inits, max_splits=args.max_splits,
+                                  max_merges=args.max_merges, split_candidates=args.split_candidates,
                                   random_state=args.seed)
 
 
@@ -210,6 +219,61 @@ def merge_path(sampler, train, eta, observed, heldout, args):
             record = state.sweep()
 
 
+class _AuditedState(DAState):
+    """oHDP-SM's state that, at the first accepted split and the first accepted
+    merge of each iteration, also measures the move's change of the bound of
+    the whole training set (every document's E-step under the globals before
+    and after): the quantity the minibatch estimate stands for."""
+
+    def _whole(self, lam, beta):
+        local = self._refit(Minibatch(self.corpus, np.arange(self.corpus.n_docs), self._word_map), lam, beta)
+        return local, sum(self.bound(local, 1.0, lam, beta).values())
+
+    def _first(self, kind):
+        done = self.audit_seen.setdefault(kind, -1) == self.updates
+        self.audit_seen[kind] = self.updates
+        return not done
+
+    def _apply_split(self, local, k, proposal):
+        if self._first("split"):
+            lam1, lam2 = proposal["lam"]
+            lam = np.vstack([self.lam, lam2[None]])
+            lam[k] = lam1
+            change = self._whole(lam, proposal["beta"])[1] - self._whole(self.lam, self.beta)[1]
+            self.audit.append(("split", self.updates, self.n_components, proposal["gain"], change))
+        super()._apply_split(local, k, proposal)
+
+    def _merge_gain(self, local, scale, ka, kb):
+        gain = super()._merge_gain(local, scale, ka, kb)
+        if gain > 0.0 and self._first("merge"):
+            whole = self._whole(self.lam, self.beta)[0]
+            self.audit.append(("merge", self.updates, self.n_components, gain,
+                               super()._merge_gain(whole, 1.0, ka, kb)))
+        return gain
+
+
+def run_audit(args):
+    """Accepted moves of oHDP-SM from one topic: their minibatch gain against
+    their change of the whole training set's bound."""
+    train = kos_split(args.seed)[0]
+    est = direct_assignment(1, True, args)
+    state = est._init_state(train, np.random.default_rng(args.seed))
+    state.__class__ = _AuditedState
+    state.audit, state.audit_seen = [], {}
+    start = time.perf_counter()
+    while time.perf_counter() - start < args.seconds:
+        state.sweep()
+    print(f"# KOS: oHDP-SM from 1 topic, eta {args.eta:g}, minibatch {args.batch_size}, {state.updates} iterations "
+          f"in {args.seconds:g} s (with the audit); the first accepted split and merge of each iteration; "
+          f"{state.n_components} topics at the end")
+    print(f"{'move':6} {'audited':>7} {'whole gain > 0':>14} {'median minibatch gain':>22} {'median whole gain':>18}")
+    for kind in ("split", "merge"):
+        rows = np.array([row[3:] for row in state.audit if row[0] == kind]).reshape(-1, 2)
+        if len(rows):
+            print(f"{kind:6} {len(rows):7d} {int((rows[:, 1] > 0).sum()):14d} {np.median(rows[:, 0]):22.0f} "
+                  f"{np.median(rows[:, 1]):18.0f}")
+
+
 def run_start(args):
     """Online fits started from a G-HDP sample (``fit(X, init_from=...)``): how much of the start each
     learning_offset keeps, with and without moves, eta = G-HDP's 100 / W."""
@@ -301,15 +365,19 @@ def run_peers(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=("bars", "kos", "peers", "bound", "start"))
+    parser.add_argument("experiment", choices=("bars", "kos", "peers", "bound", "start", "audit"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=20, help="bars: passes over the training documents")
     parser.add_argument("--repeats", type=int, default=8, help="bars: seeds of each oHDP baseline")
     parser.add_argument("--batch-size", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=30.0, help="kos, peers, start: training time per run")
+    parser.add_argument("--seconds", type=float, default=30.0, help="kos, peers, start, audit: training time per run")
     parser.add_argument("--eta", type=float, default=0.5, help="kos, peers: eta of oHDP and oHDP-SM")
     parser.add_argument("--max-splits", type=int, default=1,
                         help="kos, peers: splits accepted per iteration by oHDP-SM (0: merges only)")
+    parser.add_argument("--max-merges", type=int, default=None,
+                        help="kos, peers: merges accepted per iteration by oHDP-SM (default: no cap; 0: splits only)")
+    parser.add_argument("--split-candidates", type=int, default=10,
+                        help="kos, peers: topics tried as splits per iteration by oHDP-SM")
     parser.add_argument("--eval-seconds", type=float, default=5.0, help="kos: training time between evaluations")
     parser.add_argument("--inits", type=lambda s: [int(v) for v in s.split(",")], default=[1, 10, 100],
                         help="kos: initial numbers of topics")
@@ -329,7 +397,7 @@ def main(argv=None):
     parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
     args = parser.parse_args(argv)
     {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound,
-     "start": run_start}[args.experiment](args)
+     "start": run_start, "audit": run_audit}[args.experiment](args)
 
 
 if __name__ == "__main__":

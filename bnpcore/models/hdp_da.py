@@ -445,10 +445,12 @@ class DAState(BatchState):
     # -- merges ([SM] 3.2) -------------------------------------------------------------------
     def merge(self, local, scale):
         """Test pairs of topics with positive covariance of theta over the minibatch,
-        largest first, with the current globals; returns (accepted, tried)."""
+        largest first, with the current globals; accept at most ``max_merges``;
+        returns (accepted, tried)."""
         cfg = self.settings
         K = self.n_components
-        if K < 2 or local.n_docs < 2:
+        cap = cfg.get("max_merges")         # None: no cap (also in checkpoints from before the setting)
+        if K < 2 or local.n_docs < 2 or cap == 0:
             return 0, 0
         cov = np.cov(local.theta[:, :K], rowvar=False)
         i, j = np.triu_indices(K, 1)
@@ -459,6 +461,8 @@ class DAState(BatchState):
         touched = np.zeros(K, dtype=bool)
         accepted = tried = 0
         for p in order:
+            if cap is not None and accepted >= cap:
+                break
             a, b = i[p], j[p]
             if touched[a] or touched[b]:
                 continue
@@ -968,6 +972,12 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         (1 + t)^-0.5 for every online run).
     max_splits : int, default 1
         Splits accepted per iteration.
+    max_merges : int or None, default None
+        Merges accepted per iteration (None: every candidate pair that gains
+        and shares no topic with an accepted one, as the paper). 0 switches
+        merges off: on KOS the merges follow the bound down to about four
+        topics, which predict held-out words worse than the many topics the
+        splits alone reach (docs/split_merge.md).
     split_candidates : int, default 10
         Topics tried as splits per iteration, in decreasing order of their
         minibatch mass (the paper tries every topic; each try costs a pass
@@ -1048,7 +1058,8 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
 
     def __init__(self, n_components=20, mode="online", split_merge=True, alpha=1.0, gamma=1.0, eta=0.5,
                  learn_hyperparameters=("alpha", "gamma"), batch_size=100, max_iter=10, total_samples=None,
-                 learning_offset=1.0, learning_decay=0.5, max_splits=1, split_candidates=10,
+                 learning_offset=1.0, learning_decay=0.5, max_splits=1, max_merges=None,
+                 split_candidates=10,
                  merge_candidates=20, merge_threshold=0.0, merge_prior="double",
                  split_inits=("minibatch", "divide", "reassign"),
                  restricted_iter=5, restricted_sweeps=10,
@@ -1088,6 +1099,8 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         check_int(self.restricted_sweeps, "restricted_sweeps")
         if self.total_samples is not None:
             check_int(self.total_samples, "total_samples")
+        if self.max_merges is not None:
+            check_int(self.max_merges, "max_merges", minimum=0)
         if not np.isfinite(self.merge_threshold):
             raise ValueError(f"merge_threshold must be finite, got {self.merge_threshold!r}")
         if self.merge_prior not in ("double", "single"):
@@ -1103,6 +1116,7 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         return {"mode": self.mode, "split_merge": bool(self.split_merge), "learn": tuple(learn),
                 "batch_size": int(self.batch_size), "learning_offset": float(self.learning_offset),
                 "learning_decay": float(self.learning_decay), "max_splits": int(self.max_splits),
+                "max_merges": None if self.max_merges is None else int(self.max_merges),
                 "split_candidates": int(self.split_candidates), "merge_candidates": int(self.merge_candidates),
                 "merge_threshold": float(self.merge_threshold), "merge_prior": self.merge_prior,
                 "split_inits": tuple(dict.fromkeys(self.split_inits)), "restricted_iter": int(self.restricted_iter),

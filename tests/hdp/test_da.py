@@ -565,6 +565,22 @@ def test_split_merge_grows_from_few_topics_and_records_moves():
     assert est.score(data.test) > plain.score(data.test)
 
 
+def test_max_merges_caps_the_merges_of_an_iteration():
+    """From 40 topics the first minibatches merge several pairs an iteration;
+    max_merges=1 accepts one at most, max_merges=0 none (nor tests any)."""
+    data = make_bars("sm", n_docs=200, n_test=20, random_state=0)
+
+    def merges(cap):
+        est = DirectAssignmentVB(n_components=40, eta=0.5, max_iter=1, batch_size=50, max_splits=0,
+                                 max_merges=cap, random_state=0).fit(data.train)
+        return [(r["merges"], r["merge_tries"]) for r in est.history_]
+
+    assert max(m for m, _ in merges(None)) >= 2
+    capped = merges(1)
+    assert max(m for m, _ in capped) == 1
+    assert merges(0) == [(0, 0)] * len(capped)
+
+
 def test_weights_sorted_and_transform_normalised():
     data = make_bars("sm", n_docs=200, n_test=20, random_state=0)
     est = DirectAssignmentVB(n_components=10, eta=0.5, max_iter=2, batch_size=50, random_state=0).fit(data.train)
@@ -600,6 +616,7 @@ def test_partial_fit_streams_and_continues_after_load(tmp_path):
     ({"batch_size": 0}, "batch_size"), ({"learning_decay": 1.5}, "learning_decay"),
     ({"n_components": 0}, "n_components"), ({"split_inits": "divide"}, "split_inits"),
     ({"split_inits": ()}, "split_inits"), ({"split_inits": ["paper"]}, "split_inits"),
+    ({"max_merges": -1}, "max_merges"), ({"max_merges": 1.5}, "max_merges"),
 ])
 def test_bad_parameters_are_refused(params, match):
     with pytest.raises((ValueError, TypeError), match=match):
