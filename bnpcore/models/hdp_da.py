@@ -571,7 +571,7 @@ class DAState(BatchState):
                 if halves[0].ndk[:, k].sum() <= 0.0:         # nothing of k in the documents to fit
                     continue
                 proposal = self._reassign_proposal(k, rho, *halves)
-                if proposal["gain"] <= 0.0:
+                if not proposal["gain"] > 0.0:         # also NaN: a proposal from underflowed halves
                     continue
                 self._apply_reassign(local, proposal)
                 return accepted + 1, tried      # every topic changed: old_lam and lam_hat no longer add up
@@ -621,7 +621,8 @@ class DAState(BatchState):
             # a "divide" half can hold less than eta at a word: it has nothing there to give
             give = np.maximum(start[:K, vocab] - self.eta, 0.0) * moved
             lam = start.copy()
-            lam[:K, vocab] -= give
+            # at least eta where a topic gives: start - (start - eta) rounds to 0 when eta << start
+            lam[:K, vocab] = np.maximum(start[:K, vocab] - give, np.minimum(start[:K, vocab], self.eta))
             lam[K, vocab] += give.sum(axis=0)
         scale = self.n_total / check.n_docs
         proposed = self._refit(check.batch, lam, beta)
@@ -700,9 +701,11 @@ class DAState(BatchState):
                               fit_rho * self.eta, fit_rho * scale, ab1, ab2, cfg["estep_tol"], n_iter,
                               cfg["restricted_sweeps"], theta1, theta2, r1, stats1, stats2)
             if divide:
-                share = np.full(W, 0.5)
-                share[vocab] = (self.eta + stats1) / (2.0 * self.eta + stats1 + stats2)
-                lam1, lam2 = share * self.lam[k], (1.0 - share) * self.lam[k]
+                # each half's share by its own ratio: 1 - share rounds to 0 where eta << the counts
+                share1, share2 = np.full(W, 0.5), np.full(W, 0.5)
+                total = 2.0 * self.eta + stats1 + stats2
+                share1[vocab], share2[vocab] = (self.eta + stats1) / total, (self.eta + stats2) / total
+                lam1, lam2 = share1 * self.lam[k], share2 * self.lam[k]
             else:
                 lam1 = memory + rho * (self.eta + scale * self._scatter(stats1, vocab))
                 lam2 = rho * (self.eta + scale * self._scatter(stats2, vocab))

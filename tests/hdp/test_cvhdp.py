@@ -418,6 +418,40 @@ def test_transform_with_disjoint_topics_is_exact():
     np.testing.assert_allclose(theta, [[1.2 / 4.8, 3.6 / 4.8], [6.2 / 6.8, 0.6 / 6.8]], rtol=1e-12)
 
 
+def test_transform_is_a_fixed_point_of_the_document_equations(small_fit):
+    """Run long enough, ``transform`` solves the document side of (15) with the
+    topics fixed: N_jk = sum_w c_jw r_jwk, r_jwk proportional to (prior_k +
+    N_jk - r_jwk) phi_wk exp(-V^-_jk / (2 (prior_k + N_jk - r_jwk)^2)),
+    V^-_jk = sum_w c_jw r_jwk (1 - r_jwk) - r_jwk (1 - r_jwk)."""
+    model, _, test = small_fit
+    theta = model.transform(test, n_iter=3000)
+    prior, phi = model.alpha_ * model.weights_, model.topics_.T
+    for j in range(test.n_docs):
+        lo, hi = test.indptr[j], test.indptr[j + 1]
+        words, c = test.indices[lo:hi], test.counts[lo:hi, None].astype(float)
+        N = theta[j] * (c.sum() + prior.sum()) - prior
+        r = np.full((hi - lo, len(prior)), 1 / len(prior))
+        for _ in range(300):
+            e = N - r + prior
+            V = (c * r * (1 - r)).sum(axis=0)
+            r = phi[words] * e * np.exp(-(V - r * (1 - r)) / (2 * e * e))
+            r /= r.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose((c * r).sum(axis=0), N, rtol=1e-9, atol=1e-9, err_msg=f"document {j}")
+
+
+def test_transform_of_a_one_token_document_where_the_products_underflow():
+    """One token: its row is proportional to prior_k phi_wk, here ~1e-350,
+    below the smallest double, so it is normalised in log space (one pass:
+    later passes see rounding residues of N_jk - r_jk, ~1e-17, above such priors)."""
+    model = CollapsedVB()
+    model.topics_ = np.array([[1e-100, 1.0 - 1e-100], [3e-100, 1.0 - 3e-100], [2e-100, 1.0 - 2e-100]])
+    model.weights_ = np.array([1e-250, 2e-250, 1e-250])
+    model.alpha_, model.n_components_, model.n_features_in_ = 1.0, 3, 2
+    theta = model.transform(Corpus([[0]], n_words=2), n_iter=1)
+    r = np.array([1.0, 6.0, 2.0]) / 9.0
+    np.testing.assert_allclose(theta[0], (model.weights_ + r) / (model.weights_.sum() + 1.0), rtol=1e-12)
+
+
 def test_heldout_log_likelihood_uses_the_fitted_state_for_training_documents(small_fit):
     model, train, test = small_fit
     want = token_log_likelihood(model.doc_topic_, model.topics_, test)      # eq 16 with the fitted E[n_jk]

@@ -2,13 +2,14 @@
 against NumPy transcriptions, the bound against a direct evaluation and Monte
 Carlo, monotone batch iterations, the moves' exact identities."""
 import copy
+import warnings
 
 import numpy as np
 import pytest
 from scipy import integrate
 from scipy.special import digamma, gammaln, xlogy
 
-from bnpcore import Corpus
+from bnpcore import Corpus, cli
 from bnpcore.datasets import make_bars
 from bnpcore.hdp import DirectAssignmentGibbs, DirectAssignmentVB
 from bnpcore.inference.online import Minibatch
@@ -644,6 +645,21 @@ def test_fit_is_identical_on_any_thread_count(mode, monkeypatch):
     for fit, tries in zip(fits[1:], splits[1:]):
         assert np.array_equal(fit.components_, fits[0].components_)
         assert tries == splits[0]
+
+
+def test_a_tiny_eta_keeps_the_moves_finite():
+    """Found by the hypothesis suite: with eta = 1e-100 a "divide" half's share
+    1 - s rounded to 0 where the other half held the counts (lambda = 0, psi = -inf),
+    the reassign proposal built on it had a NaN gain, and NaN passed the test
+    ``gain <= 0`` for rejection: NaN topics."""
+    X = np.zeros((12, 18), dtype=int)
+    X[7, 17], X[9, 15], X[9, 17] = 3, 1, 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        est = cli.get_model("hdp-da-sm").make(test=True, eta=1e-100, gamma=1.0, max_iter=2, random_state=0).fit(X)
+    assert sum(r["splits"] for r in est.history_) > 0
+    assert np.all(est.components_ > 0) and np.all(np.isfinite(est.topics_))
+    np.testing.assert_allclose(est.transform(X).sum(axis=1), 1.0)
 
 
 def test_pruning_everything_keeps_the_largest_topic():
