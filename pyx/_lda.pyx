@@ -1285,7 +1285,9 @@ cdef void _fold_in_doc(const FoldIn *f, int64_t j, double *wk, double *rb, int32
                             ejk = pos(E[k] - ro) + f.alpha[k]
                             dk[k] = ejk
                             if f.mode == M_CVB:
-                                log_dk[k] = -pos(V[k] - ro * (1.0 - ro)) / (2.0 * ejk * ejk)
+                                # no variance, no correction: ejk^2 underflows to 0 below 1e-154
+                                x = pos(V[k] - ro * (1.0 - ro))
+                                log_dk[k] = -x / (2.0 * ejk * ejk) if x > 0.0 else 0.0
                                 m = log_dk[k] if k == 0 else max(m, log_dk[k])
                         if f.mode == M_CVB:
                             for k in range(K):
