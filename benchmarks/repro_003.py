@@ -26,7 +26,7 @@ Six experiments, each a sub-command that prints its table:
           same wall time, oHDP and oHDP-SM with learning_offset 1, 30 and 300:
           how much of the start each keeps.
 ``audit``  Why the moves end at a handful of topics on KOS: at the first accepted
-          split and merge of each iteration of oHDP-SM from one topic, the gain
+          restricted split and merge of each iteration of oHDP-SM from one topic, the gain
           on the minibatch that accepted it against the change of the bound of
           the whole training set (each side with every document's E-step).
 ``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
@@ -220,10 +220,11 @@ def merge_path(sampler, train, eta, observed, heldout, args):
 
 
 class _AuditedState(DAState):
-    """oHDP-SM's state that, at the first accepted split and the first accepted
-    merge of each iteration, also measures the move's change of the bound of
-    the whole training set (every document's E-step under the globals before
-    and after): the quantity the minibatch estimate stands for."""
+    """oHDP-SM's state that, at the first accepted split (of the restricted
+    proposals; a "reassign" split is not audited) and the first accepted merge
+    of each iteration, also measures the move's change of the bound of the
+    whole training set (every document's E-step under the globals before and
+    after): the quantity the minibatch estimate stands for."""
 
     def _whole(self, lam, beta):
         local = self._refit(Minibatch(self.corpus, np.arange(self.corpus.n_docs), self._word_map), lam, beta)
