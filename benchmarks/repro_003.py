@@ -2,7 +2,7 @@
 (M. Bryant and E. B. Sudderth, "Truly nonparametric online variational inference
 for hierarchical Dirichlet processes", NIPS 2012).
 
-Six experiments, each a sub-command that prints its table:
+Seven experiments, each a sub-command that prints its table:
 
 ``bars``  T-SM-1 and T-SM-2 (Figure 2(a), (d)): the 10 x 10 bars data (20 bars,
           2000 training and 200 test documents of 250 words), oHDP-SM from eight
@@ -29,6 +29,12 @@ Six experiments, each a sub-command that prints its table:
           restricted split and merge of each iteration of oHDP-SM from one topic, the gain
           on the minibatch that accepted it against the change of the bound of
           the whole training set (each side with every document's E-step).
+``lda``   The mean-field level on the same KOS split: batch variational LDA
+          (``lda.StandardVB``, Blei et al. 2003) over a grid of K, alpha and eta
+          (held-out and wall time of each), the best setting run three times as
+          long, and collapsed variational LDA (``lda.CollapsedVB``, CVB0) at the
+          best K and alpha for comparison: what "tuned-LDA quality" is for a
+          mean-field fit of the topics, against which oHDP-SM's held-out is read.
 ``peers`` The same KOS split and time budget for gensim ``HdpModel`` (online VB,
           Wang et al. 2011), tomotopy ``HDPModel`` (collapsed Gibbs), bnpcore's
           G-HDP (``hdp.DirectAssignmentGibbs``) and truncation-free SVI
@@ -46,6 +52,7 @@ scored per word with ``bnpcore.evaluation.token_log_likelihood``.
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py bound
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py start --seconds 30
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py audit --seconds 60
+    OMP_NUM_THREADS=1 python benchmarks/repro_003.py lda
     OMP_NUM_THREADS=1 python benchmarks/repro_003.py kos --max-merges 0 --split-inits minibatch,divide \
         --max-splits 3 --split-candidates 5
 """
@@ -61,7 +68,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_peers import _bow, _tomotopy_extract, _words  # noqa: E402
 from harness import normalize_rows  # noqa: E402
 
-from bnpcore import hdp  # noqa: E402
+from bnpcore import hdp, lda  # noqa: E402
 from bnpcore.datasets import load_kos, make_bars  # noqa: E402
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
 from bnpcore.inference.online import Minibatch  # noqa: E402
@@ -173,7 +180,7 @@ def run_bound(args):
                  for sm in (False, True)]
         for label, K, start, sm, iters in runs:
             est = hdp.DirectAssignmentVB(n_components=K, mode="batch", split_merge=sm, eta=eta, max_iter=iters,
-                                         tol=0.0, random_state=args.seed)
+                                         tol=None, random_state=args.seed)
             est.fit(train, init_from=start)
             terms = est.history_[-1]["bound"]
             print(f"{eta:7.4f} {label:>12} {'yes' if sm else 'no':>5} {iters:5d} {est.n_components_:4d} "
@@ -334,6 +341,32 @@ def peer_tomotopy(train, observed, heldout, args):
         token_log_likelihood(normalize_rows(doc_topic), topic_word, heldout)
 
 
+def run_lda(args):
+    """Batch variational LDA over the grid of K, alpha and eta, the best setting three times as long, and CVB0
+    at the best K and alpha: the mean-field level of this split."""
+    train, _, observed, heldout = kos_split(args.seed)
+    print(f"# KOS: batch LDA, fixed alpha and eta, {args.lda_iters} iterations; held-out by document completion")
+    print(f"{'method':10} {'K':>4} {'alpha':>6} {'eta':>6} {'iters':>5} {'seconds':>8} {'heldout':>9}", flush=True)
+
+    def row(name, est):
+        start = time.perf_counter()
+        est.fit(train)
+        seconds, value = time.perf_counter() - start, est.heldout_log_likelihood(observed, heldout)
+        print(f"{name:10} {est.n_components:4d} {est.alpha:6.2f} {est.eta:6.2f} {est.max_iter:5d} {seconds:8.1f} "
+              f"{value:9.4f}", flush=True)
+        return value
+
+    grid = {(K, a, e): row("StandardVB", lda.StandardVB(n_components=K, alpha=a, eta=e, max_iter=args.lda_iters,
+                                                         tol=None, random_state=args.seed))
+            for K in args.lda_topics for a in args.lda_alphas for e in args.lda_etas}
+    K, a, e = max(grid, key=grid.get)
+    row("StandardVB", lda.StandardVB(n_components=K, alpha=a, eta=e, max_iter=3 * args.lda_iters, tol=None,
+                                     random_state=args.seed))
+    for e in args.lda_etas:
+        row("CVB0", lda.CollapsedVB(n_components=K, alpha=a, eta=e, order=0, max_iter=args.lda_iters, tol=None,
+                                    random_state=args.seed))
+
+
 def run_peers(args):
     train, test, observed, heldout = kos_split(args.seed)
     print(f"# KOS, {args.seconds:g} s of training per system, one thread; held-out by document completion")
@@ -366,7 +399,7 @@ def run_peers(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=("bars", "kos", "peers", "bound", "start", "audit"))
+    parser.add_argument("experiment", choices=("bars", "kos", "peers", "bound", "start", "audit", "lda"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=20, help="bars: passes over the training documents")
     parser.add_argument("--repeats", type=int, default=8, help="bars: seeds of each oHDP baseline")
@@ -395,10 +428,17 @@ def main(argv=None):
     parser.add_argument("--refits", type=int, default=2, help="bound: batch iterations after each merge of the path")
     parser.add_argument("--etas", type=lambda s: [float(v) for v in s.split(",")],
                         help="bound: values of eta (default: G-HDP's 100 / W and 0.5)")
+    parser.add_argument("--lda-topics", type=lambda s: [int(v) for v in s.split(",")], default=[30, 50, 80],
+                        help="lda: values of K")
+    parser.add_argument("--lda-alphas", type=lambda s: [float(v) for v in s.split(",")], default=[0.1, 0.3, 0.5],
+                        help="lda: values of alpha")
+    parser.add_argument("--lda-etas", type=lambda s: [float(v) for v in s.split(",")], default=[0.1, 0.3, 0.5],
+                        help="lda: values of eta")
+    parser.add_argument("--lda-iters", type=int, default=100, help="lda: batch iterations of each grid fit")
     parser.add_argument("--plot", help="kos: save held-out vs topics to this image (needs matplotlib)")
     args = parser.parse_args(argv)
     {"bars": run_bars, "kos": run_kos, "peers": run_peers, "bound": run_bound,
-     "start": run_start, "audit": run_audit}[args.experiment](args)
+     "start": run_start, "audit": run_audit, "lda": run_lda}[args.experiment](args)
 
 
 if __name__ == "__main__":
