@@ -276,16 +276,16 @@ def _svb_step(part, log_word):
     """One parallel-schedule SVB iteration of a partition: (new partition,
     (its word-topic counts, delta, entropy, documents term of the bound, seconds))."""
     tick = time.perf_counter()
-    alpha, r, ndk = part["alpha"], part["r"].copy(), np.empty_like(part["ndk"])
-    log_doc = svb_log_doc(part["ndk"], alpha)
+    alpha, ndk = part["alpha"], part["ndk"].copy()
+    log_doc = svb_log_doc(ndk, alpha)
     nwk = np.empty_like(log_word)
     # built on the worker at the first step and kept with the partition (as ParallelSVBState keeps its own)
     index = part["word_index"] if "word_index" in part else word_index(part["indptr"], part["indices"],
                                                                          len(log_word))
     delta, entropy = _lda.svb_parallel_step(part["indptr"], part["indices"], part["counts"], index, log_word,
-                                            log_doc, r, ndk, nwk, 1)
+                                            log_doc, ndk, nwk, 1)
     documents = (gammaln(ndk + alpha) - gammaln(alpha)).sum()
-    new = dict(part, r=r, ndk=ndk, word_index=index)
+    new = dict(part, ndk=ndk, word_index=index)
     return new, (nwk, delta, entropy, documents, time.perf_counter() - tick)
 
 
@@ -449,8 +449,8 @@ class _SVB:
     documents on the workers."""
 
     @staticmethod
-    def partition(state, start, stop):
-        return _with_rows(state, start, stop, ndk=state.ndk)
+    def partition(state, start, stop):      # no responsibilities: the rows follow from the counts
+        return dict(_documents(state.corpus, start, stop), alpha=state.alpha, ndk=state.ndk[start:stop])
 
     @staticmethod
     def prepare(state, n_partitions):
@@ -473,7 +473,8 @@ class _SVB:
 
     @staticmethod
     def gather_into(state, parts, bounds):
-        _gather_rows(state, parts, bounds, ndk=state.ndk)
+        for p, part in enumerate(parts):
+            state.ndk[bounds[p]:bounds[p + 1]] = part["ndk"]
 
 
 class _CollapsedVB:

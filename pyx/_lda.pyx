@@ -980,65 +980,75 @@ cdef struct SVBParallel:
     const double *ed     # exp(ld), D x K
     const double *lw     # psi(N_kw + eta_w) - psi(N_k + eta_tot) - row max, W x K
     const double *ld     # psi(N_jk + alpha_k) - row max, D x K
-    double *r
     double *ndk
     double *scale        # per pair: c_p / z_p, or -1 where z_p <= _SCALED (the word pass adds c_p r[p])
-    double *work         # n_threads x (K + PAD)
+    double *work         # n_threads x (2 K + PAD)
     double *delta        # D: per document, summed in document order after the pass
     double *entropy      # D
+
+
+cdef inline double _svb_row(const SVBParallel *a, int32_t w, int64_t j, double *x, double *z) noexcept nogil:
+    """x <- the row r of pair (j, w), softmax(lw[w] + ld[j]), as the normalised
+    products ew[w] ed[j] (log space where they all underflow); *z <- the sum of
+    the products; returns log of the normaliser of lw[w] + ld[j]. Both passes
+    call it, so a row recomputed in the word pass has the document pass's bits."""
+    cdef int64_t K = a.K, k
+    cdef const double *ew = a.ew + w * K
+    cdef const double *ed = a.ed + j * K
+    cdef double s = 0.0, lz
+    for k in range(K):
+        x[k] = ew[k] * ed[k]
+        s += x[k]
+    z[0] = s
+    if s > _TINY:
+        lz = log(s)
+        s = 1.0 / s
+        for k in range(K):
+            x[k] *= s
+        return lz
+    for k in range(K):
+        x[k] = a.lw[w * K + k] + a.ld[j * K + k]
+    return normalise_log(x, K)
 
 
 cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
     cdef int64_t K = a.K, p, k
     cdef int32_t w
-    cdef double c, z, lz, rn, d, delta = 0.0, ent = 0.0
-    cdef double *x = a.work + tid * (K + PAD)
+    cdef double c, z, lz, rn, delta = 0.0, ent = 0.0
+    cdef double *x = a.work + tid * (2 * K + PAD)
+    cdef double *y = x + K          # the document's new counts
     cdef double *nd = a.ndk + j * K
-    cdef double *row
     for k in range(K):
-        nd[k] = 0.0
+        y[k] = 0.0
     for p in range(a.indptr[j], a.indptr[j + 1]):
         w = a.indices[p]
         c = a.counts[p]
         if p + 1 < a.indptr[j + 1]:     # the next pair's word rows: random rows of large arrays
             prefetch_row(a.ew + a.indices[p + 1] * K, K)
             prefetch_row(a.lw + a.indices[p + 1] * K, K)
-        row = a.r + p * K
-        z = 0.0
-        for k in range(K):
-            x[k] = a.ew[w * K + k] * a.ed[j * K + k]
-            z += x[k]
-        if z > _SCALED:
-            a.scale[p] = c / z
-        else:           # the word pass adds c r[p] itself: c / z could overflow its sums
-            a.scale[p] = -1.0
-        if z > _TINY:
-            lz = log(z)
-            z = 1.0 / z
-            for k in range(K):
-                x[k] *= z
-        else:  # every product underflowed: normalise in log space
-            for k in range(K):
-                x[k] = a.lw[w * K + k] + a.ld[j * K + k]
-            lz = normalise_log(x, K)
+        lz = _svb_row(a, w, j, x, &z)
+        # the word pass adds c r[p] itself where c / z could overflow its sums
+        a.scale[p] = c / z if z > _SCALED else -1.0
         for k in range(K):
             rn = x[k]
             if rn > 0.0:
                 ent -= c * rn * (a.lw[w * K + k] + a.ld[j * K + k] - lz)
-            d = rn - row[k]
-            delta += c * fabs(d)
-            row[k] = rn
-            nd[k] += c * rn
+            y[k] += c * rn
+    for k in range(K):
+        delta += fabs(y[k] - nd[k])
+        nd[k] = y[k]
     a.delta[j] = delta
     a.entropy[j] = ent
 
 
 cdef void _svb_word(const SVBParallel *a, const int64_t *word_ptr, const int64_t *word_pairs,
                     const int64_t *word_docs, int64_t w, double *nw, double *rest) noexcept nogil:
-    """nwk[w] = ew[w] * sum_p scale_p ed[j_p] + sum over the log-space pairs of c_p r[p]."""
+    """nwk[w] = ew[w] * sum_p scale_p ed[j_p] + sum over the log-space pairs of
+    c_p r[p] (their rows recomputed; ``rest`` has room for two rows)."""
     cdef int64_t K = a.K, i, k, p
     cdef const double *src
-    cdef double s
+    cdef double s, z
+    cdef double *row = rest + K
     cdef bint any_rest = False
     for k in range(K):
         nw[k] = 0.0
@@ -1054,10 +1064,10 @@ cdef void _svb_word(const SVBParallel *a, const int64_t *word_ptr, const int64_t
                 any_rest = True
                 for k in range(K):
                     rest[k] = 0.0
-            src = a.r + p * K
+            _svb_row(a, <int32_t>w, word_docs[i], row, &z)
             s = a.counts[p]
             for k in range(K):
-                rest[k] += s * src[k]
+                rest[k] += s * row[k]
     src = a.ew + w * K
     for k in range(K):
         nw[k] *= src[k]
@@ -1069,49 +1079,53 @@ cdef void _svb_word(const SVBParallel *a, const int64_t *word_ptr, const int64_t
 def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
                       word_index,                                       # IN  (word_ptr, word_pairs, word_docs)
                       const double[:, ::1] log_word, const double[:, ::1] log_doc,                     # IN
-                      double[:, ::1] r, double[:, ::1] ndk, double[:, ::1] nwk,                        # OUT
+                      double[:, ::1] ndk,                                                              # IN/OUT
+                      double[:, ::1] nwk,                                                              # OUT
                       int n_threads=1):
     """One standard VB iteration, parallel schedule ([HYB] eq 11; Blei et al. 2003
     E-step + M-step): every pair gets its new row from the counts at the start
-    of the iteration, then the counts are recomputed.
+    of the iteration, then the counts are recomputed. The rows are not kept:
+    the next iteration computes them again from the counts, so the state is
+    O((D + W) K), not O(nnz K).
 
     ``log_word[w, k] = psi(N_kw + eta_w) - psi(N_k + eta_tot)`` and
     ``log_doc[j, k] = psi(N_jk + alpha_k)``, each shifted so that its row
-    maximum is 0. Equivalent NumPy for pair p = (j, w)::
+    maximum is 0; ``ndk`` holds the counts the rows replace. Equivalent NumPy
+    for pair p = (j, w)::
 
         r[p] = softmax(log_word[w] + log_doc[j])
         ndk[j] = sum_p c_p r[p];   nwk[w] = sum_p c_p r[p]
 
-    Two passes, each on ``n_threads`` threads: documents (r, ndk), then words
+    Two passes, each on ``n_threads`` threads: documents (ndk), then words
     (nwk), each word's pairs in corpus order (``word_index``:
-    ``bnpcore.models.lda.word_index``). The word pass does not read r: with
+    ``bnpcore.models.lda.word_index``). The word pass needs no rows: with
     ``r[p] = ew[w] ed[j] / z_p`` (``ew = exp(log_word)``, ``ed = exp(log_doc)``),
     ``nwk[w] = ew[w] * sum_p (c_p / z_p) ed[j_p]`` (the sparse product of
     Hoffman, Blei & Bach 2010, "Online learning for latent Dirichlet
     allocation"), from cached rows of ``ed``; a pair whose products fall below
-    1e-100 adds ``c_p r[p]`` itself. Every output is one document's or one
-    word's, and the two sums returned add the
-    documents' terms in document order, so the step is the same bit for bit on
-    any number of threads. Returns ``(delta, entropy)``:
-    sum_p c_p sum_k |r_new - r_old| and ``-sum_p c_p sum_k r log r`` of the
-    new rows.
+    1e-100 adds ``c_p r[p]``, its row recomputed. Every output is one
+    document's or one word's, and the two sums returned add the documents'
+    terms in document order, so the step is the same bit for bit on any
+    number of threads. Returns ``(delta, entropy)``: sum_j sum_k |N_jk new -
+    N_jk old| and ``-sum_p c_p sum_k r log r`` of the new rows.
     """
-    cdef int64_t D = indptr.shape[0] - 1, K = r.shape[1], W = log_word.shape[0], j, w
+    cdef int64_t D = indptr.shape[0] - 1, K = ndk.shape[1], W = log_word.shape[0], j, w
+    cdef int64_t n_pairs = indices.shape[0]
     cdef const int64_t[::1] word_ptr, word_pairs, word_docs
     word_ptr, word_pairs, word_docs = word_index
     if n_threads < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
-    if r.shape[0] != indices.shape[0] or log_doc.shape[0] != D or ndk.shape[0] != D:
-        raise ValueError("r, log_doc or ndk do not match the corpus")
-    if word_ptr.shape[0] != W + 1 or word_pairs.shape[0] != r.shape[0] or word_docs.shape[0] != r.shape[0] \
-            or word_ptr[W] != r.shape[0] or nwk.shape[0] != W:
+    if log_doc.shape[0] != D or ndk.shape[0] != D:
+        raise ValueError("log_doc or ndk do not match the corpus")
+    if word_ptr.shape[0] != W + 1 or word_pairs.shape[0] != n_pairs or word_docs.shape[0] != n_pairs \
+            or word_ptr[W] != n_pairs or nwk.shape[0] != W:
         raise ValueError("word_index or nwk do not match the corpus")
-    if log_word.shape[1] != K or log_doc.shape[1] != K or ndk.shape[1] != K or nwk.shape[1] != K:
+    if log_word.shape[1] != K or log_doc.shape[1] != K or nwk.shape[1] != K:
         raise ValueError("arrays disagree on the number of topics")
     ew = map_rows(np.exp, (np.asarray(log_word),), n_threads)
     ed = map_rows(np.exp, (np.asarray(log_doc),), n_threads)
-    work = np.empty((n_threads, K + PAD))
-    scale = np.empty(r.shape[0])
+    work = np.empty((n_threads, 2 * K + PAD))
+    scale = np.empty(n_pairs)
     delta, entropy = np.empty(D), np.empty(D)
     cdef const double[:, ::1] ewv = ew, edv = ed
     cdef double[:, ::1] wv = work
@@ -1120,26 +1134,25 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
     cdef SVBParallel *ap = &a
     a.K = K
     a.indptr = &indptr[0]
-    a.indices = &indices[0] if indices.shape[0] else NULL
-    a.counts = &counts[0] if counts.shape[0] else NULL
+    a.indices = &indices[0] if n_pairs else NULL
+    a.counts = &counts[0] if n_pairs else NULL
     a.ew = &ewv[0, 0]
     a.ed = &edv[0, 0]
     a.lw = &log_word[0, 0]
     a.ld = &log_doc[0, 0]
-    a.r = &r[0, 0] if r.shape[0] else NULL
     a.ndk = &ndk[0, 0]
-    a.scale = &sv[0] if r.shape[0] else NULL
+    a.scale = &sv[0] if n_pairs else NULL
     a.work = &wv[0, 0]
     a.delta = &dv[0] if D else NULL
     a.entropy = &ev[0] if D else NULL
     cdef const int64_t *wp = &word_ptr[0]
-    cdef const int64_t *pairs = &word_pairs[0] if r.shape[0] else NULL
-    cdef const int64_t *docs = &word_docs[0] if r.shape[0] else NULL
+    cdef const int64_t *pairs = &word_pairs[0] if n_pairs else NULL
+    cdef const int64_t *docs = &word_docs[0] if n_pairs else NULL
     with nogil:
         for j in prange(D, num_threads=n_threads, schedule="static"):
             _svb_doc(ap, j, threadid())
         for w in prange(W, num_threads=n_threads, schedule="dynamic", chunksize=64):
-            _svb_word(ap, wp, pairs, docs, w, &nwk[w, 0], a.work + threadid() * (K + PAD))
+            _svb_word(ap, wp, pairs, docs, w, &nwk[w, 0], a.work + threadid() * (2 * K + PAD))
     return float(delta.sum()), float(entropy.sum())
 
 

@@ -175,6 +175,29 @@ def _random_rows(rng, n, K):
     return r
 
 
+# Pairs per block of random rows at the start of a parallel-schedule SVB fit (at least W, so that
+# adding a block's W x K word counts costs less than drawing its rows): on a NIPS-sized corpus at
+# K = 50 one draw of all 665,077 rows (266 MB) took 0.7 s on pages new to the process, 0.19 s on
+# reused ones; blocks of 2^16 pairs 0.17-0.20 s either way.
+_START_PAIRS = 1 << 16
+
+
+def random_counts(rng, corpus, K):
+    """``(ndk, nwk, nk)``: the expected counts of one random responsibility row
+    per pair (``_random_rows``, the same draws in the same order), drawn for a
+    block of documents at a time, so that the rows are never all in memory."""
+    ndk, nwk, nk = np.zeros((corpus.n_docs, K)), np.zeros((corpus.n_words, K)), np.zeros(K)
+    block_wk, block_k = np.empty_like(nwk), np.empty_like(nk)
+    per_block = max(1, max(_START_PAIRS, corpus.n_words) * corpus.n_docs // max(corpus.nnz, 1))
+    for start, chunk in zip(range(0, corpus.n_docs, per_block), corpus.iter_chunks(per_block)):
+        r = _random_rows(rng, chunk.nnz, K)
+        _lda.count_expected(chunk.indptr, chunk.indices, chunk.counts, _NONE_SAMPLED, r,
+                            ndk[start:start + chunk.n_docs], block_wk, block_k)
+        nwk += block_wk
+        nk += block_k
+    return ndk, nwk, nk
+
+
 class _State(BatchState):
     """Priors, corpus and the predictive shared by all states."""
 
@@ -502,23 +525,23 @@ class ParallelSVBState(_State):
     """Standard VB with the parallel schedule ([HYB] eq 11 for all pairs at once:
     the E-step and M-step of Blei et al. 2003): the documents' rows in parallel
     threads, then the word counts word by word (``word_index``), the same bits
-    on any number of threads."""
+    on any number of threads. The state is the expected counts: each
+    iteration's rows are a function of the previous counts, so no
+    responsibility rows are kept (O((D + W) K) memory, not O(nnz K); on a
+    NIPS-sized corpus at K = 50, 266 MB less, and an iteration 1.2x faster at
+    one thread, 1.4x at two, without their reads and writes)."""
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, n_threads=1, optimize=None):
         super().__init__(corpus, alpha, eta, optimize)
-        K, c = n_topics, corpus
         self.n_threads = n_threads
-        self.r = _random_rows(rng, c.nnz, K)
-        self.ndk = np.zeros((c.n_docs, K))
-        self.nwk = np.zeros((c.n_words, K))
-        self.nk = np.zeros(K)
-        _lda.count_expected(c.indptr, c.indices, c.counts, _NONE_SAMPLED, self.r, self.ndk, self.nwk, self.nk)
+        self.ndk, self.nwk, self.nk = random_counts(rng, corpus, n_topics)
         self.restore(corpus)
 
     _transient = _State._transient + ("word_index",)
 
     def restore(self, corpus):
         super().restore(corpus)
+        vars(self).pop("r", None)           # checkpoints written when the state kept the rows
         self.word_index = word_index(corpus.indptr, corpus.indices, corpus.n_words)
 
     def sweep(self):
@@ -526,7 +549,7 @@ class ParallelSVBState(_State):
         log_word = svb_log_word(self.nwk, self.nk, self.eta, self.eta_tot, T)
         log_doc = svb_log_doc(self.ndk, self.alpha, T)
         delta, entropy = _lda.svb_parallel_step(c.indptr, c.indices, c.counts, self.word_index, log_word, log_doc,
-                                                self.r, self.ndk, self.nwk, T)
+                                                self.ndk, self.nwk, T)
         self.nk = self.nwk.sum(axis=0)
         record = {"delta": delta / c.n_tokens,
                   "bound": svb_bound(self.alpha, self.eta, self.lengths, self.ndk, self.nwk, entropy, T)}
@@ -797,12 +820,18 @@ class StandardVB(_LDA):
     One responsibility row per unique (document, word) pair:
     ``r_jwk ∝ exp(psi(N_kw + eta_w) - psi(N_k + sum(eta)) + psi(N_jk + alpha_k))``
     with N the expected counts. Both schedules increase the exact bound
-    B_SVB ([HYB] section 3), recorded as ``bound`` in ``history_``.
+    B_SVB ([HYB] section 3), recorded as ``bound`` in ``history_``. The
+    parallel schedule keeps only the counts (O((D + W) K) memory: each
+    iteration's rows follow from the previous counts); the sequential one
+    keeps the rows (O(nnz K)).
 """ + _DOC + """
     max_iter : int, default 300
     tol : float or None, default 1e-6
-        Stop when the mean absolute change of the responsibilities per token
-        (``delta`` in ``history_``) falls below ``tol``; None runs ``max_iter``.
+        Stop when ``delta`` in ``history_`` falls below ``tol``; None runs
+        ``max_iter``. ``delta`` is the mean absolute change per token of the
+        document-topic counts N_jk (parallel schedule: the change of the
+        Dirichlet parameters alpha + N_j, the criterion of Hoffman et al.'s
+        and gensim's E-steps) or of the responsibilities (sequential).
     schedule : {"parallel", "sequential"}, default "parallel"
         "parallel": all pairs from the counts of the previous iteration (the
         usual E-step/M-step), documents in ``n_threads`` threads, then the

@@ -30,11 +30,11 @@ def setup():
     return train, test, alpha, eta, net
 
 
-def compare_histories(mine, theirs, with_bound):
+def compare_histories(mine, theirs, with_bound, with_delta=True):
     assert len(mine) == len(theirs)
     for a, b in zip(mine, theirs):
         np.testing.assert_allclose(a["heldout_loglik"], b["heldout_loglik"], rtol=0, atol=1e-8)
-        if "delta" in b:
+        if with_delta and "delta" in b:
             np.testing.assert_allclose(a["delta"], b["delta"], rtol=0, atol=1e-10)
         if with_bound:
             np.testing.assert_allclose([a["bound"]["family:z"], a["bound"]["family:w"], a["bound"]["entropy"]],
@@ -58,7 +58,8 @@ def test_standard_vb_matches_lda(setup, schedule):
                             n_threads=1, random_state=SEED).fit(train, heldout=test)
     mine = bayesnet.StandardVB(net, max_iter=12, tol=None, schedule=schedule, random_state=SEED).fit(
         data, counts, heldout=hdata, heldout_counts=hcounts, given=["d"])
-    compare_histories(mine.history_, theirs.history_, with_bound=True)
+    # lda's parallel schedule keeps no responsibilities: its delta is the change of the document-topic counts
+    compare_histories(mine.history_, theirs.history_, with_bound=True, with_delta=schedule == "sequential")
     np.testing.assert_allclose(fitted_components(mine, eta), theirs.components_, rtol=1e-10)
 
 

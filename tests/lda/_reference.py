@@ -114,7 +114,11 @@ def svb_sequential_sweep(C, r, alpha, eta):
 def svb_parallel_iteration(C, r, alpha, eta):
     """One E-step + M-step of Blei et al. (2003) in the Dirichlet parameters
     xi = eta + N_kw, zeta = alpha + N_jk (all pairs from the old counts)."""
-    ndk, nkw = expected_counts(C, r)
+    return svb_rows_from_counts(C, *expected_counts(C, r), alpha, eta)
+
+
+def svb_rows_from_counts(C, ndk, nkw, alpha, eta):
+    """The E-step of ``svb_parallel_iteration`` from the counts ndk (D x K) and nkw (K x W)."""
     xi, zeta = nkw + eta, ndk + alpha
     Elog_phi = digamma(xi) - digamma(xi.sum(1, keepdims=True))
     Elog_pi = digamma(zeta) - digamma(zeta.sum(1, keepdims=True))

@@ -6,6 +6,7 @@ from scipy.special import gammaln, logsumexp
 from bnpcore.corpus import Corpus
 from bnpcore.kernels import _lda
 from bnpcore.lda import StandardVB
+from bnpcore.models import lda as lda_models
 from bnpcore.models.lda import ParallelSVBState, SequentialState, word_index
 
 K = 4
@@ -68,25 +69,28 @@ def test_bound_equals_standard_lda_elbo(ref, counts, schedule):
     alpha, eta = priors(corpus)
     state = new_state(schedule, corpus)
     for _ in range(3):
+        if schedule == "parallel":      # the sweep's rows, from the counts before it (the state keeps none)
+            rows = ref.svb_rows_from_counts(counts, state.ndk, state.nwk.T, alpha, eta)
         record = state.sweep()
-    want = ref.lda_elbo(counts, rows_by_pair(corpus, state.r), alpha, eta)
-    np.testing.assert_allclose(total(record), want, rtol=1e-10)
+    if schedule == "sequential":
+        rows = rows_by_pair(corpus, state.r)
+    np.testing.assert_allclose(total(record), ref.lda_elbo(counts, rows, alpha, eta), rtol=1e-10)
 
 
 def test_parallel_iteration_is_one_blei_em_step(ref, counts):
     corpus = Corpus(counts)
     alpha, eta = priors(corpus)
     state = new_state("parallel", corpus)
-    for _ in range(2):
-        before = rows_by_pair(corpus, state.r)
-        state.sweep()
-        want = ref.svb_parallel_iteration(counts, before, alpha, eta)
-        got = rows_by_pair(corpus, state.r)
-        for key in want:
-            np.testing.assert_allclose(got[key], want[key], rtol=1e-11, atol=1e-14)
-        ndk, nkw = ref.expected_counts(counts, got)
+    rows = ref.svb_rows_from_counts(counts, state.ndk, state.nwk.T, alpha, eta)    # from the random start
+    for _ in range(3):
+        before = state.ndk.copy()
+        record = state.sweep()
+        ndk, nkw = ref.expected_counts(counts, rows)
         np.testing.assert_allclose(state.ndk, ndk, rtol=1e-12)
         np.testing.assert_allclose(state.nwk, nkw.T, rtol=1e-12)
+        # delta: the mean absolute change of the document-topic counts per token
+        assert record["delta"] == pytest.approx(np.abs(ndk - before).sum() / counts.sum(), rel=1e-12)
+        rows = ref.svb_parallel_iteration(counts, rows, alpha, eta)
 
 
 def test_sequential_sweep_matches_reference(ref, counts):
@@ -107,8 +111,29 @@ def test_threads_give_the_same_iteration_bit_for_bit(counts, n_threads):
     one, many = new_state("parallel", corpus, n_threads=1), new_state("parallel", corpus, n_threads=n_threads)
     for _ in range(5):
         assert many.sweep() == one.sweep()              # delta and every bound term
-        for name in ("r", "ndk", "nwk", "nk"):
+        for name in ("ndk", "nwk", "nk"):
             np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
+
+
+def test_parallel_state_keeps_no_rows_and_draws_its_start_in_blocks(counts, monkeypatch):
+    """The parallel state is O((D + W) K): no array of nnz rows, also after
+    restoring a checkpoint written when it kept them; its random start, drawn
+    a block of documents at a time, has the counts of one draw of every row."""
+    corpus = Corpus(counts)
+    alpha, eta = priors(corpus)
+    monkeypatch.setattr(lda_models, "_START_PAIRS", 9)             # blocks of a few documents
+    assert corpus.nnz > 3 * corpus.n_words
+    state = ParallelSVBState(corpus, K, alpha, eta, np.random.default_rng(5))
+    r = lda_models._random_rows(np.random.default_rng(5), corpus.nnz, K)
+    want = np.zeros((corpus.n_docs, K)), np.zeros((corpus.n_words, K)), np.zeros(K)
+    _lda.count_expected(corpus.indptr, corpus.indices, corpus.counts, -1, r, *want)
+    for got, expected in zip((state.ndk, state.nwk, state.nk), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    state.r = r                                                     # as an old checkpoint has it
+    state.restore(corpus)
+    state.sweep()
+    arrays = [a for a in vars(state).values() if isinstance(a, np.ndarray) and a.ndim == 2]
+    assert max(a.size for a in arrays) == max(corpus.n_docs, corpus.n_words) * K
 
 
 def test_word_index_lists_each_words_pairs_in_corpus_order(make_counts):
@@ -123,10 +148,11 @@ def test_word_index_lists_each_words_pairs_in_corpus_order(make_counts):
 
 @pytest.mark.parametrize("gap", [0.0, 300.0, 800.0])
 def test_step_against_numpy_also_where_products_underflow(gap):
-    """The step's r, ndk and nwk against NumPy (nwk = sum of c r over each
+    """The step's ndk, nwk and sums against NumPy (nwk = sum of c r over each
     word's pairs). With ``gap``, words and documents favour different topics by
     ``gap`` nats: 300 leaves the products ew * ed near 1e-130 (word counts from
-    r itself: c / z could overflow), 800 underflows them (r in log space)."""
+    r itself: c / z could overflow), 800 underflows them (r in log space, its
+    rows recomputed by the word pass)."""
     rng = np.random.default_rng(1)
     D, W, K = 9, 14, 4
     dense = rng.integers(0, 4, size=(D, W)) * (rng.random((D, W)) < 0.6)
@@ -139,29 +165,31 @@ def test_step_against_numpy_also_where_products_underflow(gap):
     log_doc -= log_doc.max(axis=1, keepdims=True)
     docs = np.repeat(np.arange(D), np.diff(corpus.indptr))
     logits = log_word[corpus.indices] + log_doc[docs]
-    want_r = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+    log_r = logits - logsumexp(logits, axis=1, keepdims=True)
+    want_r = np.exp(log_r)
     c = corpus.counts[:, None]
     want_ndk, want_nwk = np.zeros((D, K)), np.zeros((W, K))
     np.add.at(want_ndk, docs, c * want_r)
     np.add.at(want_nwk, corpus.indices, c * want_r)
+    old_ndk = rng.random((D, K))
+    want_sums = (np.abs(want_ndk - old_ndk).sum(), -(c * np.where(want_r > 0, want_r * log_r, 0.0)).sum())
     index = word_index(corpus.indptr, corpus.indices, W)
     results = []
     for n_threads in (1, 2, 3):
-        r, ndk, nwk = np.full((corpus.nnz, K), 0.25), np.full((D, K), np.nan), np.full((W, K), np.nan)
+        ndk, nwk = old_ndk.copy(), np.full((W, K), np.nan)
         sums = _lda.svb_parallel_step(corpus.indptr, corpus.indices, corpus.counts, index, log_word, log_doc,
-                                      r, ndk, nwk, n_threads)
-        np.testing.assert_allclose(r, want_r, rtol=1e-12, atol=1e-300)
+                                      ndk, nwk, n_threads)
         np.testing.assert_allclose(ndk, want_ndk, rtol=1e-12, atol=1e-300)
         np.testing.assert_allclose(nwk, want_nwk, rtol=1e-12, atol=1e-300)
-        assert sums[0] == pytest.approx((c * np.abs(want_r - 0.25)).sum(), rel=1e-12)
-        results.append((r, ndk, nwk, sums))
-    for r, ndk, nwk, sums in results[1:]:                         # the same bits on any number of threads
-        for got, want in zip((r, ndk, nwk), results[0][:3]):
+        np.testing.assert_allclose(sums, want_sums, rtol=1e-12)
+        results.append((ndk, nwk, sums))
+    for ndk, nwk, sums in results[1:]:                            # the same bits on any number of threads
+        for got, want in zip((ndk, nwk), results[0][:2]):
             np.testing.assert_array_equal(got, want)
-        assert sums == results[0][3]
+        assert sums == results[0][2]
     with pytest.raises(ValueError, match="word_index or nwk"):
         _lda.svb_parallel_step(corpus.indptr, corpus.indices, corpus.counts, index, log_word, log_doc,
-                               r, ndk, np.empty((W - 1, K)))
+                               ndk, np.empty((W - 1, K)))
 
 
 @pytest.mark.parametrize("schedule", ["parallel", "sequential"])
