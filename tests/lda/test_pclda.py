@@ -72,6 +72,22 @@ def test_phi_step_matches_dirichlet_moments():
     assert np.abs(z_var).max() < 4.5, z_var
 
 
+def test_phi_step_is_the_same_on_any_thread_count():
+    """The topics' blocks (8 topics each; 50 topics: 7 blocks, the last short)
+    are handed to the threads as they come free: each draws from its topics'
+    streams into its thread's buffer, so Phi does not depend on the threads."""
+    rng = np.random.default_rng(4)
+    nwk = (rng.integers(0, 5, size=(40, 50)) * (rng.random((40, 50)) < 0.3)).astype(np.int32)
+    eta = np.full(40, 0.05)
+    first = np.empty(nwk.shape)
+    _pclda.sample_phi(nwk, eta, 3, 7, first, 1)
+    np.testing.assert_allclose(first.sum(axis=0), 1.0, rtol=1e-12)
+    for threads in (2, 3, 4):
+        phi = np.empty(nwk.shape)
+        _pclda.sample_phi(nwk, eta, 3, 7, phi, threads)
+        np.testing.assert_array_equal(phi, first)
+
+
 @pytest.mark.parametrize("a", [1e-3, 0.01, 0.3, 0.9])
 def test_small_shape_gamma_sampler(a):
     """The Phi step's draws for zero counts with eta < 1 (Ahrens & Dieter's GS in
