@@ -32,8 +32,18 @@ two processes running a pure-Python loop that shares nothing, over one
 process, as the median of ``--repeat`` trials (2.0 on two idle cores; on a
 virtual machine whose second core is shared with other guests it is lower, and
 no kernel can beat it).
+
+``--kernels`` adds a second table: the seconds of every kernel call of each
+fit and evaluation (``harness.KernelClock``: the functions of the
+``bnpcore.kernels._*`` modules, timed where the Python code calls them) at 1
+and 2 threads, their medians over the repeats and the speed-up, for the
+kernels that took at least 1% of the model's time; "par" marks the kernels
+with an ``n_threads`` parameter. This isolates the parallel kernels from the
+serial steps between them (an iteration's "iter x" includes both).
 """
 import argparse
+import contextlib
+import math
 import multiprocessing
 import os
 import statistics
@@ -42,7 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_peers import installed, tomotopy_hdp, tomotopy_lda  # noqa: E402
-from harness import threads_note, token_split  # noqa: E402
+from harness import KernelClock, threads_note, token_split  # noqa: E402
 
 THREADS = (1, 2)
 # registered model with schedule="delayed" (delayed-update CVB / CVB0)
@@ -106,23 +116,29 @@ def iteration_seconds(history):
     return statistics.median(b - a for a, b in zip(ticks, ticks[1:])) if len(ticks) > 1 else float("nan")
 
 
-def run_model(name, observed, heldout, cfg):
+def run_model(name, observed, heldout, cfg, kernel_rows=None):
     """One row per thread count: (system, name, threads, iterations, fit s, tokens/s, iteration s,
-    eval s, heldout), seconds the medians of ``cfg.repeat`` fits, thread counts in turn."""
+    eval s, heldout), seconds the medians of ``cfg.repeat`` fits, thread counts in turn. With
+    ``cfg.kernels``, appends the model's rows of the kernel table to ``kernel_rows``."""
     from bnpcore.cli import heldout_score
     runs = {threads: [] for threads in THREADS}
+    clocks = {threads: [] for threads in THREADS}
     for _ in range(cfg.repeat):
         for threads in THREADS:
             est = make_estimator(name, threads, cfg)
-            start = time.perf_counter()
-            est.fit(observed)
-            fit_s = time.perf_counter() - start
-            history = getattr(est, "history_", None) or ()
-            iterations = max(1, len(history))
-            start = time.perf_counter()
-            ll = float("nan") if cfg.no_eval else heldout_score(est, observed, heldout, est.transform(observed))
-            eval_s = float("nan") if cfg.no_eval else time.perf_counter() - start
+            with KernelClock() if cfg.kernels else contextlib.nullcontext() as clock:
+                start = time.perf_counter()
+                est.fit(observed)
+                fit_s = time.perf_counter() - start
+                history = getattr(est, "history_", None) or ()
+                iterations = max(1, len(history))
+                start = time.perf_counter()
+                ll = float("nan") if cfg.no_eval else heldout_score(est, observed, heldout, est.transform(observed))
+                eval_s = float("nan") if cfg.no_eval else time.perf_counter() - start
             runs[threads].append((fit_s, eval_s, iteration_seconds(history), iterations, ll))
+            clocks[threads].append(clock)
+    if cfg.kernels:
+        kernel_rows += kernel_table(name, runs, clocks)
     rows = []
     for threads, fits in runs.items():
         fit_s = statistics.median(f[0] for f in fits)
@@ -130,6 +146,33 @@ def run_model(name, observed, heldout, cfg):
         rows.append(("bnpcore", name, threads, iterations, fit_s, observed.n_tokens * iterations / fit_s,
                      statistics.median(f[2] for f in fits), statistics.median(f[1] for f in fits), ll))
     return rows
+
+
+def kernel_table(name, runs, clocks, min_share=0.01):
+    """Rows (name, kernel, parallel, calls, median seconds at each thread count) of the kernels
+    that took at least ``min_share`` of the model's median 1-thread fit and evaluation at some
+    thread count (a schedule may run another kernel on one thread: CollapsedVB's delayed
+    schedule is the sequential sweep there), largest first; calls of the first fit that ran it."""
+    one = THREADS[0]
+    total = statistics.median(f[0] + (0.0 if math.isnan(f[1]) else f[1]) for f in runs[one])    # eval: nan if skipped
+    rows = []
+    for label in {k for t in THREADS for c in clocks[t] for k in c.seconds}:
+        seconds = [statistics.median(c.seconds[label] for c in clocks[t]) for t in THREADS]
+        first = next(c for t in THREADS for c in clocks[t] if c.calls[label])
+        if max(seconds) >= min_share * total:
+            rows.append((name, label, label in first.parallel, first.calls[label], *seconds))
+    return sorted(rows, key=lambda row: -max(row[4:]))
+
+
+def print_kernel_rows(rows, out=sys.stdout):
+    head = (f"{'model':21} {'kernel':34} {'par':>3} {'calls':>6} " +
+            " ".join(f"{f'{t} thr s':>8}" for t in THREADS) + f" {'x':>6}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for name, label, parallel, calls, *seconds in rows:
+        speedup = f"{seconds[0] / seconds[-1]:6.2f}" if min(seconds) > 0.0 else f"{'-':>6}"
+        print(f"{name:21} {label:34} {'yes' if parallel else 'no':>3} {calls:6d} "
+              + " ".join(f"{x:8.3f}" if x > 0.0 else f"{'-':>8}" for x in seconds) + f" {speedup}", file=out)
 
 
 def run_tomotopy(observed, heldout, cfg):
@@ -174,6 +217,8 @@ def parse_args(argv=None):
                    help="skip bnpcore's held-out evaluation (eval s and heldout print nan): fits only")
     p.add_argument("--repeat", type=int, default=1,
                    help="fits per model and thread count, in turn; seconds are the medians (default 1)")
+    p.add_argument("--kernels", action="store_true",
+                   help="also print the seconds of every kernel call at each thread count (harness.KernelClock)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="also write the table to this file")
     return p.parse_args(argv)
@@ -187,13 +232,13 @@ def main(argv=None):
                f"tokens; {threads_note()}; load average at start {os.getloadavg()[0]:.1f}; machine ceiling at "
                f"start {machine_ceiling(max(cfg.repeat, 3)):.2f}x")
     print(caption, flush=True)
-    rows = []
+    rows, kernel_rows = [], []
     for name in cfg.models:
         if "n_threads" not in get_model(VARIANTS.get(name, (name,))[0]).load_class()._param_names():
             print(f"skipping {name}: no n_threads parameter", file=sys.stderr)
             continue
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        rows += run_model(name, observed, heldout, cfg)
+        rows += run_model(name, observed, heldout, cfg, kernel_rows)
     if not cfg.no_tomotopy:
         if installed("tomotopy"):
             rows += run_tomotopy(observed, heldout, cfg)
@@ -203,12 +248,18 @@ def main(argv=None):
                 f"{machine_ceiling(max(cfg.repeat, 3)):.2f}x")
     print(caption)
     print_rows(rows)
+    if cfg.kernels:
+        print()
+        print_kernel_rows(kernel_rows)
     if cfg.out:
         with open(cfg.out, "w") as fh:
             print("$ python benchmarks/bench_threads.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                   file=fh)
             print(caption, file=fh)
             print_rows(rows, fh)
+            if cfg.kernels:
+                print(file=fh)
+                print_kernel_rows(kernel_rows, fh)
     return rows
 
 

@@ -442,7 +442,11 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         max(n_components, its topics).
     init_gibbs_iter : int, default 200
     r_dtype : {"float64", "float32"}, default "float64"
-        Storage of the responsibilities (statistics stay float64).
+        Storage of the responsibilities (statistics stay float64). float32
+        halves the largest array of a fit (pairs x K) but costs speed: the
+        sweep is bound by its arithmetic, not by reading the rows, and
+        converts every row to double and back (NIPS-sized corpus, K = 120:
+        2.5-2.6 s against 1.6-1.8 s an iteration on one thread).
     schedule : {"sequential", "delayed"}, default "sequential"
         "sequential": update (15) pair after pair, every update seeing all
         the previous ones (exact; one thread). "delayed": the standard

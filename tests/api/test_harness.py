@@ -1,13 +1,18 @@
 """benchmarks/harness.py and the peer adapters of benchmarks/bench_peers.py
 (the scripts themselves run outside the test suite)."""
+import collections
 import importlib.util
 import io
 import pathlib
+import sys
+import types
 
 import numpy as np
 import pytest
 
+from bnpcore import evaluation, lda
 from bnpcore.evaluation import token_log_likelihood
+from bnpcore.kernels import _lda
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -151,3 +156,39 @@ def test_bench_threads_iteration_seconds_and_topics():
     cfg = bench_threads.parse_args(["--topics", "7"])
     assert bench_threads.make_estimator("lda-cvb0/delayed", 2, cfg).get_params()["n_components"] == 7
     assert bench_threads.make_estimator("hdp-cvb", 2, cfg).get_params()["n_components"] == 120
+
+
+def test_kernel_clock_times_the_outermost_kernel_calls_and_restores_the_kernels(monkeypatch, tmp_path,
+                                                                                  tiny_corpus):
+    before = (_lda.svb_parallel_step, evaluation.hdp_heldout)     # a kernel, and one imported by name
+    source = tmp_path / "fake.py"                                   # a kernel that calls another
+    source.write_text("def inner(x):\n    return x + 1\n\n\ndef outer(x, n_threads=1):\n    return 2 * inner(x)\n")
+    spec = importlib.util.spec_from_file_location("bnpcore.kernels._fake", source)
+    fake = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake)
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    with harness.KernelClock() as clock:
+        assert evaluation.hdp_heldout is not before[1]
+        model = lda.StandardVB(n_components=3, max_iter=4, random_state=0).fit(tiny_corpus)
+        assert fake.outer(1) == 4
+    assert clock.calls["_lda.svb_parallel_step"] == len(model.history_) > 0
+    assert clock.seconds["_lda.svb_parallel_step"] > 0.0
+    assert clock.calls["_fake.outer"] == 1 and "_fake.inner" not in clock.calls
+    assert {"_lda.svb_parallel_step", "_fake.outer"} <= clock.parallel and "_fake.inner" not in clock.parallel
+    assert (_lda.svb_parallel_step, evaluation.hdp_heldout) == before
+    assert not hasattr(fake.outer, "__wrapped__") and not hasattr(fake.inner, "__wrapped__")
+
+
+def test_bench_threads_kernel_table_keeps_the_kernels_above_one_percent():
+    bench_threads = _module("bench_threads")
+
+    def clock(**seconds):
+        return types.SimpleNamespace(seconds=collections.Counter(seconds), calls=collections.Counter(dict.fromkeys(
+            seconds, 3)), parallel={"_m.a"})
+
+    runs = {1: [(9.0, 1.0), (8.0, 1.0), (10.0, float("nan"))], 2: [(5.0, 1.0)] * 3}   # 1 thread: 10 s median
+    clocks = {1: [clock(**{"_m.a": 4.0, "_m.b": 0.09, "_m.c": 1.0}), clock(**{"_m.a": 6.0, "_m.b": 0.09}),
+                  clock(**{"_m.a": 5.0, "_m.b": 0.09, "_m.c": 2.0})],
+              2: [clock(**{"_m.a": 2.0, "_m.c": 1.0}), clock(**{"_m.a": 3.0}), clock(**{"_m.a": 2.5, "_m.c": 1.0})]}
+    rows = bench_threads.kernel_table("m", runs, clocks)
+    assert rows == [("m", "_m.a", True, 3, 5.0, 2.5), ("m", "_m.c", False, 3, 1.0, 1.0)]   # _m.b: 0.9 % of 10 s
