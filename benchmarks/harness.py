@@ -174,7 +174,7 @@ class KernelClock:
             if module is None or not name.startswith("bnpcore"):
                 continue
             for attr, fn in list(vars(module).items()):
-                if id(fn) in kernels and callable(fn):
+                if id(fn) in kernels:
                     self._saved.append((module, attr, fn))
                     setattr(module, attr, kernels[id(fn)])
         return self
