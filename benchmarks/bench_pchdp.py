@@ -4,8 +4,9 @@ at 1 and 2 threads against bnpcore's sequential direct-assignment sampler
 
 Every system fits the same 90% of each KOS document's tokens
 (``harness.token_split``) with the same topic prior (eta = 100 / W per word,
-G-HDP's eta_tot = 100), concentrations resampled under the same priors, from
-the same number of starting topics. Every ``--eval-every`` sweeps a callback
+G-HDP's eta_tot = 100), concentrations resampled under the same priors (or
+fixed, the same for all, with ``--alpha`` and ``--gamma``), from the same
+number of starting topics. Every ``--eval-every`` sweeps a callback
 scores the current sample's predictive, (n_jk + alpha Psi_k) / (N_j + alpha)
 and (n_kw + eta) / (n_k + W eta), on the held-out 10% (document completion,
 one sample; the scoring time is not counted). Fit time is the sampler's own
@@ -20,7 +21,8 @@ G-HDP's time), then the held-out, topic and concentration traces.
 
 Usage::
 
-    python benchmarks/bench_pchdp.py [--sweeps 1000] [--eval-every 50] [--threads 1,2] [--out FILE]
+    python benchmarks/bench_pchdp.py [--sweeps 1000] [--eval-every 50] [--threads 1,2]
+        [--phi ppu[,dirichlet]] [--alpha A --gamma G] [--init-topics 100] [--out FILE]
 """
 import argparse
 import contextlib
@@ -76,24 +78,33 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--init-topics", type=int, default=100)
-    ap.add_argument("--phi", default="ppu", choices=["ppu", "dirichlet"])
+    ap.add_argument("--phi", default="ppu", help="PC-HDP's Phi: ppu, dirichlet or both, comma-separated")
+    ap.add_argument("--alpha", type=float, default=None, help="fixed document concentration (default: resampled)")
+    ap.add_argument("--gamma", type=float, default=None, help="fixed top-level concentration (default: resampled)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also write the output to this file")
     args = ap.parse_args(argv)
+    phis = args.phi.split(",")
+    if not set(phis) <= {"ppu", "dirichlet"}:
+        ap.error(f"--phi: ppu and/or dirichlet, got {args.phi!r}")
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf) if args.out else contextlib.nullcontext():
         corpus, train, heldout = token_split("kos")
+        fixed = ", ".join(f"{name} = {v:g}" for name, v in (("alpha", args.alpha), ("gamma", args.gamma))
+                          if v is not None)
         print(f"KOS: {train.n_docs} documents, {train.n_words} words, {train.n_tokens} training tokens; "
-              f"{args.sweeps} sweeps from {args.init_topics} topics; {threads_note()}; "
+              f"{args.sweeps} sweeps from {args.init_topics} topics; fixed concentrations: {fixed or 'none'}; "
+              f"{threads_note()}; "
               f"load average {os.getloadavg()[0]:.1f} at the start")
         eta = 100.0 / train.n_words
         common = dict(n_components=args.init_topics, max_iter=args.sweeps, burn_in=args.sweeps - 1,
-                      random_state=args.seed)
+                      alpha=args.alpha, gamma=args.gamma, random_state=args.seed)
         results = [run("G-HDP", DirectAssignmentGibbs(eta_tot=100.0, n_threads=1, **common), train, heldout,
                        args.eval_every, 1)]
-        for T in [int(t) for t in args.threads.split(",")]:
-            est = PartiallyCollapsedGibbs(eta=eta, phi=args.phi, n_threads=T, **common)
-            results.append(run(f"PC-HDP {args.phi}", est, train, heldout, args.eval_every, T))
+        for phi in phis:
+            for T in [int(t) for t in args.threads.split(",")]:
+                est = PartiallyCollapsedGibbs(eta=eta, phi=phi, n_threads=T, **common)
+                results.append(run(f"PC-HDP {phi}", est, train, heldout, args.eval_every, T))
         print(f"load average {os.getloadavg()[0]:.1f} at the end\n")
         print(f"{'system':<16} {'thr':>3} {'seconds':>8} {'tok/s/thread':>12} {'CPU tok/s':>10} "
               f"{'held-out':>9} {'topics':>6} {'alpha':>6} {'gamma':>6}")

@@ -539,7 +539,7 @@ class _PartiallyCollapsed:
             phi = _pclda.sample_phi_urn(state.nwk, state.eta, state.key, 2 * state.n_sweeps + 1, state.n_threads)
         else:
             phi = state.phi
-            _pclda.sample_phi(state.nwk, state.eta, state.key, state.n_sweeps, phi, state.n_threads)
+            _pclda.sample_phi(state.nwk, state.eta, state.key, 2 * state.n_sweeps + 1, phi, state.n_threads)
         client = time.perf_counter() - tick
         stats = parts.step(_pc_step, phi, state.key, state.n_sweeps, sampling and state.doc_topic)
         for moves, _ in stats:          # integer sums: exact in any order

@@ -7,9 +7,10 @@ One sweep calls, each releasing the GIL and running in ``n_threads``:
 
 1. ``sample_tables``: the table counts l_k = sum_j l_jk, each l_jk a sum of
    Bernoulli(alpha Psi_k / (alpha Psi_k + i)), i < n_jk, documents in parallel;
-2. Phi | z, topics or words in parallel: exact, ``sample_phi`` draws the
-   active topics and the tail candidates (``max_candidate`` first: the largest
-   tail topic the z-step will propose) from their Dirichlet conditionals;
+2. Phi | z, topics or words in parallel: exact, ``_pclda.sample_phi(...,
+   n_topics=)`` draws the active topics and the tail candidates
+   (``max_candidate`` first: the largest tail topic the z-step will propose)
+   from their Dirichlet conditionals;
    with the Poisson Polya urn, ``_pclda.sample_phi_urn(..., n_topics=K)``
    draws the active topics as sparse word-major rows, and ``sample_prior``
    the candidates from the prior at the words where the z-step reads them
@@ -242,27 +243,24 @@ cdef inline double _log_gamma(bnp_bitgen_t *g, double a) noexcept nogil:
     return _log_gamma_small(g, a) if a < 1.0 else bnp_rng_log_gamma(g, a)
 
 
-cdef void _phi_topic(const int32_t *nwk, int64_t C, int64_t W, int64_t k, double eta, uint64_t key,
-                     uint64_t stream, double *out, int64_t step, double *buf, const uint8_t *mark,
-                     double *rest) noexcept nogil:
-    """Topic k from stream (key, stream, k): Dirichlet(eta + n_k.), n_wk =
-    nwk[w * C + k] (0 if nwk is NULL), by normalised log-gamma draws (exp(x - max),
-    so that tiny eta, whose log-gamma draws reach -1e6, still give a
-    distribution), written to out[w * step]. With ``mark`` (nwk NULL), only the
-    m words w with mark[w] are drawn, then one Gamma((W - m) eta) for the
-    W - m others together (the Dirichlet's aggregation property), their total
-    written to ``rest`` and 0 to their entries."""
+cdef void _prior_topic(int64_t W, int64_t k, double eta, uint64_t key, uint64_t stream, double *out,
+                       double *buf, const uint8_t *mark, double *rest) noexcept nogil:
+    """Topic k from stream (key, stream, k): Dirichlet(eta) by normalised
+    log-gamma draws (exp(x - max), so that tiny eta, whose log-gamma draws
+    reach -1e6, still gives a distribution), written to out[0..W) - the
+    numbers of ``_pclda.sample_phi``'s topic k with no counts. With ``mark``,
+    only the m words w with mark[w] are drawn, then one Gamma((W - m) eta) for
+    the W - m others together (the Dirichlet's aggregation property), their
+    total written to ``rest`` and 0 to their entries."""
     cdef bnp_stream_t st
     cdef int64_t w, m = 0
-    cdef double x, mx = -INFINITY, tot = 0.0, a = eta, lr = -INFINITY
+    cdef double x, mx = -INFINITY, tot = 0.0, lr = -INFINITY
     bnp_stream_init(&st, key, stream, <uint64_t>k)
     for w in range(W):
         if mark != NULL and not mark[w]:
             buf[w] = -INFINITY
             continue
-        if nwk != NULL:
-            a = eta + nwk[w * C + k]
-        x = _log_gamma(&st.bitgen, a)
+        x = _log_gamma(&st.bitgen, eta)
         buf[w] = x
         m += 1
         if x > mx:
@@ -282,43 +280,7 @@ cdef void _phi_topic(const int32_t *nwk, int64_t C, int64_t W, int64_t k, double
     else:
         tot = 1.0 / tot
     for w in range(W):
-        out[w * step] = buf[w] * tot
-
-
-cdef _draw_topics(const int32_t *nwk, int64_t C, int64_t W, int64_t first, int64_t n, double eta, uint64_t key,
-                  uint64_t stream, double *out, int64_t topic_step, int64_t word_step, int n_threads,
-                  const uint8_t *marks=NULL, double *rest=NULL):
-    """Topics first..first+n-1 by ``_phi_topic``, in parallel: topic first + i
-    written to out[i * topic_step + w * word_step] (with ``marks``, (n, W),
-    its row i and rest[i])."""
-    cdef int64_t i
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be positive, got {n_threads}")
-    work = np.empty((n_threads, W + PAD))
-    cdef double[:, ::1] wv = work
-    with nogil:
-        for i in prange(n, num_threads=n_threads, schedule="dynamic", chunksize=1):
-            _phi_topic(nwk, C, W, first + i, eta, key, stream, out + i * topic_step, word_step, &wv[threadid(), 0],
-                       marks + i * W if marks != NULL else NULL, rest + i if marks != NULL else NULL)
-
-
-def sample_phi(const int32_t[:, ::1] nwk, int64_t K,                       # IN counts, topics 0..K-1
-               double eta, uint64_t key, uint64_t stream,                     # IN prior, stream
-               double[:, ::1] phi,                                            # OUT (W, C), columns < K
-               int n_threads=1):
-    """Draw topics 0..K-1 given the counts, topics in parallel, topic k from
-    stream (key, stream, k), each exactly from its full conditional. Equivalent
-    NumPy::
-
-        g = rng.gamma(eta + nwk[:, :K]);  phi[:, :K] = g / g.sum(axis=0)
-
-    (The Poisson Polya urn's topics are ``bnpcore.kernels._pclda.sample_phi_urn``'s.)
-    """
-    cdef int64_t W = nwk.shape[0], C = nwk.shape[1]
-    if not 0 <= K <= C or phi.shape[0] != W or phi.shape[1] != C:
-        raise ValueError(f"phi must have shape ({W}, {C}) and K = {K} at most {C}")
-    if W and K:
-        _draw_topics(&nwk[0, 0], C, W, 0, K, eta, key, stream, &phi[0, 0], 1, C, n_threads)
+        out[w] = buf[w] * tot
 
 
 def sample_prior(int64_t first, double eta, uint64_t key, uint64_t stream,   # IN topics first.., prior, stream
@@ -329,7 +291,7 @@ def sample_prior(int64_t first, double eta, uint64_t key, uint64_t stream,   # I
     """Draw topics first..first+n-1 without tokens (the tail candidates) from the
     prior Dirichlet(eta), one per row of ``out`` (topic-major: a token reads
     the row of its candidate), topic k from stream (key, stream, k) as in
-    ``sample_phi``. Equivalent NumPy: ``g = rng.gamma(eta, size=out.shape);
+    ``_pclda.sample_phi``. Equivalent NumPy: ``g = rng.gamma(eta, size=out.shape);
     out[:] = g / g.sum(axis=1, keepdims=True)``.
 
     With ``marks`` (from ``candidate_words``: the words at which the z-step
@@ -348,9 +310,20 @@ def sample_prior(int64_t first, double eta, uint64_t key, uint64_t stream,   # I
         raise ValueError(f"marks must have the shape of out ({n}, {W}) and rest {n} entries")
     if not eta > 0.0:
         raise ValueError(f"eta must be positive, got {eta}")
-    if W and n:
-        _draw_topics(NULL, 0, W, first, n, eta, key, stream, &out[0, 0], W, 1, n_threads,
-                     &marks[0, 0] if marks is not None else NULL, &rest[0] if marks is not None else NULL)
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be positive, got {n_threads}")
+    if W == 0 or n == 0:
+        return
+    work = np.empty((n_threads, W + PAD))
+    cdef double[:, ::1] wv = work
+    cdef double *op = &out[0, 0]
+    cdef const uint8_t *mp = &marks[0, 0] if marks is not None else NULL
+    cdef double *rp = &rest[0] if marks is not None else NULL
+    cdef int64_t i
+    with nogil:
+        for i in prange(n, num_threads=n_threads, schedule="dynamic", chunksize=1):
+            _prior_topic(W, first + i, eta, key, stream, op + i * W, &wv[threadid(), 0],
+                         mp + i * W if mp != NULL else NULL, rp + i if rp != NULL else NULL)
 
 
 # ---------------------------------------------------------------------------

@@ -20,9 +20,10 @@ cost O(entries with counts + K eta) instead of W K gamma draws) and
 ``z_step_rows`` (a token costs the topics in which its word has weight, not
 its document's topics; no alias tables).
 
-Every random draw comes from a keyed stream (``bnp_stream_t``): topic k of sweep
-t from stream (key, 2t + 1, k) (the urn: word w from (key, 2t + 1, 2w) and
-(key, 2t + 1, 2w + 1)), document j from stream (key, 2t, j). The draws
+Every random draw comes from a keyed stream (``bnp_stream_t``): in sweep t
+topic k from stream (key, 2t + 1, k) (the urn: word w from (key, 2t + 1, 2w)
+and (key, 2t + 1, 2w + 1); the Phi steps take the stream number, 2t + 1, as
+an argument), document j from stream (key, 2t, j). The draws
 do not depend on which thread runs a topic or a document, and the count updates
 are integer sums, so the state after a sweep is bit-identical for any thread
 count. The state is the labels and the topic-word counts: nothing per document.
@@ -77,13 +78,13 @@ def log_gamma_small(double a, uint64_t key, Py_ssize_t n):
 
 
 cdef struct PhiArgs:
-    int64_t W, K
+    int64_t W, K, C      # words, topics drawn, columns of nwk and phi
     int64_t width        # topics per block, at most PHI_BLOCK
     const int32_t *nwk
     const double *eta
     double *phi
     double *work         # n_threads x W x PHI_BLOCK
-    uint64_t key, sweep
+    uint64_t key, stream
 
 
 cdef void _phi_block(const PhiArgs *a, int64_t b, int tid) noexcept nogil:
@@ -96,18 +97,18 @@ cdef void _phi_block(const PhiArgs *a, int64_t b, int tid) noexcept nogil:
     cdef bnp_stream_t st[PHI_BLOCK]
     cdef double mx[PHI_BLOCK]
     cdef double tot[PHI_BLOCK]
-    cdef int64_t K = a.K, k0 = b * a.width, nb = min(a.width, a.K - b * a.width), w, i
+    cdef int64_t C = a.C, k0 = b * a.width, nb = min(a.width, a.K - b * a.width), w, i
     cdef double x
     cdef double *buf = a.work + tid * a.W * PHI_BLOCK
     cdef double *row
     cdef const int32_t *nrow
     for i in range(nb):
-        bnp_stream_init(&st[i], a.key, 2 * a.sweep + 1, <uint64_t>(k0 + i))
+        bnp_stream_init(&st[i], a.key, a.stream, <uint64_t>(k0 + i))
         mx[i] = -INFINITY
         tot[i] = 0.0
     for w in range(a.W):
         row = buf + w * PHI_BLOCK
-        nrow = a.nwk + w * K + k0
+        nrow = a.nwk + w * C + k0
         for i in range(nb):
             if nrow[i] == 0 and a.eta[w] < 1.0:
                 x = _log_gamma_small(&st[i].bitgen, a.eta[w])
@@ -125,26 +126,29 @@ cdef void _phi_block(const PhiArgs *a, int64_t b, int tid) noexcept nogil:
     for i in range(nb):
         tot[i] = 1.0 / tot[i]
     for w in range(a.W):
-        row = a.phi + w * K + k0
+        row = a.phi + w * C + k0
         for i in range(nb):
             row[i] = buf[w * PHI_BLOCK + i] * tot[i]
 
 
-def sample_phi(const int32_t[:, ::1] nwk, const double[::1] eta,   # IN counts (W, K), prior (W,)
-               uint64_t key, uint64_t sweep,                         # IN stream key, sweep number
-               double[:, ::1] phi,                                   # OUT topics, word-major (W, K)
-               int n_threads=1):
+def sample_phi(const int32_t[:, ::1] nwk, const double[::1] eta,   # IN counts (W, C), prior (W,)
+               uint64_t key, uint64_t stream,                        # IN stream key, stream number
+               double[:, ::1] phi,                                   # OUT topics, word-major (W, C)
+               int n_threads=1, n_topics=None):
     """Draw every topic from its full conditional given the topic-word counts.
 
-    Topic k draws W log-gamma variates from stream (key, 2 sweep + 1, k), words
-    in order, and normalises them. Equivalent NumPy, up to the streams::
+    Topic k draws W log-gamma variates from stream (key, stream, k), words in
+    order, and normalises them. ``n_topics``: only the first K columns of
+    ``nwk`` and ``phi`` (by default all). Equivalent NumPy, up to the streams::
 
-        g = rng.gamma(eta[:, None] + nwk)        # (W, K)
-        phi[:] = g / g.sum(axis=0)               # column k ~ Dirichlet(eta + nwk[:, k])
+        g = rng.gamma(eta[:, None] + nwk[:, :K])      # (W, K)
+        phi[:, :K] = g / g.sum(axis=0)                # column k ~ Dirichlet(eta + nwk[:, k])
     """
-    cdef int64_t W = nwk.shape[0], K = nwk.shape[1], b
-    if eta.shape[0] != W or phi.shape[0] != W or phi.shape[1] != K:
-        raise ValueError(f"eta must have {W} entries and phi shape ({W}, {K})")
+    cdef int64_t W = nwk.shape[0], C = nwk.shape[1], K = nwk.shape[1] if n_topics is None else n_topics, b
+    if eta.shape[0] != W or phi.shape[0] != W or phi.shape[1] != C:
+        raise ValueError(f"eta must have {W} entries and phi shape ({W}, {C})")
+    if not 0 <= K <= C:
+        raise ValueError(f"n_topics={K} is not within the {C} columns of nwk")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
     if W == 0 or K == 0:
@@ -153,10 +157,10 @@ def sample_phi(const int32_t[:, ::1] nwk, const double[::1] eta,   # IN counts (
     cdef double[:, :, ::1] wv = work
     cdef PhiArgs a
     cdef PhiArgs *ap = &a
-    a.W, a.K = W, K
+    a.W, a.K, a.C = W, K, C
     a.width = max(1, min(<int64_t>PHI_BLOCK, K // (4 * n_threads)))
     a.nwk, a.eta, a.phi, a.work = &nwk[0, 0], &eta[0], &phi[0, 0], &wv[0, 0, 0]
-    a.key, a.sweep = key, sweep
+    a.key, a.stream = key, stream
     # blocks handed out one at a time: with few blocks a static schedule leaves one thread most of them
     # (K = 50: 7 blocks, 32 topics against 18; the step ran 1.5x on two threads)
     with nogil:

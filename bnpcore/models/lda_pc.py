@@ -98,7 +98,7 @@ class PartiallyCollapsedState(_State):
         if self.ppu:
             self.phi = _pclda.sample_phi_urn(self.nwk, self.eta, self.key, 2 * self.n_sweeps + 1, T)
             return
-        _pclda.sample_phi(self.nwk, self.eta, self.key, self.n_sweeps, self.phi, T)
+        _pclda.sample_phi(self.nwk, self.eta, self.key, 2 * self.n_sweeps + 1, self.phi, T)
         _pclda.build_alias(self.phi, self.alpha, self.prob, self.alias, self.mass, T)
 
     def z_step(self):

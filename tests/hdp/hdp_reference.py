@@ -3,6 +3,7 @@ import itertools
 import math
 
 import numpy as np
+from scipy import stats
 from scipy.special import gammaln
 
 
@@ -75,6 +76,38 @@ def hdp_partition_posterior(doc_of, words, n_words, alpha, gamma, eta):
 def crp_tables(n, c, rng):
     """Number of tables of n customers in a CRP with concentration c (seating)."""
     return int((rng.random(n) * (c + np.arange(n)) < c).sum())
+
+
+def words_given_labels(z, n_words, eta, rng):
+    """Words of every token given its topic (``z``: per document), from the
+    topic-word Polya urns (Phi ~ Dirichlet(eta) integrated out)."""
+    counts = {}
+    words = []
+    for zj in z:
+        wj = []
+        for k in zj:
+            c = counts.setdefault(k, np.zeros(n_words))
+            w = rng.choice(n_words, p=(c + eta) / (c.sum() + n_words * eta))
+            c[w] += 1
+            wj.append(w)
+        words.append(wj)
+    return words
+
+
+def assert_same_law(prior, chain, names):
+    """Two-sample checks that a chain's statistics (rows) have the law of draws
+    from the prior: column 0 (the number of topics) by a chi-square over its
+    values (values seen fewer than 10 times pooled), the columns ``names`` by
+    Kolmogorov-Smirnov; each p-value above 1e-3."""
+    prior, chain = np.asarray(prior), np.asarray(chain)
+    values = np.unique(prior[:, 0])
+    table = np.array([[np.sum(s[:, 0] == v) for v in values] for s in (prior, chain)])
+    keep = table.sum(0) >= 10
+    table = np.column_stack([table[:, keep], table[:, ~keep].sum(1)]) if (~keep).any() else table
+    assert stats.chi2_contingency(table)[1] > 1e-3, table
+    for i, name in enumerate(names, start=1):
+        p = stats.ks_2samp(prior[:, i], chain[:, i]).pvalue
+        assert p > 1e-3, (name, p)
 
 
 def make_bars(n_docs, doc_length, rng, alpha=1.0):

@@ -9,9 +9,10 @@ from bnpcore.corpus import Corpus
 from bnpcore.hdp import DirectAssignmentGibbs, PartiallyCollapsedGibbs
 from bnpcore.kernels import _pchdp, _pclda
 from bnpcore.kernels.rng import stream_uniform
-from bnpcore.models.hdp_pc import resample_gamma_sticks
+from bnpcore.models.hdp_pc import PartiallyCollapsedHDPState, resample_gamma_sticks
 
-from hdp_reference import canonical, hdp_partition_posterior, make_bars, match_topics
+from hdp_reference import (assert_same_law, canonical, hdp_partition_posterior, make_bars, match_topics,
+                           words_given_labels)
 
 
 def test_tables_match_the_antoniak_mean():
@@ -40,7 +41,7 @@ def test_phi_columns_are_distributions_with_the_posterior_mean():
     total, total_rows = np.zeros((4, 3)), np.zeros((2, 4))
     n = 3000
     for s in range(n):
-        _pchdp.sample_phi(nwk, 3, 0.5, 5, s, phi)
+        _pclda.sample_phi(nwk, np.full(4, 0.5), 5, s, phi, n_topics=3)
         _pchdp.sample_prior(3, 0.5, 5, s, rows, 2)
         assert np.allclose(phi[:, :3].sum(axis=0), 1.0) and np.all(phi[:, 3] == -1.0)
         assert np.allclose(rows.sum(axis=1), 1.0)
@@ -49,10 +50,10 @@ def test_phi_columns_are_distributions_with_the_posterior_mean():
     mean = (nwk[:, :3] + 0.5) / (nwk[:, :3].sum(axis=0) + 2.0)
     assert np.allclose(total / n, mean, atol=0.01)
     assert np.allclose(total_rows / n, 0.25, atol=0.01)
-    _pchdp.sample_prior(3, 0.5, 5, 7, rows, 1)          # row i is topic 3 + i of sample_phi's stream
+    _pchdp.sample_prior(3, 0.5, 5, 7, rows, 1)          # row i is topic 3 + i of sample_phi's
     wide = np.zeros((4, 5), dtype=np.int32)
     phi5 = np.empty((4, 5))
-    _pchdp.sample_phi(wide, 5, 0.5, 5, 7, phi5)
+    _pclda.sample_phi(wide, np.full(4, 0.5), 5, 7, phi5)
     np.testing.assert_array_equal(rows, phi5[:, 3:].T)
 
 
@@ -314,6 +315,63 @@ def test_gamma_update_leaves_prior_invariant():
         l = rng.multinomial(30, psi / psi.sum())
         out[i] = resample_gamma_sticks(g, l[:-1], prior, rng)
     assert stats.kstest(out, stats.gamma(prior[0], scale=1 / prior[1]).cdf).pvalue > 1e-3
+
+
+def _prior_draw(lengths, prior_a, prior_g, n_slots, rng):
+    """(labels per document, stick fractions, alpha, gamma) from the HDP prior
+    truncated at ``n_slots`` topics: Psi ~ GEM(gamma) (last fraction 1), tokens
+    join topic k ∝ n_jk + alpha Psi_k (theta_j ~ Dirichlet(alpha Psi) integrated out)."""
+    alpha, gamma = rng.gamma(prior_a[0], 1 / prior_a[1]), rng.gamma(prior_g[0], 1 / prior_g[1])
+    sticks = rng.beta(1.0, gamma, size=n_slots)
+    sticks[-1] = 1.0
+    psi = sticks * np.concatenate([[1.0], np.cumprod(1 - sticks[:-1])])
+    z = []
+    for n in lengths:
+        njk = np.zeros(n_slots)
+        for _ in range(n):
+            w = njk + alpha * psi
+            njk[rng.choice(n_slots, p=w / w.sum())] += 1
+        z.append(np.repeat(np.arange(n_slots), njk.astype(int)))
+    return z, sticks, alpha, gamma
+
+
+def _joint_statistics(z, sticks, alpha, gamma):
+    """Occupied topics, the concentrations, the first stick fraction Psi_0."""
+    return [len(np.unique(np.concatenate(z))), alpha, gamma, sticks[0]]
+
+
+@pytest.mark.slow
+def test_geweke_joint_sampler_with_concentrations():
+    """Successive-conditional (Geweke 2004) test of the whole sweep (dense Dirichlet
+    Phi), concentrations resampled: alternating one sweep given x with a fresh x | z
+    must leave the prior of (K, alpha, gamma, Psi_0) invariant. The chain's state
+    between sweeps is (z, Psi, alpha, gamma): each sweep draws its tables and Phi
+    afresh, so x | z may integrate Phi out."""
+    rng = np.random.default_rng(11)
+    lengths, W, eta, pa, pg, C = [4, 3, 5], 3, 0.5, (2.0, 2.0), (3.0, 2.0), 24
+    n_prior, n_chain, thin = 3000, 30000, 10
+    prior = np.array([_joint_statistics(*_prior_draw(lengths, pa, pg, C, rng)) for _ in range(n_prior)])
+    z, sticks, alpha, gamma = _prior_draw(lengths, pa, pg, C, rng)
+    settings = {"alpha_prior": pa, "gamma_prior": pg, "rounds": 1}
+    state, chain = None, []
+    for it in range(n_chain):
+        words = words_given_labels(z, W, eta, rng)
+        # the corpus orders tokens by word within a document: carry the labels along
+        order = [np.argsort(wj, kind="stable") for wj in words]
+        X = Corpus([np.asarray(wj)[o] for wj, o in zip(words, order)], n_words=W)
+        labels = np.concatenate([zj[o] for zj, o in zip(z, order)])
+        if state is None:
+            state = PartiallyCollapsedHDPState(X, 1, eta, alpha, gamma, C, False, settings,
+                                               np.random.default_rng(13), 1)
+        state.restore(X)
+        state.alpha, state.gamma = alpha, gamma
+        state.assign(labels, sticks)
+        state.sweep()
+        z = np.split(state.labels.astype(np.int64), np.cumsum(lengths)[:-1])
+        sticks, alpha, gamma = state.sticks.copy(), state.alpha, state.gamma
+        if it % thin == 0:
+            chain.append(_joint_statistics(z, sticks, alpha, gamma))
+    assert_same_law(prior, chain, ["alpha", "gamma", "Psi_0"])
 
 
 @pytest.mark.parametrize("phi", ["dirichlet", "ppu"])

@@ -242,6 +242,8 @@ def test_bad_data_and_kernel_shapes():
         est.fit(np.array([[1, -2], [0, 1]]))
     with pytest.raises(ValueError, match="eta"):
         _pclda.sample_phi(np.zeros((4, 3), dtype=np.int32), np.ones(5), 0, 0, np.empty((4, 3)))
+    with pytest.raises(ValueError, match="n_topics"):
+        _pclda.sample_phi(np.zeros((4, 3), dtype=np.int32), np.ones(4), 0, 0, np.empty((4, 3)), n_topics=4)
     with pytest.raises(ValueError, match="alpha"):
         _pclda.build_alias(np.ones((4, 3)), np.ones(2), np.empty((4, 3)), np.empty((4, 3), dtype=np.int32),
                            np.empty(4))
