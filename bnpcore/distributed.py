@@ -584,7 +584,7 @@ class _PartiallyCollapsedHDP:
                             documents=False)]
         l_k = np.sum([s[0] for s in steps[0]], axis=0)      # integer sums: exact in any order
         tick = time.perf_counter()
-        tail = state.draw_sticks(l_k)
+        K, tail = state.draw_sticks(l_k)
         client = time.perf_counter() - tick
         candidates = -1
         if tail.size:       # with the urn, the candidates' words: the documents too

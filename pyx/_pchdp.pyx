@@ -426,8 +426,15 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     outside them has weight), then phi_cw n_jc over the tail topics the
     document took this sweep (listed), then the flag. A token whose weights
     are all 0 (its word drawn 0 everywhere, by the urn or by underflow, and no
-    tail) keeps its topic. (A token's current topic is always active: K is one past the highest
-    topic with tokens when the sweep starts, and every token is visited once.)"""
+    tail) keeps its topic.
+
+    The candidate is an auxiliary variable whose law given the token's
+    current topic s makes each token's move exact for any fixed split K: Psi_c
+    / R over the tail if s < K; if s >= K (dense Phi, whose split is a function
+    of Psi, not of the labels), s itself with probability ab_s / (n_js + ab_s)
+    (n_js without the token), else Psi_c / R. With the urn, K is one past the
+    highest topic with tokens when the sweep starts, so no token is in the tail
+    (and the split depends on the labels: the urn's sampler keeps that bias)."""
     cdef bint listed = a.rows == NULL
     cdef int64_t C = a.C, p, r, n = 0, i, zi = a.tok_ptr[j], end = a.tok_ptr[j + 1], b = 0, m = 0
     cdef int32_t w, t, s, c = 0, c_next = 0, w_next
@@ -473,6 +480,9 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
             nd[s] -= 1
             if listed and nd[s] == 0:
                 n = _list_remove(s, dlist, dpos, n)
+            if s >= a.K:                # dense Phi: a token in a tail topic is its own candidate
+                if bnp_rng_uniform(&st.bitgen) * (nd[s] + a.ab[s]) < a.ab[s]:   # w.p. ab_s / (n_js + ab_s)
+                    c, flag = s, prow + s
             f = a.tail * flag[0] if flag != NULL else 0.0
             # two buckets and the flag; the flag only with weight, a bucket pick
             # by a u rounded to the end of the buckets takes their last entry
@@ -634,8 +644,8 @@ cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, con
     check_labels(np.asarray(z), C)
     if z.shape[0] == 0:
         return
-    if np.asarray(z).max() >= K:
-        raise ValueError(f"a label is not below K = {K}")
+    if np.asarray(z).max() >= (K if a.rows != NULL or M == 0 else C):
+        raise ValueError(f"a label is not below K = {K}" + ("" if a.rows != NULL or M == 0 else f" or {C}"))
     cum, nds, lists, pos, parts = z_scratch(n_threads, C)
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] nv = nds, lv = lists, pv = pos

@@ -74,6 +74,13 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
 STREAMS = 6
 Z, PHI, CANDIDATES, TABLES, URN, REST = range(STREAMS)
 
+# With a dense Phi the z-step's explicit topics are those before the first from
+# which the stick's remaining mass is at most TAIL_MASS: a function of Psi, not
+# of the labels the z-step moves (a split at one past the highest topic with
+# tokens biased the chain toward fewer topics: 0.188 on one topic against the
+# exact 0.181 on a five-token corpus, 400,000 sweeps).
+TAIL_MASS = 0.01
+
 
 class UrnPhi(NamedTuple):
     """The urn's Phi of a sweep (``z_step``): the active topics' word-major CSR
@@ -223,7 +230,7 @@ class PartiallyCollapsedHDPState(BatchState):
         l_k = np.zeros(K, dtype=np.int64)
         _pchdp.sample_tables(self.tok_ptr, self.labels, self.alpha * self.psi(), K, self.key, stream(t, TABLES), l_k,
                              T)
-        tail = self.draw_sticks(l_k)
+        K, tail = self.draw_sticks(l_k)
         # 3. the candidate tail topics of the sweep (each token's candidate c ~
         # Psi_c / R over c >= K* is drawn in the z-step): the largest, and with
         # the urn the words at which their rows are read
@@ -245,7 +252,10 @@ class PartiallyCollapsedHDPState(BatchState):
     def draw_sticks(self, l_k):
         """Step 2 of the sweep (serial), given the table counts l_k of the K*
         active topics: alpha | z, l; gamma | l (Psi integrated out); Psi | l,
-        gamma. Returns the cumulative Psi of the tail topics K*, K* + 1, ..."""
+        gamma. Returns the split K of the z-step's explicit topics and the tail
+        (dense Phi: the first topic from which the stick's remaining mass is at
+        most TAIL_MASS, at least 1; the urn: K*) and the cumulative Psi of the
+        tail topics K, K + 1, ..."""
         K, rng, st = len(l_k), self.rng, self.settings
         n_tables = int(l_k.sum())
         if st["alpha_prior"] is not None:
@@ -263,7 +273,11 @@ class PartiallyCollapsedHDPState(BatchState):
         # prior rows per sweep) with the flag weighing alpha Psi_c phi_cw / g_c failed the enumeration test
         # (test_exact_posterior_over_partitions at 3 seeds: p = 0 for g_c ∝ Psi_c 2^-c and Psi_c 2^c,
         # p = 0, 0.02, 0.0007 for Psi_c 0.9^c; 0.002, 0.14, 0.69 for Psi_c)
-        return np.cumsum(self.psi()[K:])
+        psi = self.psi()
+        if not self.ppu:
+            rest = np.cumsum(psi[::-1])[::-1]           # rest[k] = sum_{i >= k} Psi_i
+            K = max(1, int(np.argmax(rest <= TAIL_MASS)) if rest[-1] <= TAIL_MASS else self.max_topics)
+        return K, np.cumsum(psi[K:])
 
     def draw_phi(self, K, tail, candidates):
         """Step 4 of the sweep: Phi | z for the K active topics and the tail
@@ -276,7 +290,7 @@ class PartiallyCollapsedHDPState(BatchState):
         t, T, W = self.n_sweeps, self.n_threads, self.nwk.shape[0]
         if self.ppu and not tail.size:
             candidates = np.zeros((0, W), dtype=np.uint8)
-        n_phi = K + (len(candidates) if self.ppu else candidates + 1)
+        n_phi = max(K + (len(candidates) if self.ppu else candidates + 1), self.n_active)
         self._reserve(n_phi)
         ab = np.zeros(self.nk.shape[0])
         ab[:n_phi] = self.alpha * self.psi()[:n_phi]
@@ -359,20 +373,31 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
       (Teh et al. appendix A) and gamma | l (slice sampling, Psi integrated
       out), and the stick Psi_k = s_k prod_{i<k} (1 - s_i),
       s_k ~ Beta(1 + l_k, gamma + sum_{i>k} l_i);
-    * Phi | z for the K* active topics (K* = one past the highest topic with
+    * Phi | z for the topics up to K* (one past the highest topic with
       tokens; topics in between without tokens are kept, drawn from the prior);
     * z | Phi, Psi: ``p(z_i = k) ∝ phi_{k,w_i} (alpha Psi_k + n_jk^{-i})``,
       documents in parallel (given Phi and Psi they are independent), split
-      into the document's topics, a Walker alias table per word over the active
-      topics, and one flag topic carrying the tail mass R = sum_{k >= K*} Psi_k.
+      into the document's topics, a Walker alias table per word over the
+      explicit topics 0..K-1, and one flag topic carrying the tail mass
+      R = sum_{k >= K} Psi_k.
 
-    The flag topic is a data augmentation: each token gets a candidate
-    tail topic c drawn with probability Psi_c / R, independently of the rest
-    (a token's current topic is never in the tail, since every token is visited
-    once per sweep), and the flag's weight is alpha R phi_{c,w}, phi_c a draw
-    from the prior Dirichlet(eta): summed over c this is the tail's
-    sum_{k >= K*} alpha Psi_k phi_{k,w}. A token landing on the flag opens
-    topic c, so K grows as needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
+    The flag topic is a data augmentation: each token gets a candidate tail
+    topic c, and the flag's weight is alpha R phi_{c,w}, phi_c a draw from
+    Phi's conditional (the prior Dirichlet(eta) for a topic without tokens).
+    The candidate's law given the token's topic s makes each token's move
+    exact for any split K that does not depend on the labels the sweep moves:
+    Psi_c / R if s < K; if s is a tail topic, s itself with probability alpha
+    Psi_s / (n_js + alpha Psi_s) (n_js without the token), else Psi_c / R.
+    With a dense Phi, K is the first topic from which the stick's remaining
+    mass is at most ``TAIL_MASS`` = 0.01 (a function of Psi). Splitting at K*
+    instead (this sampler's earlier rule) biases the chain toward fewer
+    topics: on two documents of 2 and 3 tokens (alpha = 1, gamma = 1.5, eta =
+    0.5, 400,000 sweeps) it put 0.188 of its samples on one topic and 0.306 on
+    three, against the exact posterior's 0.181 and 0.315 (the split by Psi:
+    0.180 and 0.317). The urn still splits at K* (its tail rows are prior
+    draws, drawn only where read) and keeps that bias on top of its
+    approximation. A token landing on the flag opens topic c, so K* grows as
+    needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
     topic (about 90 on KOS). With the urn, a candidate's row is drawn only at
     the m words where the z-step reads it (its tokens' words: 14 % of the
     entries on KOS), plus one Gamma((W - m) eta) for the mass of the others
@@ -381,19 +406,6 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     words, once, by the first thread that needs it (the document's later
     tokens read the row at any word). Both steps are exact;
     ``phi="dirichlet"`` draws whole rows.
-
-    Known bias: for a fixed split into K* explicit topics and the tail, each
-    token's move leaves its conditional invariant, but K* is computed from the
-    labels the sweep then moves (a token alone in the highest topic makes that
-    topic explicit), so the sweep is not an exact Gibbs sampler. On two
-    documents of 2 and 3 tokens (alpha = 1, gamma = 1.5, eta = 0.5, 400,000
-    sweeps, ``phi="dirichlet"``) the chain put 0.188 of its samples on one
-    topic and 0.306 on three, against the exact posterior's 0.181 and 0.315;
-    the same sweep with every topic explicit (K* = ``max_topics``, no tail)
-    matched the posterior, as ``DirectAssignmentGibbs`` does. The bias is
-    toward fewer topics. An exact split must not depend on the labels (a
-    function of Psi, with the candidates of tokens that sit in tail topics
-    drawn from their own law); not done yet.
 
     ``phi="ppu"`` (the default, the paper's choice) draws the K* active
     topics by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
@@ -405,8 +417,8 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     weight (no alias tables, no dense W x K arrays), and each word's row is
     drawn from its own streams, words in parallel. ``phi="dirichlet"`` draws
     exact Dirichlets, densely, and a token costs its document's topics plus an
-    alias-table draw: its only departure from the posterior is then the bias
-    above.
+    alias-table draw: the chain's stationary distribution is then the exact
+    posterior (tested against enumeration, up to 400,000 sweeps).
 
     Mixing: a topic is born only when a token lands on the flag, whose weight
     uses phi_c, one draw from the prior; with a small eta that draw puts almost
@@ -423,12 +435,13 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     after 1000 sweeps (92 s, 406 topics), G-HDP from 400 -7.163 (216 s in the
     same run). Fixing the concentrations does not close the gap: at alpha = 5,
     gamma = 20 for all (``bench_pchdp.py --alpha 5 --gamma 20``), G-HDP ended
-    with 430 topics and -7.194 (63 s), ``phi="dirichlet"`` with 273
-    and -7.235 (124 s on two threads) and the urn with 137 and -7.287 (30 s).
+    with 430 topics and -7.194 (63 s), ``phi="dirichlet"`` with 272
+    and -7.253 (86 s on two threads; 273 and -7.235 in 124 s when it split
+    at K*) and the urn with 137 and -7.287 (30 s).
     The urn's births are rarer still: a topic's only token of word w keeps
     weight there with probability 1 - exp(-(1 + eta)), about 0.64 a sweep.
-    (How much of the gap is the known bias above rather than slow mixing is not
-    measured.)
+    (How much of the urn's gap is its bias toward fewer topics rather than
+    slow mixing is not measured.)
     On a corpus of this size, and 2 cores, G-HDP is more accurate for the time. Topics
     that lose their tokens keep their label (relabelling would change the
     stick's prior) and are redrawn every sweep until tokens return.
@@ -476,8 +489,8 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     alpha_prior, gamma_prior : (shape, rate), default (4.0, 4.0) and (7.5, 7.5)
         Gamma priors; a resampled concentration starts at the prior mean.
     phi : {"ppu", "dirichlet"}, default "ppu"
-        Poisson Polya urn (approximate, sparse) or exact Dirichlet draws of
-        the topics (both with the bias above).
+        Poisson Polya urn (approximate, sparse, with the split's bias) or
+        exact Dirichlet topics.
     n_concentration_rounds : int, default 5
         Auxiliary-variable / slice rounds per sweep for each resampled concentration.
     random_state : int, numpy.random.Generator or None
