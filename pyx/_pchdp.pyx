@@ -537,10 +537,12 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     """Resample every token's topic given Phi and Psi with theta integrated out,
     documents in parallel (see ``_z_doc``), and move the topic-word counts of the
     tokens that change (atomic integer adds; ``nk`` the sum of per-thread
-    changes). ``z``: uint16 or int32 labels, all below K; each document's
-    counts are rebuilt from them. Each token's candidate is the tail topic
-    ``K + i``, i drawn from ``tail_cdf`` (``K + max_candidate(...)`` is the
-    largest of the sweep: columns of ``phi`` up to it must be drawn; a
+    changes). ``z``: uint16 or int32 labels, below K if there is no tail, else
+    below the columns of ``phi`` (a token in a tail topic, whose column must be
+    drawn, is its own candidate w.p. ab_s / (n_js + ab_s)); each document's
+    counts are rebuilt from them. Each token's candidate is otherwise the tail
+    topic ``K + i``, i drawn from ``tail_cdf`` (``K + max_candidate(...)`` is
+    the largest of the sweep: columns of ``phi`` up to it must be drawn; a
     candidate beyond the columns is a ValueError, its token never taking the
     flag). ``first_doc``:
     the corpus is documents ``first_doc, ...`` of a larger one, whose streams
@@ -644,8 +646,9 @@ cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, con
     check_labels(np.asarray(z), C)
     if z.shape[0] == 0:
         return
-    if np.asarray(z).max() >= (K if a.rows != NULL or M == 0 else C):
-        raise ValueError(f"a label is not below K = {K}" + ("" if a.rows != NULL or M == 0 else f" or {C}"))
+    bound = K if a.rows != NULL or M == 0 else C       # the urn, or no tail: every token's topic explicit
+    if np.asarray(z).max() >= bound:
+        raise ValueError(f"a label is not below {bound}")
     cum, nds, lists, pos, parts = z_scratch(n_threads, C)
     cdef double[:, ::1] cv = cum
     cdef int32_t[:, ::1] nv = nds, lv = lists, pv = pos
