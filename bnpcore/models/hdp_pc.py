@@ -232,7 +232,7 @@ class PartiallyCollapsedHDPState(BatchState):
                              T)
         K, tail = self.draw_sticks(l_k)
         # 3. the candidate tail topics of the sweep (each token's candidate c ~
-        # Psi_c / R over c >= K* is drawn in the z-step): the largest, and with
+        # Psi_c / R over the tail c >= K is drawn in the z-step): the largest, and with
         # the urn the words at which their rows are read
         candidates = -1
         if tail.size and self.ppu:
