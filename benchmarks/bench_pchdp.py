@@ -18,11 +18,14 @@ The table: per system tokens/s, held-out and topics at the end, the final
 concentrations; then the time each system needs to reach G-HDP's held-out at
 its last sweep (the issue's target: PC-HDP at 2 threads in at most half of
 G-HDP's time), then the held-out, topic and concentration traces.
+``--tail-mass`` compares PC-HDP's z-step splits (the stick mass at which its
+tail starts; any split is exact, they differ in mixing and cost).
 
 Usage::
 
     python benchmarks/bench_pchdp.py [--sweeps 1000] [--eval-every 50] [--threads 1,2]
-        [--phi ppu[,dirichlet]] [--alpha A --gamma G] [--init-topics 100] [--out FILE]
+        [--phi ppu[,dirichlet]] [--alpha A --gamma G] [--tail-mass M[,M2...]] [--init-topics 100]
+        [--out FILE]
 """
 import argparse
 import contextlib
@@ -35,6 +38,7 @@ import numpy as np
 
 from bnpcore.evaluation import token_log_likelihood
 from bnpcore.hdp import DirectAssignmentGibbs, PartiallyCollapsedGibbs
+from bnpcore.models import hdp_pc
 
 try:
     from harness import threads_note, token_split
@@ -81,6 +85,8 @@ def main(argv=None):
     ap.add_argument("--phi", default="ppu", help="PC-HDP's Phi: ppu, dirichlet or both, comma-separated")
     ap.add_argument("--alpha", type=float, default=None, help="fixed document concentration (default: resampled)")
     ap.add_argument("--gamma", type=float, default=None, help="fixed top-level concentration (default: resampled)")
+    ap.add_argument("--tail-mass", default=str(hdp_pc.TAIL_MASS),
+                    help="PC-HDP's z-step split (hdp_pc.TAIL_MASS): one value or several, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also write the output to this file")
     args = ap.parse_args(argv)
@@ -101,15 +107,19 @@ def main(argv=None):
                       alpha=args.alpha, gamma=args.gamma, random_state=args.seed)
         results = [run("G-HDP", DirectAssignmentGibbs(eta_tot=100.0, n_threads=1, **common), train, heldout,
                        args.eval_every, 1)]
+        masses = [float(m) for m in args.tail_mass.split(",")]
         for phi in phis:
-            for T in [int(t) for t in args.threads.split(",")]:
-                est = PartiallyCollapsedGibbs(eta=eta, phi=phi, n_threads=T, **common)
-                results.append(run(f"PC-HDP {phi}", est, train, heldout, args.eval_every, T))
+            for mass in masses:
+                hdp_pc.TAIL_MASS = mass
+                for T in [int(t) for t in args.threads.split(",")]:
+                    est = PartiallyCollapsedGibbs(eta=eta, phi=phi, n_threads=T, **common)
+                    name = f"PC-HDP {phi}" + (f" {mass:g}" if len(masses) > 1 else "")
+                    results.append(run(name, est, train, heldout, args.eval_every, T))
         print(f"load average {os.getloadavg()[0]:.1f} at the end\n")
-        print(f"{'system':<16} {'thr':>3} {'seconds':>8} {'tok/s/thread':>12} {'CPU tok/s':>10} "
+        print(f"{'system':<22} {'thr':>3} {'seconds':>8} {'tok/s/thread':>12} {'CPU tok/s':>10} "
               f"{'held-out':>9} {'topics':>6} {'alpha':>6} {'gamma':>6}")
         for row, _ in results:
-            print(f"{row['name']:<16} {row['threads']:3d} {row['seconds']:8.1f} {row['tok_s']:12.0f} "
+            print(f"{row['name']:<22} {row['threads']:3d} {row['seconds']:8.1f} {row['tok_s']:12.0f} "
                   f"{row['cpu_tok_s']:10.0f} {row['heldout']:9.4f} {row['topics']:6d} {row['alpha']:6.2f} "
                   f"{row['gamma']:6.2f}")
         target = results[0][0]["heldout"]
@@ -117,7 +127,7 @@ def main(argv=None):
         print(f"\ntime to reach G-HDP's held-out after {args.sweeps} sweeps ({target:.4f}):")
         for row, trace in results:
             it, secs = time_to_reach(trace, target)
-            print(f"  {row['name']:<16} {row['threads']} thr: " + ("not reached" if it is None else
+            print(f"  {row['name']:<22} {row['threads']} thr: " + ("not reached" if it is None else
                   f"sweep {it}, {secs:.1f} s = {secs / base:.2f} x G-HDP's {base:.1f} s"))
         print("\ntraces: sweep, fit seconds, held-out, topics, alpha, gamma")
         for row, trace in results:

@@ -11,9 +11,10 @@ One sweep calls, each releasing the GIL and running in ``n_threads``:
    n_topics=)`` draws the active topics and the tail candidates
    (``max_candidate`` first: the largest tail topic the z-step will propose)
    from their Dirichlet conditionals;
-   with the Poisson Polya urn, ``_pclda.sample_phi_urn(..., n_topics=K)``
-   draws the active topics as sparse word-major rows, and ``sample_prior``
-   the candidates from the prior at the words where the z-step reads them
+   with the Poisson Polya urn, ``_pclda.sample_phi_urn(..., n_topics=)``
+   draws the topics with tokens as sparse word-major rows (those of the tail
+   topics then densified for ``z_step_rows``), and ``sample_prior`` the
+   other candidates from the prior at the words where the z-step reads them
    (``candidate_words``; 14 % of the entries on KOS), the rest of a row
    drawn in the z-step if a token takes its topic;
 3. dense Phi only: ``_pclda.build_alias(..., n_topics=K)``, per word a Walker
@@ -423,18 +424,17 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     (counted from its labels, listed), the alias table of word w holds
     alpha Psi_k phi_kw over the active topics k < K. Urn Phi: one sum of
     phi_kw (n_jk + alpha Psi_k) over the word's entries (no active topic
-    outside them has weight), then phi_cw n_jc over the tail topics the
-    document took this sweep (listed), then the flag. A token whose weights
+    outside them has weight), then phi_cw n_jc over the document's tail
+    topics (listed), then the flag. A token whose weights
     are all 0 (its word drawn 0 everywhere, by the urn or by underflow, and no
     tail) keeps its topic.
 
     The candidate is an auxiliary variable whose law given the token's
-    current topic s makes each token's move exact for any fixed split K: Psi_c
-    / R over the tail if s < K; if s >= K (dense Phi, whose split is a function
-    of Psi, not of the labels), s itself with probability ab_s / (n_js + ab_s)
-    (n_js without the token), else Psi_c / R. With the urn, K is one past the
-    highest topic with tokens when the sweep starts, so no token is in the tail
-    (and the split depends on the labels: the urn's sampler keeps that bias)."""
+    current topic s makes each token's move exact for any split K that does
+    not depend on the labels the sweep moves (the sampler's is a function of
+    Psi): Psi_c / R over the tail if s < K; if s >= K, s itself with
+    probability ab_s / (n_js + ab_s) (n_js without the token), else Psi_c /
+    R."""
     cdef bint listed = a.rows == NULL
     cdef int64_t C = a.C, p, r, n = 0, i, zi = a.tok_ptr[j], end = a.tok_ptr[j + 1], b = 0, m = 0
     cdef int32_t w, t, s, c = 0, c_next = 0, w_next
@@ -452,9 +452,11 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     bnp_stream_init(&cst, a.key, a.cand_stream, a.first_doc + <uint64_t>j)
     if listed:
         n = _doc_open(z + zi, end - zi, nd, dlist, dpos)
-    else:
+    else:                               # the urn lists the document's tail topics only
         for i in range(zi, end):
             nd[z[i]] += 1
+            if z[i] >= a.K:
+                n = _list_add(<int32_t>z[i], dlist, dpos, n)
     # each token's candidate is drawn one token ahead (the same draws, in the same
     # order), so that its phi_cw and the next counts row are fetched while the
     # current token is drawn: these two reads are the z-step's cache misses
@@ -478,11 +480,11 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
                 BNP_PREFETCH(a.nwk + w_next * C + z[zi + 1])
             s = <int32_t>z[zi]
             nd[s] -= 1
-            if listed and nd[s] == 0:
+            if (listed or s >= a.K) and nd[s] == 0:
                 n = _list_remove(s, dlist, dpos, n)
-            if s >= a.K:                # dense Phi: a token in a tail topic is its own candidate
+            if s >= a.K:                # a token in a tail topic is its own candidate
                 if bnp_rng_uniform(&st.bitgen) * (nd[s] + a.ab[s]) < a.ab[s]:   # w.p. ab_s / (n_js + ab_s)
-                    c, flag = s, prow + s
+                    c, flag = s, prow + s if listed else a.phi + (s - a.K) * a.W + w
             f = a.tail * flag[0] if flag != NULL else 0.0
             # two buckets and the flag; the flag only with weight, a bucket pick
             # by a u rounded to the end of the buckets takes their last entry
@@ -581,11 +583,12 @@ def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int
     """``z_step`` with the active topics' Phi as the Poisson Polya urn's sparse
     word-major rows (``bnpcore.kernels._pclda.sample_phi_urn`` over the first K
     columns): a token of word w sums ``vals[i] (n_jk + ab_k)``, k = ``topics[i]``,
-    over the word's entries, then the tail topics its document took this sweep
-    and the flag from ``tail_phi``, whose row i is tail topic K + i (the
-    candidates', ``sample_prior``; topic-major, so that the rows of the likely
-    candidates stay in cache); no alias tables. A token whose weights are all
-    0 keeps its topic. Equivalent NumPy: ``z_step`` with
+    over the word's entries, then the document's tail topics and the flag
+    from ``tail_phi``, whose row i is tail topic K + i (the tail topics with
+    tokens', then the candidates', ``sample_prior``; topic-major, so that the
+    rows of the likely candidates stay in cache); no alias tables. Labels must
+    be below K + len(tail_phi). A token whose weights are all 0 keeps its
+    topic. Equivalent NumPy: ``z_step`` with
     ``phi[w, topics[rows[w]:rows[w + 1]]] = vals[rows[w]:rows[w + 1]]``, 0
     elsewhere below K, and ``phi[:, K:K + len(tail_phi)] = tail_phi.T``.
 
@@ -601,6 +604,9 @@ def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int
                          "and vals")
     if tail_phi.shape[0] and tail_phi.shape[1] != W:
         raise ValueError(f"tail_phi must have one column per word ({W}), got {tail_phi.shape[1]}")
+    if K + tail_phi.shape[0] > nwk.shape[1]:
+        raise ValueError(f"the tail rows' topics K..{K + tail_phi.shape[0] - 1} are not within the "
+                         f"{nwk.shape[1]} columns of nwk")
     if nnz and (np.asarray(topics).max() >= K or np.asarray(topics).min() < 0):
         raise ValueError(f"a topic of the entries is not an active topic (below K = {K})")
     cdef ZArgs a
@@ -646,7 +652,8 @@ cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, con
     check_labels(np.asarray(z), C)
     if z.shape[0] == 0:
         return
-    bound = K if a.rows != NULL or M == 0 else C       # the urn, or no tail: every token's topic explicit
+    # a tail topic's label needs its column (dense) or row (the urn's tail_phi)
+    bound = K if M == 0 else (K + a.n_rows if a.rows != NULL else C)
     if np.asarray(z).max() >= bound:
         raise ValueError(f"a label is not below {bound}")
     cum, nds, lists, pos, parts = z_scratch(n_threads, C)

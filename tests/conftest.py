@@ -1,5 +1,7 @@
-"""Fixtures shared by the test modules of ``bnpcore.distributed``."""
+"""Fixtures shared by several test modules."""
 import pytest
+
+from bnpcore.models import hdp_pc
 
 
 @pytest.fixture(scope="module")
@@ -9,3 +11,22 @@ def client():
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
             distributed.Client(cl) as c:
         yield c
+
+
+@pytest.fixture
+def wide_tail(monkeypatch):
+    """PC-HDP's z-step split with more of the stick in the tail than the
+    default (TAIL_MASS = 0.05; any function of Psi is exact), so that tokens
+    sit in tail topics (on the five-token corpus of the enumeration tests, at
+    the start of 10 % of the sweeps against 0.04 % at the default): the list
+    to which each sweep appends its number of tail tokens."""
+    monkeypatch.setattr(hdp_pc, "TAIL_MASS", 0.05)
+    found, draw = [], hdp_pc.PartiallyCollapsedHDPState.draw_sticks
+
+    def draw_sticks(self, l_k):
+        K, tail = draw(self, l_k)
+        found.append(int((self.labels >= K).sum()))
+        return K, tail
+
+    monkeypatch.setattr(hdp_pc.PartiallyCollapsedHDPState, "draw_sticks", draw_sticks)
+    return found

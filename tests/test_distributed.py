@@ -17,6 +17,7 @@ import bnpcore  # noqa: E402
 from bnpcore import cli, datasets, hdp, lda, mixture  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
 from bnpcore.corpus import Corpus, write  # noqa: E402
+from bnpcore.models import hdp_pc as pc_hdp  # noqa: E402
 
 PARAMS = {"n_components": 5, "max_iter": 8, "tol": None, "random_state": 3}
 # 8 sweeps, the last 4 averaged: the sample averages live on the workers too
@@ -166,11 +167,16 @@ class InProcess:
 
 
 @pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
-def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus, phi):
+@pytest.mark.parametrize("tail_mass", [0.01, 0.5])
+def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus, phi, tail_mass, wide_tail,
+                                                                      monkeypatch):
     """The client's state after each sweep of the plan (3 partitions) is the
     threaded sweep's: counts and their slots, sticks, concentrations, the
     dense Phi (every candidate's column drawn), and the labels at the end;
-    with the urn, the tail rows completed on the workers as locally."""
+    with the urn, the tail rows completed on the workers as locally. With the
+    z-step's split at a stick mass of 0.01 topics are born, at 0.5 tokens sit
+    in tail topics."""
+    monkeypatch.setattr(pc_hdp, "TAIL_MASS", tail_mass)
     est = pchdp(phi=phi)
     est._check_params()
     local, dist = (est._init_state(corpus, np.random.default_rng(5)) for _ in range(2))
@@ -182,7 +188,10 @@ def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus, ph
         assert record.pop("client_seconds") > 0 and record == local.sweep()
         for name in ("nwk", "nk", "sticks", "phi", "alpha", "gamma", "n_sweeps"):
             np.testing.assert_array_equal(getattr(dist, name), getattr(local, name), err_msg=name)
-    assert local.nk.shape[0] > 16 if phi == "ppu" else local.n_active > 2        # topics were born
+    if tail_mass < 0.5:
+        assert local.nk.shape[0] > 16 if phi == "ppu" else local.n_active > 2    # topics were born
+    else:
+        assert max(wide_tail) > 0       # (the client's labels stay those of the start until gathered)
     bnpdist._PartiallyCollapsedHDP.gather_into(dist, parts.parts, bounds)
     np.testing.assert_array_equal(dist.labels, local.labels)
 

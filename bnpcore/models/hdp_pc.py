@@ -74,20 +74,26 @@ def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
 STREAMS = 6
 Z, PHI, CANDIDATES, TABLES, URN, REST = range(STREAMS)
 
-# With a dense Phi the z-step's explicit topics are those before the first from
-# which the stick's remaining mass is at most TAIL_MASS: a function of Psi, not
-# of the labels the z-step moves (a split at one past the highest topic with
-# tokens biased the chain toward fewer topics: 0.188 on one topic against the
-# exact 0.181 on a five-token corpus, 400,000 sweeps).
-TAIL_MASS = 0.01
+# The z-step's explicit topics are those before the first from which the
+# stick's remaining mass is at most TAIL_MASS: a function of Psi, not of the
+# labels the z-step moves (a split at one past the highest topic with tokens
+# biased the chain toward fewer topics: 0.188 on one topic against the exact
+# 0.181 on a five-token corpus, 400,000 sweeps). With any such split the
+# Dirichlet form is exact; a tail topic is reached only through the
+# candidates, so a smaller mass mixes better: on KOS (alpha 5, gamma 20, 1000 sweeps, 3 seeds) the urn ended at
+# -7.280 held-out with 1e-4 against -7.294 with 0.01, in the same time; the
+# dense form's alias tables over the explicit topics cost 25 % more time (106
+# against 86 s) for -7.245 against -7.253.
+TAIL_MASS = 1e-4
 
 
 class UrnPhi(NamedTuple):
-    """The urn's Phi of a sweep (``z_step``): the active topics' word-major CSR
-    rows (``_pclda.sample_phi_urn``), the tail candidates' prior rows drawn at
-    the ``marks`` of ``candidate_marks`` (``_pchdp.sample_prior``), each row's
-    ``rest`` mass, and eta, with which the z-step completes a row whose topic a
-    token takes."""
+    """The urn's Phi of a sweep (``z_step``): the explicit topics' word-major
+    CSR rows (``_pclda.sample_phi_urn``), the tail topics' rows (those of the
+    urn's topics, whole, then the candidates' prior rows drawn at the
+    ``marks`` of ``candidate_marks``, ``_pchdp.sample_prior``), each row's
+    ``rest`` mass, and eta, with which the z-step completes a row whose topic
+    a token takes."""
     rows: np.ndarray
     topics: np.ndarray
     vals: np.ndarray
@@ -253,9 +259,9 @@ class PartiallyCollapsedHDPState(BatchState):
         """Step 2 of the sweep (serial), given the table counts l_k of the K*
         active topics: alpha | z, l; gamma | l (Psi integrated out); Psi | l,
         gamma. Returns the split K of the z-step's explicit topics and the tail
-        (dense Phi: the first topic from which the stick's remaining mass is at
-        most TAIL_MASS, at least 1; the urn: K*) and the cumulative Psi of the
-        tail topics K, K + 1, ..."""
+        (the first topic from which the stick's remaining mass is at most
+        TAIL_MASS, at least 1) and the cumulative Psi of the tail topics K, K +
+        1, ..."""
         K, rng, st = len(l_k), self.rng, self.settings
         n_tables = int(l_k.sum())
         if st["alpha_prior"] is not None:
@@ -274,20 +280,20 @@ class PartiallyCollapsedHDPState(BatchState):
         # (test_exact_posterior_over_partitions at 3 seeds: p = 0 for g_c ∝ Psi_c 2^-c and Psi_c 2^c,
         # p = 0, 0.02, 0.0007 for Psi_c 0.9^c; 0.002, 0.14, 0.69 for Psi_c)
         psi = self.psi()
-        if not self.ppu:
-            rest = np.cumsum(psi[::-1])[::-1]           # rest[k] = sum_{i >= k} Psi_i
-            K = max(1, int(np.argmax(rest <= TAIL_MASS)) if rest[-1] <= TAIL_MASS else self.max_topics)
+        rest = np.cumsum(psi[::-1])[::-1]               # rest[k] = sum_{i >= k} Psi_i
+        K = max(1, int(np.argmax(rest <= TAIL_MASS)) if rest[-1] <= TAIL_MASS else self.max_topics)
         return K, np.cumsum(psi[K:])
 
     def draw_phi(self, K, tail, candidates):
-        """Step 4 of the sweep: Phi | z for the K active topics and the tail
-        topics up to the largest candidate (from the prior), the topic slots
-        grown to hold them; ``candidates``: the largest's tail index ``top``
-        (dense Phi; -1: none), or with the urn the marks of
-        ``candidate_marks``, at which the tail rows are drawn. Returns ab =
-        alpha Psi over the slots (0 past the drawn topics) and the Phi of
-        ``z_tables``: the dense (W, slots) array, or an ``UrnPhi``."""
-        t, T, W = self.n_sweeps, self.n_threads, self.nwk.shape[0]
+        """Step 4 of the sweep: Phi | z for the topics up to the split K and
+        those with tokens, and the tail topics up to the largest candidate
+        (from the prior), the topic slots grown to hold them; ``candidates``:
+        the largest's tail index (dense Phi; -1: none), or with the urn the
+        marks of ``candidate_marks``, at which the prior rows are drawn.
+        Returns ab = alpha Psi over the slots (0 past the drawn topics) and
+        the Phi of ``z_tables``: the dense (W, slots) array, or an
+        ``UrnPhi``."""
+        t, T, W, eta = self.n_sweeps, self.n_threads, self.nwk.shape[0], np.full(self.nwk.shape[0], self.eta)
         if self.ppu and not tail.size:
             candidates = np.zeros((0, W), dtype=np.uint8)
         n_phi = max(K + (len(candidates) if self.ppu else candidates + 1), self.n_active)
@@ -295,12 +301,25 @@ class PartiallyCollapsedHDPState(BatchState):
         ab = np.zeros(self.nk.shape[0])
         ab[:n_phi] = self.alpha * self.psi()[:n_phi]
         if not self.ppu:
-            _pclda.sample_phi(self.nwk, np.full(W, self.eta), self.key, stream(t, PHI), self.phi, T, n_topics=n_phi)
+            _pclda.sample_phi(self.nwk, eta, self.key, stream(t, PHI), self.phi, T, n_topics=n_phi)
             return ab, self.phi
-        tail_rows, rest = np.empty(candidates.shape), np.empty(len(candidates))
-        _pchdp.sample_prior(K, self.eta, self.key, stream(t, PHI), tail_rows, T, candidates, rest)
-        urn = _pclda.sample_phi_urn(self.nwk, np.full(W, self.eta), self.key, stream(t, URN), T, n_topics=K)
-        return ab, UrnPhi(*urn, tail_rows, candidates, rest, self.eta)
+        # the urn draws the topics up to n_urn (those with tokens among them); the rows of
+        # the tail topics among these are moved to tail_rows, the others drawn from the prior
+        n_urn = max(K, self.n_active)
+        n_tail = n_phi - K if tail.size else 0
+        marks = np.ones((n_tail, W), dtype=np.uint8)
+        marks[n_urn - K:len(candidates)] = candidates[n_urn - K:]
+        tail_rows, rest = np.zeros((n_tail, W)), np.zeros(n_tail)
+        _pchdp.sample_prior(n_urn, self.eta, self.key, stream(t, PHI), tail_rows[n_urn - K:], T,
+                            marks[n_urn - K:], rest[n_urn - K:])
+        rows, topics, vals = _pclda.sample_phi_urn(self.nwk, eta, self.key, stream(t, URN), T, n_topics=n_urn)
+        if n_urn > K:
+            words = np.repeat(np.arange(W), np.diff(rows))
+            late = topics >= K
+            tail_rows[topics[late] - K, words[late]] = vals[late]
+            rows = np.concatenate([[0], np.cumsum(np.bincount(words[~late], minlength=W))]).astype(np.int64)
+            topics, vals = topics[~late], vals[~late]
+        return ab, UrnPhi(rows, topics, vals, tail_rows, marks, rest, self.eta)
 
     def end_sweep(self, l_k):
         """Count the sweep (after the z-step); its diagnostics."""
@@ -388,16 +407,15 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     exact for any split K that does not depend on the labels the sweep moves:
     Psi_c / R if s < K; if s is a tail topic, s itself with probability alpha
     Psi_s / (n_js + alpha Psi_s) (n_js without the token), else Psi_c / R.
-    With a dense Phi, K is the first topic from which the stick's remaining
-    mass is at most ``TAIL_MASS`` = 0.01 (a function of Psi). Splitting at K*
-    instead (this sampler's earlier rule) biases the chain toward fewer
-    topics: on two documents of 2 and 3 tokens (alpha = 1, gamma = 1.5, eta =
-    0.5, 400,000 sweeps) it put 0.188 of its samples on one topic and 0.306 on
-    three, against the exact posterior's 0.181 and 0.315 (the split by Psi:
-    0.180 and 0.317). The urn still splits at K* (its tail rows are prior
-    draws, drawn only where read) and keeps that bias on top of its
-    approximation. A token landing on the flag opens topic c, so K* grows as
-    needed, up to ``max_topics``. Only the candidates drawn in a sweep get a
+    K is the first topic from which the stick's remaining mass is at most
+    ``TAIL_MASS`` = 1e-4 (a function of Psi), so topics with tokens may be in
+    the tail. Splitting at K* instead (this sampler's earlier rule) biases the
+    chain toward fewer topics: on two documents of 2 and 3 tokens (alpha = 1,
+    gamma = 1.5, eta = 0.5, 400,000 sweeps, ``phi="dirichlet"``) it put 0.188
+    of its samples on one topic and 0.306 on three, against the exact
+    posterior's 0.181 and 0.315 (the split by Psi: 0.181 and 0.316). A token
+    landing on the flag opens topic c, so K* grows as needed, up to
+    ``max_topics``. Only the candidates drawn in a sweep get a
     topic (about 90 on KOS). With the urn, a candidate's row is drawn only at
     the m words where the z-step reads it (its tokens' words: 14 % of the
     entries on KOS), plus one Gamma((W - m) eta) for the mass of the others
@@ -405,14 +423,21 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     rest of the row is drawn, that mass times a Dirichlet(eta) over the other
     words, once, by the first thread that needs it (the document's later
     tokens read the row at any word). Both steps are exact;
-    ``phi="dirichlet"`` draws whole rows.
+    ``phi="dirichlet"`` draws whole rows. The urn's rows of the tail topics
+    with tokens are kept whole (W doubles each).
 
     ``phi="ppu"`` (the default, the paper's choice) draws the K* active
     topics by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
     rounded, above a mean of 30). This is the paper's approximation of
     Dirichlet(eta + n_k.) (exact as the counts grow; with eta < 1 most entries
     are exactly 0, which makes Phi sparse: on KOS about 6 topics per word);
-    the chain then targets an approximate posterior. Phi is kept as each
+    the chain then targets an approximate posterior, which also depends on
+    the split (an explicit topic without tokens gets an urn row, a tail
+    candidate a Dirichlet(eta) row). At the small counts of the five-token
+    corpus above (200,000 sweeps) the urn's error dominates: 0.229 of the
+    samples on one topic and 0.295 on three (0.173 and 0.347 with the split
+    at a mass of 0.01; 0.227 and 0.305 at K*), against the exact 0.181 and
+    0.315. Phi is kept as each
     word's positive entries, so a token costs the topics in which its word has
     weight (no alias tables, no dense W x K arrays), and each word's row is
     drawn from its own streams, words in parallel. ``phi="dirichlet"`` draws
@@ -426,23 +451,22 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     all its mass on a few random words, so births are much rarer than in
     ``DirectAssignmentGibbs`` (whose new-topic weight uses the prior mean 1/W).
     On KOS (1000 sweeps from 100 topics, same prior; ``benchmarks/bench_pchdp.py``,
-    a 2-core machine) it ended with 129 topics and -7.271 held-out per word
-    against G-HDP's 416 and -7.201, at 1.37x G-HDP's tokens per second on one
-    thread and in 0.41x G-HDP's time on two (55.8 s against 135.6 s; 1.77x
-    its own one-thread time); G-HDP passed PC-HDP's final held-out after 350
-    sweeps (43 s), PC-HDP at two threads after 950 (53 s). Since births
+    a 2-core machine) it ended with 120 topics and -7.273 held-out per word
+    against G-HDP's 416 and -7.201, at 1.24x G-HDP's tokens per second on one
+    thread and in 0.43x G-HDP's time on two (24.7 s against 57.3 s; 1.87x
+    its own one-thread time); G-HDP passed PC-HDP's final held-out after 300
+    sweeps (15.1 s), PC-HDP at two threads after 950 (23.5 s). Since births
     are rare, start from more topics than the corpus needs and let the sampler
-    empty the extra ones: from 400 topics PC-HDP at 2 threads reached -7.221
-    after 1000 sweeps (92 s, 406 topics), G-HDP from 400 -7.163 (216 s in the
-    same run). Fixing the concentrations does not close the gap: at alpha = 5,
+    empty the extra ones: from 400 topics PC-HDP at 2 threads reached -7.217
+    after 1000 sweeps (44.5 s, 396 topics), G-HDP from 400 -7.163 (99.5 s in
+    the same run). Fixing the concentrations does not close the gap: at alpha = 5,
     gamma = 20 for all (``bench_pchdp.py --alpha 5 --gamma 20``), G-HDP ended
-    with 430 topics and -7.194 (63 s), ``phi="dirichlet"`` with 272
-    and -7.253 (86 s on two threads; 273 and -7.235 in 124 s when it split
-    at K*) and the urn with 137 and -7.287 (30 s).
+    with 430 topics and -7.194 (64 s), ``phi="dirichlet"`` with 282
+    and -7.245 (106 s on two threads; 273 and -7.235 in 124 s when it split
+    at K*) and the urn with 142 and -7.279 (32 s; 137 and -7.287 in 30 s
+    when it split at K*).
     The urn's births are rarer still: a topic's only token of word w keeps
     weight there with probability 1 - exp(-(1 + eta)), about 0.64 a sweep.
-    (How much of the urn's gap is its bias toward fewer topics rather than
-    slow mixing is not measured.)
     On a corpus of this size, and 2 cores, G-HDP is more accurate for the time. Topics
     that lose their tokens keep their label (relabelling would change the
     stick's prior) and are redrawn every sweep until tokens return.
@@ -490,7 +514,7 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     alpha_prior, gamma_prior : (shape, rate), default (4.0, 4.0) and (7.5, 7.5)
         Gamma priors; a resampled concentration starts at the prior mean.
     phi : {"ppu", "dirichlet"}, default "ppu"
-        Poisson Polya urn (approximate, sparse, with the split's bias) or
+        Poisson Polya urn (approximate, sparse) or
         exact Dirichlet topics.
     n_concentration_rounds : int, default 5
         Auxiliary-variable / slice rounds per sweep for each resampled concentration.

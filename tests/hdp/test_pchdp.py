@@ -9,6 +9,7 @@ from bnpcore.corpus import Corpus
 from bnpcore.hdp import DirectAssignmentGibbs, PartiallyCollapsedGibbs
 from bnpcore.kernels import _pchdp, _pclda
 from bnpcore.kernels.rng import stream_uniform
+from bnpcore.models import hdp_pc as pc_hdp
 from bnpcore.models.hdp_pc import PartiallyCollapsedHDPState, resample_gamma_sticks
 
 from hdp_reference import (assert_same_law, canonical, hdp_partition_posterior, make_bars, match_topics,
@@ -164,7 +165,7 @@ Z_CASES = {
     "active": (np.array([[0.3, 0.1, 0.0, 0.4, 0.2], [0.2, 0.0, 0.5, 0.3, 0.1]]), (0, 2), 2, 0, np.eye(5)[2]),
     # the first token (word 0, weight only in tail topic 3, the only candidate) moves to 3, then the second
     "tail": (np.array([[0.0, 0.0, 0.0, 0.5, 0.2], [0.2, 0.0, 0.5, 0.3, 0.1]]), (0, 0), 1, 1, np.eye(5)[3]),
-    # both tokens in tail topic 3 (dense Phi only): the first is its own candidate w.p. 0.15 / (1 + 0.15)
+    # both tokens in tail topic 3: the first is its own candidate w.p. 0.15 / (1 + 0.15)
     "own": (np.array([[0.3, 0.1, 0.0, 0.4, 0.2], [0.2, 0.0, 0.5, 0.3, 0.1]]), (3, 3), 2, 0, np.eye(5)[3]),
     # the first token alone in tail topic 3: always its own candidate, so never topic 4
     "alone": (np.array([[0.3, 0.1, 0.0, 0.4, 0.2], [0.2, 0.0, 0.5, 0.3, 0.1]]), (3, 2), 2, 0, np.eye(5)[2]),
@@ -195,12 +196,10 @@ def test_z_step_draws_the_conditional(case, urn):
     token from p(z_i = k) ∝ phi_kw (n_jk + alpha Psi_k) given its candidate tail
     topic, mixed over the candidates (``flag_conditional``; chi-square), with
     Phi dense (alias tables) or as the urn's sparse rows with the tail topics'
-    rows; the counts n_kw follow the labels. A token in a tail topic (dense
-    Phi: the split is a function of Psi) draws its candidate from its own law."""
+    rows; the counts n_kw follow the labels. A token in a tail topic draws its
+    candidate from its own law."""
     K, C, D = 3, 5, 20000
     phi, start, n_tail, checked, n_jk = Z_CASES[case]
-    if urn and start[checked] >= K:
-        pytest.skip("the urn's split keeps every token's topic explicit")
     psi_tail = np.array([0.15, 0.05])[:n_tail]
     ab = np.array([0.4, 0.2, 0.3, 0.15, 0.05])
     tail_cdf = np.cumsum(psi_tail)
@@ -232,6 +231,29 @@ def test_z_step_draws_the_conditional(case, urn):
     np.testing.assert_array_equal(nwk, check)
 
 
+def test_z_step_rows_rejects_labels_and_rows_outside_the_topics():
+    """A label past the explicit topics and the urn's tail rows, or tail rows
+    past the topic slots, is a ValueError (no read outside the arrays)."""
+    corpus = Corpus([[0, 1]], n_words=2)
+    tok_ptr = np.array([0, 2], dtype=np.int64)
+    nwk, nk = np.zeros((2, 5), dtype=np.int32), np.zeros(5, dtype=np.int64)
+    entries = (np.array([0, 1, 2], dtype=np.int64), np.array([0, 1], dtype=np.int32), np.array([1.0, 1.0]))
+    ab, tail_cdf = np.full(5, 0.2), np.array([0.1, 0.2])
+
+    def run(z, n_rows):
+        _pchdp.z_step_rows(corpus.indptr, corpus.indices, corpus.counts, tok_ptr, 3, *entries,
+                           np.full((n_rows, 2), 0.5), ab, 0.2, tail_cdf, 1, 0, 1, z, nwk, nk)
+
+    z = np.array([0, 3], dtype=np.uint16)
+    nwk[0, 0] = nwk[1, 3] = nk[0] = nk[3] = 1
+    with pytest.raises(ValueError, match="not below 4"):
+        run(np.array([0, 4], dtype=np.uint16), 1)
+    with pytest.raises(ValueError, match="not within the 5 columns"):
+        run(z, 3)
+    run(z, 2)                                           # tail topic 3's row given: fine
+    assert nk.sum() == 2 and np.array_equal(nwk.sum(axis=1), [1, 1])
+
+
 def _fit(corpus, n_threads, **kw):
     """The fitted model and its final sampler state."""
     params = dict(n_components=3, max_iter=12, burn_in=4, random_state=5, n_threads=n_threads)
@@ -243,12 +265,48 @@ def _fit(corpus, n_threads, **kw):
     return model, states[-1]
 
 
+def test_urn_phi_with_topics_with_tokens_in_the_tail():
+    """A split K below the topics with tokens: read densely, the urn's Phi of
+    ``draw_phi`` is the urn's draw over the topics up to K* (same streams), the
+    tail topics' rows moved from the sparse rows to whole tail rows, then the
+    candidates' prior rows beyond (``sample_prior``, drawn at their marks)."""
+    counts, _ = make_bars(60, 30, np.random.default_rng(4), alpha=0.2)
+    corpus = Corpus(counts)
+    s = _fit(corpus, 1, n_components=6)[1]
+    W, K, top = corpus.n_words, 2, s.n_active
+    assert top > K + 1
+    tail = np.cumsum(s.psi()[K:])
+    blocks = [(0, corpus.indptr, corpus.indices, corpus.counts)]
+    candidates = pc_hdp.candidate_marks(blocks, tail, s.key, s.n_sweeps, W)
+    ab, phi = s.draw_phi(K, tail, candidates)
+    rows, topics, vals = _pclda.sample_phi_urn(s.nwk, np.full(W, s.eta), s.key, pc_hdp.stream(s.n_sweeps, pc_hdp.URN),
+                                               n_topics=top)
+    urn = np.zeros((W, top))
+    urn[np.repeat(np.arange(W), np.diff(rows)), topics] = vals
+    dense = np.zeros((W, top))
+    dense[np.repeat(np.arange(W), np.diff(phi.rows)), phi.topics] = phi.vals
+    assert phi.topics.max() < K
+    dense[:, K:] = phi.tail_rows[:top - K].T
+    np.testing.assert_array_equal(dense, urn)
+    assert phi.marks[:top - K].all() and not phi.rest[:top - K].any()
+    n = len(phi.tail_rows) - (top - K)
+    assert n == max(len(candidates) - (top - K), 0) and n > 0
+    prior, rest = np.empty((n, W)), np.empty(n)
+    _pchdp.sample_prior(top, s.eta, s.key, pc_hdp.stream(s.n_sweeps, pc_hdp.PHI), prior, 1, candidates[top - K:],
+                        rest)
+    np.testing.assert_array_equal(phi.tail_rows[top - K:], prior)
+    np.testing.assert_array_equal(phi.rest[top - K:], rest)
+    np.testing.assert_array_equal(ab[:K + len(phi.tail_rows)], s.alpha * s.psi()[:K + len(phi.tail_rows)])
+
+
 @pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
-def test_same_state_for_any_thread_count(phi):
+def test_same_state_for_any_thread_count(phi, wide_tail, monkeypatch):
+    monkeypatch.setattr(pc_hdp, "TAIL_MASS", 0.5)      # topic 2 in the tail: ~1100 of its tokens
     rng = np.random.default_rng(1)
     counts, _ = make_bars(80, 40, rng, alpha=0.2)
     corpus = Corpus(counts)
     (one, s1), (two, s2) = _fit(corpus, 1, phi=phi), _fit(corpus, 2, phi=phi)
+    assert max(wide_tail) > 0
     for name in ("labels", "nwk", "nk", "sticks"):
         assert np.array_equal(getattr(s1, name), getattr(s2, name)), name
     assert (s1.alpha, s1.gamma) == (s2.alpha, s2.gamma)
@@ -295,24 +353,29 @@ def _partition_chi2_pvalue(docs, n_words, alpha, gamma, eta, n_sweeps, thin, see
     return stats.chisquare(np.hstack([c for c, _ in cells]), np.hstack([e for _, e in cells])).pvalue
 
 
-def test_exact_posterior_over_partitions():
+@pytest.mark.parametrize("wide", [False, True])
+def test_exact_posterior_over_partitions(wide, request):
     """2 documents with (2, 3) tokens over 2 words (52 partitions), phi="dirichlet":
-    the chain's partitions against enumeration under the HDP's CRF prior."""
+    the chain's partitions against enumeration under the HDP's CRF prior, with
+    the default split and with tokens often in the tail."""
+    found = request.getfixturevalue("wide_tail") if wide else [1]
     assert _partition_chi2_pvalue([[0, 1], [0, 0, 1]], 2, 0.7, 1.3, 0.5, 60000, 2, 3) > 1e-3
+    assert np.count_nonzero(found) >= 0.05 * len(found)
 
 
 @pytest.mark.slow
-def test_exact_posterior_over_partitions_larger():
+def test_exact_posterior_over_partitions_larger(wide_tail):
     """3 documents with (3, 2, 2) tokens over 3 words (877 partitions), other concentrations.
     Every 10th sweep: the chain mixes slowly here, and every 2nd sweep made the
     chi-square anti-conservative (p = 1.4e-5 and 4.4e-4 at seeds 6 and 7 for the
     sampler before its candidates moved into the z-step; 0.51, 0.36, 0.16 at seeds
     5, 6, 7 every 10th)."""
     assert _partition_chi2_pvalue([[2, 0, 1], [1, 1], [2, 0]], 3, 2.5, 0.4, 0.2, 300000, 10, 5) > 1e-3
+    assert max(wide_tail) > 0
 
 
 @pytest.mark.slow
-def test_exact_posterior_over_partitions_long_chain():
+def test_exact_posterior_over_partitions_long_chain(wide_tail):
     """The corpus of test_exact_posterior_over_partitions, alpha = 1, gamma = 1.5,
     400,000 sweeps (two minutes): enough to see the bias of a split at one past
     the highest topic with tokens (the labels the sweep moves), which put 0.188
@@ -320,6 +383,7 @@ def test_exact_posterior_over_partitions_long_chain():
     against 0.315 (chi-square p ~ 1e-24); the split as a function of Psi
     passes."""
     assert _partition_chi2_pvalue([[0, 1], [0, 0, 1]], 2, 1.0, 1.5, 0.5, 400000, 2, 3) > 1e-3
+    assert np.count_nonzero(wide_tail) >= 0.05 * len(wide_tail)
 
 
 def test_gamma_update_leaves_prior_invariant():
@@ -363,7 +427,7 @@ def _joint_statistics(z, sticks, alpha, gamma):
 
 
 @pytest.mark.slow
-def test_geweke_joint_sampler_with_concentrations():
+def test_geweke_joint_sampler_with_concentrations(wide_tail):
     """Successive-conditional (Geweke 2004) test of the whole sweep (dense Dirichlet
     Phi), concentrations resampled: alternating one sweep given x with a fresh x | z
     must leave the prior of (K, alpha, gamma, Psi_0) invariant. The chain's state
@@ -397,6 +461,7 @@ def test_geweke_joint_sampler_with_concentrations():
         if it % thin == 0:
             chain.append(_joint_statistics(z, sticks, alpha, gamma))
     assert_same_law(prior, chain, ["alpha", "gamma", "Psi_0"])
+    assert np.count_nonzero(wide_tail) >= 0.05 * len(wide_tail)
 
 
 @pytest.mark.parametrize("phi", ["dirichlet", "ppu"])
