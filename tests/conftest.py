@@ -16,10 +16,11 @@ def client():
 @pytest.fixture
 def wide_tail(monkeypatch):
     """PC-HDP's z-step split with more of the stick in the tail than the
-    default (TAIL_MASS = 0.05; any function of Psi is exact), so that tokens
-    sit in tail topics (on the five-token corpus of the enumeration tests, at
-    the start of 10 % of the sweeps against 0.04 % at the default): the list
-    to which each sweep appends its number of tail tokens."""
+    default (TAIL_MASS = 0.05; with any function of Psi the Dirichlet form is
+    exact), so that tokens sit in tail topics (on the five-token corpus of
+    the enumeration tests, at the start of 10 % of the sweeps against 0.04 %
+    at the default): the list to which each sweep appends its number of tail
+    tokens."""
     monkeypatch.setattr(hdp_pc, "TAIL_MASS", 0.05)
     found, draw = [], hdp_pc.PartiallyCollapsedHDPState.draw_sticks
 

@@ -80,10 +80,10 @@ Z, PHI, CANDIDATES, TABLES, URN, REST = range(STREAMS)
 # biased the chain toward fewer topics: 0.188 on one topic against the exact
 # 0.181 on a five-token corpus, 400,000 sweeps). With any such split the
 # Dirichlet form is exact; a tail topic is reached only through the
-# candidates, so a smaller mass mixes better: on KOS (alpha 5, gamma 20, 1000 sweeps, 3 seeds) the urn ended at
-# -7.280 held-out with 1e-4 against -7.294 with 0.01, in the same time; the
-# dense form's alias tables over the explicit topics cost 25 % more time (106
-# against 86 s) for -7.245 against -7.253.
+# candidates, so a smaller mass mixes better: on KOS (alpha 5, gamma 20, 1000
+# sweeps, 3 seeds) the urn ended at -7.280 held-out with 1e-4 against -7.294
+# with 0.01, in the same time; the dense form's alias tables over the explicit
+# topics cost 25 % more time (106 against 86 s) for -7.245 against -7.253.
 TAIL_MASS = 1e-4
 
 
@@ -393,7 +393,9 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
       out), and the stick Psi_k = s_k prod_{i<k} (1 - s_i),
       s_k ~ Beta(1 + l_k, gamma + sum_{i>k} l_i);
     * Phi | z for the topics up to K* (one past the highest topic with
-      tokens; topics in between without tokens are kept, drawn from the prior);
+      tokens) or the split K below, whichever is larger (topics among them
+      without tokens are kept, drawn from the prior, with the urn from its
+      draw of no counts), and for the tail candidates (from the prior);
     * z | Phi, Psi: ``p(z_i = k) ∝ phi_{k,w_i} (alpha Psi_k + n_jk^{-i})``,
       documents in parallel (given Phi and Psi they are independent), split
       into the document's topics, a Walker alias table per word over the
@@ -426,8 +428,8 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     ``phi="dirichlet"`` draws whole rows. The urn's rows of the tail topics
     with tokens are kept whole (W doubles each).
 
-    ``phi="ppu"`` (the default, the paper's choice) draws the K* active
-    topics by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
+    ``phi="ppu"`` (the default, the paper's choice) draws the topics up to K*
+    or K by the Poisson Polya urn: ``phi_kw ∝ Poisson(eta + n_kw)`` (normal,
     rounded, above a mean of 30). This is the paper's approximation of
     Dirichlet(eta + n_k.) (exact as the counts grow; with eta < 1 most entries
     are exactly 0, which makes Phi sparse: on KOS about 6 topics per word);
@@ -446,8 +448,9 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     posterior (tested against enumeration, up to 400,000 sweeps, and with
     the concentrations resampled by Geweke's successive-conditional test).
 
-    Mixing: a topic is born only when a token lands on the flag, whose weight
-    uses phi_c, one draw from the prior; with a small eta that draw puts almost
+    Mixing: a topic is born when a token takes a topic without tokens, an
+    explicit one (between K* and K) or the flag's candidate, whose weight uses
+    phi_c, one draw from the prior; with a small eta that draw puts almost
     all its mass on a few random words, so births are much rarer than in
     ``DirectAssignmentGibbs`` (whose new-topic weight uses the prior mean 1/W).
     On KOS (1000 sweeps from 100 topics, same prior; ``benchmarks/bench_pchdp.py``,
@@ -482,8 +485,8 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     used) counts and, with ``phi="dirichlet"``, W x (topics used) arrays of
     Phi and the alias tables; the table counts and
     the z-step rebuild each document's counts from its labels; with the urn,
-    the tail candidates' rows (W doubles each) and the words they are read at
-    (W bytes each). An on-disk corpus (``Corpus.open``) is read block by
+    the tail topics' rows (W doubles each: those with tokens, the candidates)
+    and the words they are read at (W bytes each). An on-disk corpus (``Corpus.open``) is read block by
     block, not kept resident (with the urn twice a sweep: the candidates'
     words, then the z-step).
     Measured (``benchmarks/bench_memory.py``, from 20 topics, 3 sweeps,

@@ -301,7 +301,7 @@ def test_urn_phi_with_topics_with_tokens_in_the_tail():
 
 @pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
 def test_same_state_for_any_thread_count(phi, wide_tail, monkeypatch):
-    monkeypatch.setattr(pc_hdp, "TAIL_MASS", 0.5)      # topic 2 in the tail: ~1100 of its tokens
+    monkeypatch.setattr(pc_hdp, "TAIL_MASS", 0.5)      # about 1100 tokens in tail topics each sweep
     rng = np.random.default_rng(1)
     counts, _ = make_bars(80, 40, rng, alpha=0.2)
     corpus = Corpus(counts)
@@ -358,9 +358,10 @@ def test_exact_posterior_over_partitions(wide, request):
     """2 documents with (2, 3) tokens over 2 words (52 partitions), phi="dirichlet":
     the chain's partitions against enumeration under the HDP's CRF prior, with
     the default split and with tokens often in the tail."""
-    found = request.getfixturevalue("wide_tail") if wide else [1]
+    found = request.getfixturevalue("wide_tail") if wide else None
     assert _partition_chi2_pvalue([[0, 1], [0, 0, 1]], 2, 0.7, 1.3, 0.5, 60000, 2, 3) > 1e-3
-    assert np.count_nonzero(found) >= 0.05 * len(found)
+    if wide:
+        assert np.count_nonzero(found) >= 0.05 * len(found)
 
 
 @pytest.mark.slow
