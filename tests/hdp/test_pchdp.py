@@ -300,8 +300,7 @@ def test_urn_phi_with_topics_with_tokens_in_the_tail():
 
 
 @pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
-def test_same_state_for_any_thread_count(phi, wide_tail, monkeypatch):
-    monkeypatch.setattr(pc_hdp, "TAIL_MASS", 0.5)      # about 1100 tokens in tail topics each sweep
+def test_same_state_for_any_thread_count(phi, wide_tail):
     rng = np.random.default_rng(1)
     counts, _ = make_bars(80, 40, rng, alpha=0.2)
     corpus = Corpus(counts)
@@ -382,7 +381,8 @@ def test_exact_posterior_over_partitions_long_chain(wide_tail):
     the highest topic with tokens (the labels the sweep moves), which put 0.188
     of the samples on one topic against the exact 0.181 and 0.306 on three
     against 0.315 (chi-square p ~ 1e-24); the split as a function of Psi
-    passes."""
+    passes. With the wide tail it (and the larger case) also fails when the
+    tail tokens' own candidates are disabled in the kernel."""
     assert _partition_chi2_pvalue([[0, 1], [0, 0, 1]], 2, 1.0, 1.5, 0.5, 400000, 2, 3) > 1e-3
     assert np.count_nonzero(wide_tail) >= 0.05 * len(wide_tail)
 
