@@ -261,7 +261,7 @@ class PartiallyCollapsedHDPState(BatchState):
         gamma. Returns the split K of the z-step's explicit topics and the tail
         (the first topic from which the stick's remaining mass is at most
         TAIL_MASS, at least 1) and the cumulative Psi of the tail topics K, K +
-        1, ..."""
+        1, ... (none, and K at least K*, if that mass is 0)."""
         K, rng, st = len(l_k), self.rng, self.settings
         n_tables = int(l_k.sum())
         if st["alpha_prior"] is not None:
@@ -282,6 +282,11 @@ class PartiallyCollapsedHDPState(BatchState):
         psi = self.psi()
         rest = np.cumsum(psi[::-1])[::-1]               # rest[k] = sum_{i >= k} Psi_i
         K = max(1, int(np.argmax(rest <= TAIL_MASS)) if rest[-1] <= TAIL_MASS else self.max_topics)
+        if not rest[K:].any():
+            # no stick left past K (a fraction drawn as 1 with a tiny gamma): the flag has no weight, every
+            # candidate would be the last topic, so no tail; the topics with tokens past K become explicit
+            # with weight alpha Psi_k = 0, the same law as in the tail
+            return max(K, len(l_k)), np.empty(0)
         return K, np.cumsum(psi[K:])
 
     def draw_phi(self, K, tail, candidates):

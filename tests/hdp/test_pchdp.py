@@ -577,3 +577,16 @@ def test_extreme_concentration_priors_stay_finite(make, prior):
     theta = est.transform(X)
     assert np.isfinite(theta).all() and np.allclose(theta.sum(axis=1), 1.0)
     assert np.isfinite(est.doc_topic_).all()
+
+
+@pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
+def test_no_tail_when_the_stick_has_no_mass_past_the_split(phi):
+    """With a tiny gamma a stick fraction draws exactly 1 and the later topics get
+    Psi = 0: the flag has no weight, and every token's candidate would have
+    been the last of ``max_topics`` topics, growing the slots (and the tail's
+    rows) to all of them. Now there is no tail; tokens in topics past the
+    split keep their law (weight phi_kw n_jk) and the slots stay few."""
+    counts, _ = make_bars(100, 50, np.random.default_rng(0), alpha=0.2)
+    model, s = _fit(Corpus(counts), 1, gamma=1e-10, alpha=1.0, phi=phi, max_topics=1000, max_iter=4, burn_in=1)
+    assert not s.psi()[s.n_active:].any()
+    assert s.nk.shape[0] == 16 and model.n_components_ >= 1
