@@ -82,8 +82,8 @@ Z, PHI, CANDIDATES, TABLES, URN, REST = range(STREAMS)
 # Dirichlet form is exact; a tail topic is reached only through the
 # candidates, so a smaller mass mixes better: on KOS (alpha 5, gamma 20, 1000
 # sweeps, 3 seeds) the urn ended at -7.280 held-out with 1e-4 against -7.294
-# with 0.01, in the same time; the dense form's alias tables over the explicit
-# topics cost 25 % more time (106 against 86 s) for -7.245 against -7.253.
+# with 0.01, in the same time (within 4 %); the dense form, one seed, took 25 %
+# more time (106 against 86 s, separate runs) for -7.245 against -7.253.
 TAIL_MASS = 1e-4
 
 
