@@ -135,7 +135,7 @@ class _CVState(BatchState):
     stick order; one iteration = one sweep over the pairs (update (15)) plus
     steps 2-7 of the schedule."""
 
-    _transient = ("corpus", "_lengths", "_word_ptr", "_word_pairs")
+    _transient = ("corpus", "_lengths")
     sweep_threads = 1          # the delayed schedule's threads (states saved before it: sequential)
 
     def __init__(self, corpus, params, rng, init_from=None):
@@ -154,7 +154,6 @@ class _CVState(BatchState):
     def restore(self, corpus):
         super().restore(corpus)
         self._lengths = corpus.doc_lengths.astype(np.float64)
-        self._word_ptr, self._word_pairs = _cvhdp.word_order(corpus.indices, corpus.n_words)
 
     @property
     def n_components(self):
@@ -180,8 +179,8 @@ class _CVState(BatchState):
                                         self._E_wk, self._V_wk, self._Z_wk, E_k, V_k, self._prior_doc,
                                         self._prior_word, self._prior_topic, self.sweep_threads)
         if self._r.dtype == np.float64:
-            _cvhdp.cv_moments(X.indptr, X.indices, X.counts, self._r, self._word_ptr, self._word_pairs, self._E_jk,
-                              self._V_jk, self._E_wk, self._V_wk, self.sweep_threads)
+            _cvhdp.cv_moments(X.indptr, X.indices, X.counts, self._r, self._E_jk, self._V_jk, self._E_wk, self._V_wk,
+                              self.sweep_threads)
         else:
             self._statistics()
         self._E_k = self._E_wk.sum(0)
