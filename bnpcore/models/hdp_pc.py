@@ -83,7 +83,10 @@ Z, PHI, CANDIDATES, TABLES, URN, REST = range(STREAMS)
 # candidates, so a smaller mass mixes better: on KOS (alpha 5, gamma 20, 1000
 # sweeps, 3 seeds) the urn ended at -7.280 held-out with 1e-4 against -7.294
 # with 0.01, in the same time (within 4 %); the dense form, one seed, took 25 %
-# more time (106 against 86 s, separate runs) for -7.245 against -7.253.
+# more time (106 against 86 s, separate runs) for -7.245 against -7.253: it had
+# more topics (300 sweeps, one thread: 228 against 200 with tables, 309 against
+# 256 slots up to the last with tokens; 49.6 against 36.8 s), and its Phi step,
+# a gamma draw per word and slot, is most of its time (58 % in perf).
 TAIL_MASS = 1e-4
 
 
