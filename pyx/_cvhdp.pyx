@@ -384,11 +384,12 @@ def cv_moments(const int64_t[::1] indptr, const int32_t[::1] indices, const int3
     of its documents or its words to the rows it owns. A pair is read by at
     most two threads, and every sum is added in corpus order, so the result
     does not depend on ``n_threads``. (A pass over the documents, then one over
-    the words, ran 1.4x slower on a NIPS-sized corpus at K = 120: it read the
-    responsibilities twice; word rows summed per block of documents and added
-    up, as in :func:`cv_statistics`, ran at this speed.) Equivalent NumPy: ``E_jk = A.T @ (c r)``,
-    ``V_jk = A.T @ (c r (1 - r))`` with A the pair-to-document indicator (the
-    pair-to-word indicator for the ``_wk`` arrays).
+    the words, reading the responsibilities twice, ran 1.4x slower on a
+    NIPS-sized corpus at K = 120; word rows summed per block of documents and
+    added up, as in :func:`cv_statistics`, ran at about this speed.)
+    Equivalent NumPy: ``E_jk = A.T @ (c r)``, ``V_jk = A.T @ (c r (1 - r))``
+    with A the pair-to-document indicator (the pair-to-word indicator for the
+    ``_wk`` arrays).
     """
     cdef int64_t K = r.shape[1], D = indptr.shape[0] - 1, W = E_wk.shape[0], j, w, p
     if (r.shape[0] != indices.shape[0] or E_jk.shape[0] != D or V_jk.shape[0] != D or E_jk.shape[1] != K
