@@ -10,7 +10,7 @@ invalid value: one naming the parameter), or with finite, normalised results
 documented range that is accepted is a silent acceptance and fails.
 
 Run with ``pytest -m hypothesis -s`` (a fixed, derandomised budget of 2,000
-cases, about a minute on 2 cores; .ci/run runs it); ``BNPCORE_FUZZ_SCALE=3``
+cases, about half a minute on 2 cores; .ci/run runs it); ``BNPCORE_FUZZ_SCALE=3``
 runs three times as many cases, ``BNPCORE_FUZZ_REPORT=path`` writes the counts.
 """
 import collections
