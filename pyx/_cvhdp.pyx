@@ -11,7 +11,8 @@ always float64.
 
 The per-pair loops are C (below) written without branches so that GCC
 vectorises them, with their own exp and log (the libm calls are scalar): they
-made the sweep 7x faster (profile at the top of bnpcore/models/hdp_collapsed.py).
+halved the time of the sweep and its statistics, about 2.0 s to 1.0 s an
+iteration on KOS at K = 120 (profile at the top of bnpcore/models/hdp_collapsed.py).
 """
 import numpy as np
 cimport numpy as cnp

@@ -72,8 +72,9 @@ REASSIGN_ROUNDS = 3
 REASSIGN_TURNS = 3
 # the fewest pairs (document, word) for which split proposals run on several threads: a proposal's
 # restricted iteration releases the GIL, the rest holds it. KOS, two threads against one: batch mode
-# (353,000 pairs, 10 iterations with moves) 7.0-9.7 s against 11.6-12.9 s; online (minibatches of 100
-# documents, ~10,000 pairs, 2 epochs) 2.7-2.9 s against 2.4 s, where one thread is kept below this size
+# (353,000 pairs, 10 iterations with moves) 6.06 s against 10.10 s (benchmarks/results/bench_threads_kos.txt,
+# session 18); online (minibatches of 100 documents, ~10,000 pairs, 2 epochs) 2.7-2.9 s against 2.4 s in
+# one-off runs of 2026-11-28, so one thread is kept below this size
 SPLIT_THREADS_PAIRS = 50_000
 # logits of beta* stay in this box: beta*_k >= ~1e-180 / (K + 1), so with alpha >= 1e-100 the
 # Dirichlet parameters alpha beta*_k stay normal numbers (lgamma and psi of them finite)

@@ -361,7 +361,7 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
     a sweep; 131 / 251 with ``gamma_prior=(5, 10), alpha_prior=(2, 6)``;
     543 / 549 with Gamma(1, 1) priors. Teh, Kurihara & Welling (2007) report
     113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100): with the defaults both
-    are reached after about the same 1.7e4 steps (about 340 and 115 sweeps);
+    are reached after about the same 1.7e4 and 1.6e4 steps (340 and 110 sweeps);
     with the other two, when one matches the other is off (113 with 149, 113
     with ~175). :meth:`paper_preset` stops there: over seeds 0-3 it ends with
     117 ± 2 and 165 ± 4 topics. Longer runs predict held-out tokens better

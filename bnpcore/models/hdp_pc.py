@@ -506,9 +506,9 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     words, then the z-step).
     Measured (``benchmarks/bench_memory.py``, from 20 topics, 3 sweeps,
     ``store_doc_topic=False``): 2.5 bytes per token (slope of the peak
-    resident memory from 10^5 to 10^6 generated documents; 28 before the labels
-    became the whole state), 350 MiB for 10^6 documents and 10^8 tokens,
-    whose files take 439 MiB. ``doc_topic_``
+    resident memory over 10^4, 10^5 and 10^6 generated documents: 2.46; 28
+    before the labels became the whole state), 339 MiB for 10^6 documents and
+    10^8 tokens, whose files take 439 MiB. ``doc_topic_``
     (the final sample's proportions, D x K doubles) and the final labels kept
     for ``CollapsedVB(init_from=...)`` (4 bytes per token) are built at the end
     of the fit unless ``store_doc_topic=False``.

@@ -288,10 +288,12 @@ class OnlineVB(_OnlineHDP):
         topics by the first minibatch's statistics, the larger topics then
         absorb the others (their E[log phi] is less penalised): on KOS
         (T = 300, 5 epochs) "uniform" ends with one used topic (document
-        completion -7.93/word; gensim's ``HdpModel`` with kappa = 0.6 and
-        tau = 1 likewise puts 99.8% of the mass in one topic), "ranked" keeps
-        dozens (-7.79 after one epoch, where "uniform" has -7.94;
-        ``benchmarks/bench_online.py`` prints both).
+        completion -7.91/word; gensim's ``HdpModel`` with kappa = 0.6 and
+        tau = 1 likewise puts 99.98% of its stick weight and 98.8% of the
+        documents' proportions in one topic), "ranked" keeps
+        31 (-7.73; after one epoch -7.78 against -7.93;
+        ``benchmarks/results/bench_online_kos.txt``). At T = 150 both keep
+        40-42 topics (``benchmarks/bench_online.py``, same file).
         gensim's own defaults (tau = 64, kappa = 1, so rho starts at 1/65 and
         the random topics survive the first minibatches) avoid the collapse
         with the uniform start: ``learning_offset=65, learning_decay=1.0``.
