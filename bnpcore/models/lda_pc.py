@@ -178,12 +178,13 @@ class PartiallyCollapsedGibbs(_LDA):
     has weight (no alias tables; a token whose word has weight in no topic
     keeps its topic). Its per-sweep cost is sublinear in K. On KOS at K = 1000
     (``benchmarks/bench_pclda.py``, one 2-core machine): one thread's sweep
-    took 0.11 s against 0.89 s for the Dirichlet form, and 20 sweeps at 2
-    threads ran 2.3x as fast as ``CollapsedGibbs`` (and 3.1x tomotopy's two
+    took 0.06 s against 0.45 s for the Dirichlet form, and 20 sweeps at 2
+    threads ran 2.4x as fast as ``CollapsedGibbs`` (and 2.9x tomotopy's two
     workers), but 0.09 nats per held-out word behind it; per sweep the urn
-    mixes more slowly, so at equal held-out it was 1.3-1.75x as fast as
+    mixes more slowly, so at equal held-out it was 1.1-1.3x as fast as
     ``CollapsedGibbs`` early and slower later (-7.272 after 400 sweeps, which
-    ``CollapsedGibbs`` passed within 100: -7.262, and -7.243 after 200).
+    ``CollapsedGibbs`` passed within 100: -7.262, and -7.243 after 200); it came
+    within 0.05 of CGS's held-out 1.3-1.6x as fast.
 
     Every draw comes from a keyed random stream: topic k of sweep t from
     (seed, 2t + 1, k) (the urn: word w from (seed, 2t + 1, 2w) and
