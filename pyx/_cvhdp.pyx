@@ -10,9 +10,10 @@ sums of the word-major ones. ``r`` may be float32 or float64; statistics are
 always float64.
 
 The per-pair loops are C (below) written without branches so that GCC
-vectorises them, with their own exp and log (the libm calls are scalar): they
-halved the time of the sweep and its statistics, about 2.0 s to 1.0 s an
-iteration on KOS at K = 120 (profile at the top of bnpcore/models/hdp_collapsed.py).
+vectorises them, with their own exp and log (the libm calls are scalar): with
+them the sweep and its statistics take half the time they took with libm's
+(on KOS at K = 120, about 1.0 s an iteration against 2.0 s; profile at the top
+of bnpcore/models/hdp_collapsed.py).
 """
 import numpy as np
 cimport numpy as cnp
