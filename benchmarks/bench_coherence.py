@@ -9,7 +9,6 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/bench_coherence.py [--repeats 3]
 """
 import argparse
-import time
 
 import numpy as np
 from gensim.models import CoherenceModel
@@ -18,14 +17,10 @@ from bnpcore.datasets import load_kos
 from bnpcore.evaluation import coherence
 from bnpcore.lda import CollapsedVB
 
-
-def best_of(repeats, fn):
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        seconds.append(time.perf_counter() - start)
-    return min(seconds), np.asarray(value)
+try:
+    from harness import timed
+except ImportError:      # imported from elsewhere than benchmarks/
+    from benchmarks.harness import timed
 
 
 def main():
@@ -41,10 +36,10 @@ def main():
     print(f"KOS: {kos.n_docs} documents; topics of CollapsedVB(n_components=10, max_iter=30, random_state=0)")
     print(f"{'measure':8s} {'bnpcore s':>10s} {'gensim s':>9s} {'mean':>8s} {'max |diff|':>11s}")
     for measure in ("u_mass", "c_npmi", "c_v"):
-        ours_s, ours = best_of(args.repeats, lambda: coherence(model, kos, measure, per_topic=True))
-        theirs_s, theirs = best_of(args.repeats, lambda: CoherenceModel(
+        ours_s, _, ours = timed(lambda: coherence(model, kos, measure, per_topic=True), args.repeats)
+        theirs_s, _, theirs = timed(lambda: np.asarray(CoherenceModel(
             topics=topics, texts=texts, corpus=bow, dictionary=dictionary, coherence=measure,
-            processes=1).get_coherence_per_topic())
+            processes=1).get_coherence_per_topic()), args.repeats)
         print(f"{measure:8s} {ours_s:10.2f} {theirs_s:9.2f} {ours.mean():8.4f} {np.abs(ours - theirs).max():11.1e}")
     print(f"c_v with exact_windows=True (no gensim equivalent): {coherence(model, kos, 'c_v', exact_windows=True):.4f}")
 

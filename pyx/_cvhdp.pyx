@@ -399,14 +399,13 @@ def cv_moments(const int64_t[::1] indptr, const int32_t[::1] indices, const int3
         raise ValueError("cv_moments: inconsistent shapes")
     if n_threads < 1:
         raise ValueError(f"cv_moments: n_threads must be >= 1, got {n_threads}")
-    if K == 0 or W == 0:
+    if K == 0:
         return
     cdef int T = <int>max(1, min(n_threads, D)), t
     cdef int64_t[::1] docs = _pair_blocks(indptr, T)
-    pairs_to_word = np.cumsum(np.bincount(np.asarray(indices), minlength=W))
-    cdef int64_t[::1] words = np.searchsorted(pairs_to_word, np.arange(T + 1) * (indptr[D] / <double>T),
-                                              side="left").astype(np.int64)
-    words[0], words[T] = 0, W
+    word_ptr = np.zeros(W + 1, dtype=np.int64)         # the pairs by word, as indptr by document
+    np.cumsum(np.bincount(np.asarray(indices), minlength=W), out=word_ptr[1:])
+    cdef int64_t[::1] words = _pair_blocks(word_ptr, T)
     cdef bint own_doc
     for t in prange(T, nogil=True, num_threads=T, schedule="static", chunksize=1):
         if words[t + 1] > words[t]:
@@ -458,8 +457,9 @@ cdef double _statistics_block(int64_t j0, int64_t j1, const int64_t *indptr, con
 
 
 def _pair_blocks(const int64_t[::1] indptr, int T):
-    """First document of each of ``T`` blocks of about nnz / T pairs (at least one
-    document each), and the end: the blocks of the delayed schedule."""
+    """First row of each of ``T`` blocks of about nnz / T pairs, and the end: the
+    blocks of documents of the delayed schedule (``indptr`` by document), or of
+    words (a pointer to the pairs by word)."""
     cdef int64_t D = indptr.shape[0] - 1, nnz = indptr[D]
     bounds = np.searchsorted(np.asarray(indptr), np.arange(T + 1) * (nnz / <double>T), side="left").astype(np.int64)
     bounds[0], bounds[T] = 0, D

@@ -98,6 +98,15 @@ def test_statistics_kernel_matches_numpy(n_threads):
         np.testing.assert_allclose(ent, -np.nansum(c * r * np.log(r)), rtol=1e-12)
 
 
+@pytest.mark.parametrize("n_docs, n_words", [(2, 0), (0, 3), (3, 2)])
+def test_moments_kernel_zeroes_every_row_of_a_corpus_without_pairs(n_docs, n_words):
+    indptr, empty = np.zeros(n_docs + 1, np.int64), np.zeros(0, np.int32)
+    for n_threads in (1, 2, 3):
+        got = [np.full((rows, 4), np.nan) for rows in (n_docs, n_docs, n_words, n_words)]
+        _cvhdp.cv_moments(indptr, empty, empty, np.zeros((0, 4)), *got, n_threads)
+        assert all((g == 0).all() for g in got)
+
+
 @pytest.mark.parametrize("n_threads", [1, 2, 3, 8])
 def test_moments_kernel_is_one_pass_in_corpus_order(n_threads):
     """cv_moments adds every pair in corpus order, bit for bit, on any number of threads
