@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 CYSRC = HERE / "build" / "cysrc"
@@ -114,7 +115,28 @@ def extensions():
     )
 
 
+def metadata_only(argv):
+    """True for the commands that build no module: ``sdist`` (MANIFEST.in lists the
+    sources), ``egg_info``, ``dist_info``. They then skip cythonizing every kernel."""
+    builds = {"build", "build_ext", "build_py", "bdist_wheel", "editable_wheel", "develop", "install", "bdist"}
+    return bool({"sdist", "egg_info", "dist_info"} & set(argv)) and not builds & set(argv)
+
+
+class BuildExt(build_ext):
+    """MSVC takes /O2 where gcc and clang take -O3, and has no -fopenmp (the probe in
+    openmp_flags finds no ``cc`` there, so the kernels are serial)."""
+
+    def build_extensions(self):
+        if self.compiler.compiler_type == "msvc":
+            for ext in self.extensions:
+                ext.extra_compile_args = ["/O2" if a == "-O3" else a for a in ext.extra_compile_args
+                                          if a != "-fopenmp"]
+                ext.extra_link_args = [a for a in ext.extra_link_args if a != "-fopenmp"]
+        super().build_extensions()
+
+
 setup(
+    cmdclass={"build_ext": BuildExt},
     packages=find_packages(include=["bnpcore", "bnpcore.*"]) + ["bnpcore.kernels", "bnpcore.include"],
     package_dir={"bnpcore.kernels": "pyx", "bnpcore.include": "include"},
     package_data={
@@ -122,6 +144,6 @@ setup(
         "bnpcore.include": ["bnpcore/*.h"],
         "bnpcore.datasets": ["data/*"],
     },
-    ext_modules=extensions(),
+    ext_modules=[] if metadata_only(sys.argv[1:]) else extensions(),
     zip_safe=False,
 )

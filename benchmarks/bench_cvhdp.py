@@ -46,9 +46,9 @@ def main(argv=None):
     runs = [
         ("CVB0 (lda.CollapsedVB order=0)", 1,
          lambda: lda.CollapsedVB(n_components=K, order=0, max_iter=n, tol=0.0, random_state=0)),
-        ("CV-HDP sequential", 1, lambda: hdp.CollapsedVB(n_components=K, max_iter=n, random_state=0)),
+        ("CV-HDP sequential", 1, lambda: hdp.CollapsedVB(n_components=K, init="random", max_iter=n, random_state=0)),
         (f"CV-HDP delayed, {args.threads} thr", args.threads,
-         lambda: hdp.CollapsedVB(n_components=K, max_iter=n, schedule="delayed", n_threads=args.threads,
+         lambda: hdp.CollapsedVB(n_components=K, init="random", max_iter=n, schedule="delayed", n_threads=args.threads,
                                  random_state=0)),
     ]
     scale = observed.n_tokens * K

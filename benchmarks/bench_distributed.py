@@ -57,6 +57,10 @@ from dask.distributed import Client, Future, LocalCluster
 from bnpcore import Corpus, corpus as corpus_module, datasets, distributed, hdp, lda, mixture
 
 
+# the split-merge moves of Bryant & Sudderth (2012) that DirectAssignmentVB used by default when these runs were recorded
+PAPER_MOVES = dict(max_splits=1, max_merges=None, split_candidates=10, split_inits=("minibatch", "divide", "reassign"))
+
+
 def models(args):
     """name -> (estimator with n_threads, whether the local twin needs n_threads = partitions)."""
     K, n, seed = args.topics, args.iterations, args.seed
@@ -66,18 +70,19 @@ def models(args):
                                            random_state=seed, n_threads=t), True),
         "pc": (lambda t: lda.PartiallyCollapsedGibbs(n_components=K, max_iter=n, burn_in=n // 2, random_state=seed,
                                                      n_threads=t, store_doc_topic=args.doc_topic), False),
-        "pc-hdp": (lambda t: hdp.PartiallyCollapsedGibbs(max_iter=n, burn_in=n // 2, random_state=seed, n_threads=t,
+        "pc-hdp": (lambda t: hdp.PartiallyCollapsedGibbs(n_components=1, max_iter=n, burn_in=n // 2, random_state=seed,
+                                                         n_threads=t,
                                                          store_doc_topic=args.doc_topic), False),
-        "hdp-tfsvi": (lambda t: hdp.TruncationFreeSVI(batch_size=args.batch_size, random_state=seed, n_threads=t),
-                      False),
-        "dp-svb": (lambda t: mixture.StochasticVB(n_components=K, batch_size=args.batch_size, random_state=seed,
-                                                  n_threads=t), False),
-        "hdp-ovb": (lambda t: hdp.OnlineVB(n_components=K, batch_size=args.batch_size, random_state=seed,
-                                           n_threads=t), False),
+        "hdp-tfsvi": (lambda t: hdp.TruncationFreeSVI(batch_size=args.batch_size, n_epochs=1, random_state=seed,
+                                                      n_threads=t), False),
+        "dp-svb": (lambda t: mixture.StochasticVB(n_components=K, batch_size=args.batch_size, n_epochs=1,
+                                                  random_state=seed, n_threads=t), False),
+        "hdp-ovb": (lambda t: hdp.OnlineVB(n_components=K, eta=0.01, gamma=1.0, batch_size=args.batch_size, n_epochs=1,
+                                           random_state=seed, n_threads=t), False),
         "da-online": (lambda t: hdp.DirectAssignmentVB(n_components=K, batch_size=args.batch_size, max_iter=1,
-                                                       random_state=seed, n_threads=t), False),
+                                                       random_state=seed, n_threads=t, **PAPER_MOVES), False),
         "da-batch": (lambda t: hdp.DirectAssignmentVB(n_components=K, mode="batch", max_iter=n, tol=0.0,
-                                                      random_state=seed, n_threads=t), False),
+                                                      random_state=seed, n_threads=t, **PAPER_MOVES), False),
     }
 
 

@@ -5,8 +5,8 @@
 * variational: bnpcore ``CollapsedVB(order=0)`` (CVB0) vs scikit-learn's batch
   ``LatentDirichletAllocation`` and gensim's online ``LdaModel``.
 
-All fit the same 90% of the KOS tokens (10% held out corpus-wide, as in paper
-004) with the same priors, and are scored by ``bnpcore.evaluation``: the
+All fit the same 90% of the KOS tokens (10% held out corpus-wide, as in
+[HYB]) with the same priors, and are scored by ``bnpcore.evaluation``: the
 per-word log-likelihood of the held-out tokens under each system's document
 proportions and topics of the training documents ([HYB] eq 30; samplers from
 their final counts, (n + prior) / (N + total prior)).

@@ -1,4 +1,4 @@
-"""Speed of ADF-NRM, EP-NRM and the NGGP collapsed Gibbs sampler on KOS ([NRM] 002).
+"""Speed of ADF-NRM, EP-NRM and the NGGP collapsed Gibbs sampler on KOS ([NRM]).
 
 Targets (issue 7): an ADF epoch on KOS in <= 1 s on one thread, an EP epoch in
 <= 2 s. [NRM] supp 4.2 reports 220 s per ADF epoch and 160 s per Gibbs epoch
@@ -9,7 +9,7 @@ Setting: the IG prior of Table 1 (sigma = 0.5, a = 10, tau = 100) and the DP
 the ADF pass also on all 3,430 documents. Times are wall-clock, best and median
 of ``--repeats`` runs, kernels single-threaded (run with OMP_NUM_THREADS=1).
 The held-out column is the estimators' ``score``: the per-word log-likelihood
-of the 686 held-out documents (token sequences, ALGORITHMS.md 8.5 without the
+of the 686 held-out documents (token sequences, the [NRM] predictive without the
 multinomial coefficient), comparable with the other benchmarks' per-word values.
 
 Usage: OMP_NUM_THREADS=1 python benchmarks/bench_nrm.py [--repeats 5] [--ep-epochs 5] [--gibbs-sweeps 5]

@@ -206,3 +206,29 @@ class KernelClock:
         for module, attr, fn in self._saved:
             setattr(module, attr, fn)
         return False
+
+
+def short_documents(n_docs=50_000, n_words=37_000, n_topics=80, mean_length=46, seed=0):
+    """Synthetic token lists shaped like a corpus of short texts (by default
+    50,000 documents of about 46 tokens, 2.7 M tokens over 37,000 words, as
+    one-line descriptions after ``Corpus.from_texts(min_df=2, max_df=0.5)``):
+    each document mixes two of ``n_topics`` Zipf-like topics. Returns the
+    documents as lists of words ``"w<id>"``, in their drawn order."""
+    rng = np.random.default_rng(seed)
+    zipf = 1.0 / np.arange(1, n_words + 1) ** 1.05
+    cdfs = []
+    for _ in range(n_topics):
+        p = zipf[rng.permutation(n_words)] * rng.gamma(0.3, size=n_words)
+        cdfs.append(np.cumsum(p / p.sum()))
+    weights = rng.dirichlet(np.full(n_topics, 0.5))
+    lengths = np.maximum(1, rng.lognormal(np.log(mean_length), 0.6, size=n_docs).astype(np.int64))
+    pairs = rng.choice(n_topics, size=(n_docs, 2), p=weights)
+    z = pairs[np.repeat(np.arange(n_docs), lengths), rng.integers(2, size=lengths.sum())]
+    u = rng.random(lengths.sum())
+    ids = np.empty(lengths.sum(), dtype=np.int64)
+    for k in range(n_topics):
+        m = z == k
+        ids[m] = np.minimum(np.searchsorted(cdfs[k], u[m]), n_words - 1)
+    words = np.array([f"w{i}" for i in range(n_words)], dtype=object)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    return [words[ids[a:b]].tolist() for a, b in zip(bounds[:-1], bounds[1:])]

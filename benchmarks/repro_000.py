@@ -102,7 +102,7 @@ def main(argv=None):
     train, test = corpus.split_documents(0.1, random_state=args.seed)
     budget = (f"{args.seconds} s per run" if args.seconds
               else f"{args.epochs} epochs ({args.epochs * train.n_docs} documents)")
-    print(f"[TF] 000 reproduction on {corpus}: {train.n_docs} training / {test.n_docs} held-out documents; {budget}; "
+    print(f"[TF] reproduction on {corpus}: {train.n_docs} training / {test.n_docs} held-out documents; {budget}; "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", flush=True)
     results = []
     for model in args.models.split(","):

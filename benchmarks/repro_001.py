@@ -1,4 +1,4 @@
-"""Reproduce [CVHDP] (Teh, Kurihara & Welling 2007) on KOS: ALGORITHMS.md 11.2.
+"""Reproduce [CVHDP] (Teh, Kurihara & Welling 2007) on KOS.
 
 90% of each document's words for training, 10% held out (split_tokens(0.1,
 mode="doc_tokens")); topic prior eta_tot = 100, tau_w = 1/W fixed for every
@@ -51,7 +51,7 @@ def run_cv(name, train, test, K, n_iter, seed, init_from=None):
     lda = name.startswith("CV-LDA")
     kw = dict(alpha=0.1, learn_weights=False) if lda else {}
     t = time.perf_counter()
-    m = CollapsedVB(n_components=K, max_iter=n_iter, eta_tot=100.0, random_state=seed, **kw)
+    m = CollapsedVB(n_components=K, init="random", max_iter=n_iter, eta_tot=100.0, random_state=seed, **kw)
     m.fit(train, init_from=init_from)
     return {"method": name, "K": m.n_components_, "seed": seed, "heldout": m.heldout_log_likelihood(train, test), "bound": m.bound_,
             "bound_per_token": m.bound_ / train.n_tokens, "topics": m.n_active_, "alpha": m.alpha_,

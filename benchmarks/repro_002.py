@@ -1,5 +1,5 @@
-"""Reproduce [NRM] 002 Table 1 on KOS: ADF-NRM, EP-NRM and the collapsed Gibbs sampler,
-DP and IG priors (ALGORITHMS.md 11.3, T-NRM-1 to T-NRM-4).
+"""Reproduce [NRM] Table 1 on KOS: ADF-NRM, EP-NRM and the collapsed Gibbs sampler,
+DP and IG priors (Tank, Foti & Fox 2015).
 
 Protocol ([NRM] section 4.3, supp 4): 20% of the KOS documents held out (one
 seeded random split, ``--split-seed``); eta (the paper's alpha) = 0.1; DP: a = 100;
@@ -13,7 +13,7 @@ standard error over those runs. ADF and EP are run with both U posteriors:
 "paper" (the printed (U + tau)^(n - a K), E28). The Gibbs sampler draws U from
 its exact conditional (the corrected form).
 
-Metric (ALGORITHMS.md 8.5, E40): total predictive log-likelihood of the held-out
+Metric (reconstructed: the paper does not define it exactly): total predictive log-likelihood of the held-out
 documents, sum_d log p(x_d | training data), where p(x_d | .) is the probability
 of the count vector x_d (multinomial coefficient included) under the
 predictive mixture: sum_k w_k DM(x_d | lambda_k) + w_new DM(x_d | eta 1_W), with

@@ -1,4 +1,4 @@
-"""Reproduce paper 004's KOS experiment (Welling, Teh & Kappen 2008, "Hybrid
+"""Reproduce the KOS experiment of [HYB] (Welling, Teh & Kappen 2008, "Hybrid
 variational/Gibbs collapsed inference in topic models", section 7).
 
 K = 10, alpha = eta = 0.1, 10% of the tokens held out corpus-wide
@@ -140,7 +140,7 @@ def main(argv=None):
                         -math.log(final.mean())))
     print()
     print_table(rows)
-    print("\npaper 004 orderings (T-HYB-1, T-HYB-2):")
+    print("\n[HYB] orderings (T-HYB-1, T-HYB-2):")
     checks = check(results)
     for claim, ok, verdict in checks:
         print(f"  [{'ok' if ok else 'FAIL'}] paper: {claim}; measured: {verdict}")

@@ -24,12 +24,12 @@ Docstrings cite the papers by these tags, with their equation and section number
 import importlib
 from pathlib import Path
 
+from bnpcore._defaults import CapacityWarning
+from bnpcore._version import __version__
 from bnpcore.base import NotFittedError, load
 from bnpcore.corpus import Corpus, as_corpus
 
-__version__ = "0.1.0"
-
-__all__ = ["Corpus", "as_corpus", "load", "NotFittedError", "get_include", "__version__",
+__all__ = ["Corpus", "as_corpus", "load", "NotFittedError", "CapacityWarning", "get_include", "__version__",
            "lda", "hdp", "mixture", "bayesnet", "datasets", "evaluation"]
 
 _SUBMODULES = {"lda", "hdp", "mixture", "bayesnet", "datasets", "evaluation", "corpus", "base", "cli", "plot", "text"}

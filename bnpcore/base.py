@@ -27,15 +27,20 @@ Every estimator subclasses :class:`BaseEstimator` (topic models also
   them draws from :meth:`BaseEstimator._scoring_rng`, so calling them twice, or
   on a saved and reloaded model, gives the same answer. Their input goes
   through :meth:`BaseEstimator._check_input` (a vocabulary of another width is
-  a ``ValueError``).
+  a ``ValueError``; raw texts and token lists are counted in the model's
+  vocabulary, texts by its ``text_pipeline_``).
 * ``score(X, y=None) -> float``: higher is better. For topic models it is
   document completion on the documents ``X`` (:meth:`TopicMixin.score`);
   mixtures document theirs (the per-word predictive of whole documents).
 * Fitted attributes end in ``_``: ``history_`` (list of per-iteration dicts,
   see ``_report``), ``n_components_``, ``n_features_in_`` (vocabulary size W);
-  topic models ``topics_`` (K x W, rows sum to 1, largest topic first) and
+  topic models ``topics_`` (K x W, rows sum to 1; the nonparametric ones list
+  their components largest first, :mod:`bnpcore.results`) and
   ``vocabulary_`` (the fitted corpus's vocabulary, or None); DP models
-  ``weights_``. Methods called before ``fit`` raise :class:`NotFittedError`.
+  ``weights_``; ``text_pipeline_`` after a fit on a corpus counted from text
+  (``bnpcore.text.TextPipeline.settings()``, kept by the :func:`exclusive`
+  decorator that every ``fit``/``partial_fit`` wears). Methods called before
+  ``fit`` raise :class:`NotFittedError`.
 * ``random_state``: None, an int or a ``numpy.random.Generator``; the same int
   (or a Generator in the same state) gives the same fit. ``n_threads`` (where
   present) follows ``bnpcore._validation.effective_n_threads``. The iteration
@@ -79,20 +84,24 @@ optional ``_after_load()`` hook (to rebuild caches). Files of format 1 are
 still read. Estimators also pickle.
 """
 import contextlib
+import errno
 import functools
 import hashlib
 import importlib
 import inspect
 import json
 import os
+import stat
 import tempfile
 import threading
 import warnings
+import zipfile
+import zlib
 
 import numpy as np
 
 from bnpcore._validation import blas_limited
-from bnpcore.corpus import Corpus, as_corpus
+from bnpcore.corpus import Corpus, as_corpus, remove_stale_leftovers
 
 __all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "exclusive", "FORMAT_VERSION",
            "DEPRECATED"]
@@ -124,7 +133,8 @@ def exclusive(method):
     RuntimeError instead of a corrupted state. Nested calls from the training
     thread (``fit`` calling ``partial_fit``) are allowed. BLAS runs on one
     thread meanwhile (``bnpcore._validation.blas_limited``: the OpenMP kernels
-    own the cores)."""
+    own the cores). Afterwards the estimator keeps the text pipeline of a
+    corpus counted from text (:func:`_keep_text_pipeline`)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         me = threading.get_ident()
@@ -136,11 +146,29 @@ def exclusive(method):
             self._fitting = me
         try:
             with blas_limited() if owner is None else contextlib.nullcontext():
-                return method(self, *args, **kwargs)
+                result = method(self, *args, **kwargs)
+            if owner is None:
+                _keep_text_pipeline(self, args[0] if args else kwargs.get("X"),
+                                    refit=method.__name__ == "fit" and not kwargs.get("resume"))
+            return result
         finally:
             if owner is None:
                 self.__dict__.pop("_fitting", None)
     return wrapper
+
+
+def _keep_text_pipeline(est, X, refit):
+    """After ``fit``/``partial_fit`` on ``X``: the fitted attribute
+    ``text_pipeline_`` (``bnpcore.text.TextPipeline.settings()``, the vocabulary
+    being ``vocabulary_``) of a corpus counted from text, so that the model takes
+    raw text afterwards. A new fit on other data forgets it; ``partial_fit`` and
+    a resumed fit keep it while the vocabulary stays the same."""
+    vocabulary = est.__dict__.get("vocabulary_")
+    pipeline = getattr(X, "text_pipeline", None)
+    if pipeline is not None and vocabulary is not None and list(pipeline.vocabulary) == list(vocabulary):
+        est.text_pipeline_ = pipeline.settings()
+    elif refit or vocabulary is None:
+        est.__dict__.pop("text_pipeline_", None)
 
 
 def class_key(cls):
@@ -239,15 +267,48 @@ class BaseEstimator:
     def _check_input(self, X):
         """``X`` as a Corpus of the fitted vocabulary: ``NotFittedError`` before a
         fit, and ``ValueError`` naming both widths when a matrix or corpus has
-        more or fewer words (columns) than ``n_features_in_``."""
+        more or fewer words (columns) than ``n_features_in_``.
+
+        Raw text (a list of str, one per document) is counted by the model's
+        text pipeline (``text_pipeline_``, kept from a fit on
+        ``Corpus.from_texts``); token lists (lists of str) by its vocabulary
+        (``vocabulary_``). Words outside the vocabulary are dropped in both."""
         self._check_fitted()
         n_words = int(self.n_features_in_)
+        kind = _word_input(X)
+        if kind is not None:
+            return self._count_words(X, kind)
         shape = getattr(X, "shape", ())         # matrices; token lists have no width
         width = X.n_words if isinstance(X, Corpus) else shape[1] if len(shape) == 2 else None
         if width is not None and width != n_words:
             raise ValueError(f"X has {width} features, but {type(self).__name__} is expecting {n_words} features "
                              f"as input (words of its vocabulary)")
         return as_corpus(X, n_words=n_words)
+
+    def _count_words(self, X, kind):
+        """Raw texts (``kind`` "texts") or token lists ("tokens") as a Corpus of
+        the fitted vocabulary (see ``_check_input``)."""
+        from bnpcore.text import TextPipeline
+        if isinstance(X, str):
+            raise TypeError("X is a single str; give a list of texts, one str per document")
+        vocabulary = self.__dict__.get("vocabulary_")
+        name = type(self).__name__
+        if vocabulary is None:
+            raise ValueError(f"X holds {'texts' if kind == 'texts' else 'word strings'}, but this {name} has no "
+                             "vocabulary (it was fitted on counts without words): give counts or word ids")
+        if kind == "tokens":
+            return Corpus.from_token_lists(X, vocabulary=vocabulary)
+        settings = self.__dict__.get("text_pipeline_")
+        if settings is None:
+            raise ValueError(f"X holds raw texts, but this {name} was not fitted on a corpus counted from text "
+                             "(Corpus.from_texts), so it does not know how to tokenize them: give token lists "
+                             "(lists of str, counted in vocabulary_), or Corpus.from_texts(texts, "
+                             "vocabulary=model.vocabulary_) with the tokenizer settings of the training corpus")
+        try:
+            pipeline = TextPipeline(vocabulary, **settings)
+        except (TypeError, ValueError) as exc:    # e.g. a model file written by hand
+            raise ValueError(f"this {name}'s text_pipeline_ is not a text pipeline ({exc})") from None
+        return pipeline.transform(X)
 
     def _scoring_rng(self):
         """A generator for randomised inference in ``transform`` and ``score``
@@ -330,17 +391,30 @@ class BaseEstimator:
         return state
 
     # -- persistence ---------------------------------------------------------
-    def save(self, path):
+    def save(self, path, *, doc_topic=False):
         """Save parameters and fitted state to ``path`` (an ``.npz`` file, written
         exactly at ``path``; read it back with :func:`bnpcore.load`).
 
         The file is written to a temporary name in the same directory and renamed
-        into place, so a failed or interrupted save never damages an existing file.
+        into place, so a failed or interrupted save never damages an existing file;
+        the temporary files of saves that were killed (SIGKILL) are removed by
+        the next save into that directory.
         Raises ``TypeError`` naming the attribute when a value cannot be saved.
+
+        Parameters
+        ----------
+        path : str or path-like
+        doc_topic : bool, default False
+            Also save ``doc_topic_``, the proportions of the training documents
+            (documents x components, often most of the file). Without it the
+            loaded model has no ``doc_topic_``; ``transform`` gives the
+            proportions of any documents, the training ones included.
         """
+        if not isinstance(doc_topic, (bool, np.bool_)):
+            raise TypeError(f"doc_topic must be True or False, got {doc_topic!r}")
         arrays, attrs = {}, {}
         for name in self._fitted_names() + list(self._persist) + ["_scoring_entropy"]:
-            if not hasattr(self, name):
+            if not hasattr(self, name) or (name == "doc_topic_" and not doc_topic):
                 continue
             value = getattr(self, name)
             if isinstance(value, np.ndarray) and value.dtype != object:
@@ -357,7 +431,8 @@ class BaseEstimator:
         text = json.dumps(meta)
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".bnpcore-", suffix=".tmp")
+        remove_stale_leftovers(directory, ".tmp", "bnpcore")      # of saves killed before they could clean up
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".bnpcore.{os.getpid()}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
                 np.savez_compressed(fh, __meta__=np.array(text), **arrays)
@@ -373,25 +448,47 @@ class BaseEstimator:
 def load(path):
     """Load an estimator saved with ``save``.
 
-    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a
-    file that is not a bnpcore model (corrupted, foreign, or written by a newer
-    format version), naming the path and the reason.
+    Raises ``FileNotFoundError`` for a missing file, ``IsADirectoryError`` for
+    a folder, and ``ValueError`` for anything that is not a bnpcore model,
+    naming the path and the reason: not a regular file (a FIFO or a device is
+    refused without reading it), corrupted, foreign, written by a newer format
+    version, a class or attribute name that is not bnpcore's, arrays larger
+    than the memory available (declared in the zip directory: checked after
+    the names and before any array is read, so a zip bomb is never
+    decompressed), Python objects, or fitted arrays that disagree. Nothing
+    named in a file is imported or called except bnpcore's estimator classes
+    and numpy's bit generators. A checkpoint's resume state is checked when
+    ``fit(X, resume=True)`` uses it.
     """
     path = os.fspath(path)
+    with _open_regular(path) as fh:
+        try:
+            archive = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+            raise _not_a_model(path, f"not an .npz archive: {exc}") from None
+        with archive:
+            return _load_archive(archive, path)
+
+
+def _load_archive(archive, path):
+    """``load`` of an opened zip archive: the metadata first, then the class and
+    the attribute names, then the sizes the zip directory declares against the
+    memory available, and only then the arrays."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if "__meta__" not in data.files:
-                raise ValueError("no bnpcore metadata")
-            meta = json.loads(str(data["__meta__"]))
-            arrays = {key[2:]: data[key] for key in data.files if key.startswith("a:")}
-            nested = {key: data[key] for key in data.files if key.startswith("n:")}
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        raise
-    except AttributeError:   # np.load of a plain .npy gives an ndarray, which has no .files
-        raise _not_a_model(path, "a plain NumPy array") from None
-    except Exception as exc:  # zip, zlib, json and format errors of every kind
-        reason = "it holds Python objects" if "allow_pickle" in str(exc) else str(exc)
-        raise _not_a_model(path, reason) from None
+        members = {info.filename: info for info in archive.infolist()}
+        if "__meta__.npy" not in members:
+            raise ValueError("no bnpcore metadata")
+        available = _memory_available()
+        limit = _META_BYTES if available is None else min(_META_BYTES, available // 8)
+        if members["__meta__.npy"].file_size > limit:       # parsed, JSON takes several times its size
+            raise ValueError(f"metadata of {members['__meta__.npy'].file_size} bytes declared, more than the "
+                             f"{limit} read (a damaged file or a zip bomb)")
+        meta = json.loads(str(_read_member(archive, members["__meta__.npy"])))
+    except (ValueError, TypeError, OSError, EOFError, RecursionError, zipfile.BadZipFile, zlib.error) as exc:
+        raise _not_a_model(path, str(exc) or type(exc).__name__) from None
+    names = {name[:-4]: info for name, info in members.items() if name.endswith(".npy")}
+    if len(names) != len(members):
+        raise _not_a_model(path, "members other than .npy arrays")
     version = meta.get("format_version") if isinstance(meta, dict) else None
     if not isinstance(version, int) or not {"class", "params", "attrs"} <= meta.keys() \
             or not isinstance(meta["params"], dict) or not isinstance(meta["attrs"], dict):
@@ -401,20 +498,192 @@ def load(path):
         raise ValueError(f"{path} has model format {version} (written by {newer} bnpcore); "
                          f"this bnpcore {_bnpcore_version()} reads format {FORMAT_VERSION}")
     cls = _estimator_class(meta["class"], path)
-    try:
-        est = cls(**{k: _decode(v, nested) for k, v in meta["params"].items()})
-    except TypeError as exc:
-        raise ValueError(f"{path}: the saved parameters do not fit {meta['class']} ({exc})") from None
-    for name in list(meta["attrs"]) + list(arrays):
+    for name in list(meta["attrs"]) + [key[2:] for key in names if key.startswith("a:")]:
         if not _is_saved_name(cls, name):
             raise _not_a_model(path, f"unknown attribute {name!r} for {cls.__name__}")
-    for name, value in meta["attrs"].items():
-        setattr(est, name, _decode(value, nested))
+    unknown = [key for key in names if key != "__meta__" and not key.startswith(("a:", "n:"))]
+    if unknown:
+        raise _not_a_model(path, f"unknown member {unknown[0]!r}")
+    declared = sum(info.file_size for info in archive.infolist())
+    if available is not None and declared > available:
+        raise ValueError(f"{path} declares {declared} bytes of arrays, more than the {available} bytes of memory "
+                         "available (a damaged file or a zip bomb)")
+    try:
+        data = {key: _read_member(archive, names[key]) for key in names if key != "__meta__"}
+    except (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise _not_a_model(path, str(exc) or type(exc).__name__) from None
+    arrays = {key[2:]: value for key, value in data.items() if key.startswith("a:")}
+    nested = {key: value for key, value in data.items() if key.startswith("n:")}
+    try:
+        params = {k: _decode(v, nested) for k, v in meta["params"].items()}
+        attrs = {name: _decode(value, nested) for name, value in meta["attrs"].items()}
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        raise _not_a_model(path, f"a bad value: {exc}") from None
+    try:
+        est = cls(**params)
+    except TypeError as exc:
+        raise ValueError(f"{path}: the saved parameters do not fit {meta['class']} ({exc})") from None
+    for name, value in attrs.items():
+        setattr(est, name, value)
     for name, value in arrays.items():
         setattr(est, name, value)
+    _check_fitted_arrays(est, path)
+    if isinstance(est.__dict__.get("_resume"), dict):    # a checkpoint: errors on resuming name the file
+        est._resume["file"] = path
     if hasattr(est, "_after_load"):
-        est._after_load()
+        try:
+            est._after_load()
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, NotImplementedError,
+                RecursionError) as exc:
+            raise _not_a_model(path, f"inconsistent fitted state: {type(exc).__name__}: {exc}") from None
     return est
+
+
+# bytes of JSON metadata a model file may declare (at most an eighth of the memory available:
+# parsing makes Python objects several times the text's size; format 1 also held nested arrays
+# as JSON lists in it)
+_META_BYTES = 1 << 28
+# the bit generators a file may name for a saved numpy Generator
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def _check_fitted_arrays(est, path):
+    """The fitted attributes that ``transform`` hands to kernels, checked as
+    ``save`` writes them: the vocabulary size an integer >= 1, the topics and
+    components finite, non-negative K x W arrays of that width, their K the
+    same as the weights', the weights finite and non-negative, the fitted
+    priors positive and finite."""
+    d = est.__dict__
+    width = d.get("n_features_in_")
+    if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 1):
+        raise _not_a_model(path, f"n_features_in_ must be an integer >= 1, got {width!r}")
+    rows = {}
+    for name in ("topics_", "components_"):
+        value = d.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.ndim != 2 \
+                or (width is not None and value.shape[1] != width):
+            raise _not_a_model(path, f"{name} must be a 2-d float array of {width} columns, got "
+                                     f"{getattr(value, 'shape', type(value).__name__)}")
+        if value.size and not (np.isfinite(value).all() and value.min() >= 0):
+            raise _not_a_model(path, f"{name} holds negative, NaN or infinite values")
+        rows[name] = value.shape[0]
+    weights = d.get("weights_")
+    if isinstance(weights, np.ndarray) and weights.ndim == 1:
+        rows["weights_"] = len(weights)
+        if weights.size and not (np.isfinite(weights).all() and weights.min() >= 0):
+            raise _not_a_model(path, "weights_ holds negative, NaN or infinite values")
+    for name in ("alpha_", "eta_", "gamma_"):      # fitted priors: positive and finite
+        value = d.get(name)
+        if isinstance(value, (np.ndarray, float)) and np.size(value) \
+                and not (np.isfinite(value).all() and np.min(value) > 0):
+            raise _not_a_model(path, f"{name} holds values that are not positive and finite")
+    if len(set(rows.values())) > 1:
+        raise _not_a_model(path, f"the fitted arrays disagree on the number of components: {rows}")
+
+
+def restore_generator(name, state):
+    """A ``numpy.random.Generator`` over the bit generator ``name`` (only numpy's
+    bit generators: no other attribute of ``np.random`` named in a file is ever
+    called) in the saved ``state``; ValueError for anything else."""
+    if not isinstance(name, str) or name not in _BIT_GENERATORS:
+        raise ValueError(f"unknown bit generator {name!r}")
+    gen = np.random.Generator(getattr(np.random, name)())
+    try:
+        gen.bit_generator.state = state
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"a bad state of the bit generator {name}: {exc}") from None
+    return gen
+
+
+def _open_regular(path):
+    """``path`` opened for reading if it is a regular file: a FIFO, a device or a
+    socket is a ValueError (opened without blocking, then checked), a folder an
+    IsADirectoryError, a missing file a FileNotFoundError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a model file", path)
+        if not stat.S_ISREG(mode):
+            raise _not_a_model(path, "not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _memory_available():
+    """Bytes of memory this process may still fill (MemAvailable, and the
+    address-space limit if one is set), or None where unknown."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as f:
+            limits += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(limits) if limits else None
+
+
+def _read_member(archive, info):
+    """The array of one ``.npy`` member, its header checked against the size the
+    zip directory declares before anything else is read (no object dtypes)."""
+    with archive.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"{info.filename}: .npy version {version}")
+        if dtype.hasobject:
+            raise ValueError("it holds Python objects")
+        count = int(np.prod(shape, dtype=object))
+        nbytes = count * dtype.itemsize
+        if f.tell() + nbytes != info.file_size:
+            raise ValueError(f"{info.filename}: its header declares {nbytes} bytes of data, its zip entry "
+                             f"{info.file_size - f.tell()}")
+        array = np.empty(count, dtype=dtype)
+        buffer, done = array.view(np.uint8), 0
+        while done < nbytes:            # in blocks: no second copy of the array in memory
+            block = f.read(min(nbytes - done, 1 << 24))
+            if not block:
+                raise ValueError(f"{info.filename} is truncated")
+            buffer[done:done + len(block)] = np.frombuffer(block, dtype=np.uint8)
+            done += len(block)
+    return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+
+
+def _word_input(X):
+    """"texts" for a list (tuple, 1-d array or Series) of str, "tokens" for a
+    list of documents given as lists of str, None for anything else (counts,
+    word ids: ``as_corpus`` reads those)."""
+    if isinstance(X, str):
+        return "texts"     # one text: TextPipeline.transform refuses it with its message
+    if isinstance(X, (list, tuple)):
+        items = X
+    elif isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype.kind in "OU" or \
+            type(X).__name__ == "Series" and getattr(X, "ndim", 0) == 1:
+        items = list(X)
+    else:
+        return None
+    for doc in items:
+        if isinstance(doc, str):
+            return "texts"
+        if isinstance(doc, np.ndarray) or not isinstance(doc, (list, tuple)):
+            return None
+        if doc:
+            return "tokens" if isinstance(doc[0], str) else None
+    return None
 
 
 def _not_a_model(path, reason):
@@ -467,6 +736,9 @@ def _encode(value, name, arrays):
         if not all(isinstance(k, str) for k in value):
             raise TypeError(f"{name}: only dicts with string keys can be saved")
         return {k: _encode(v, f"{name}[{k!r}]", arrays) for k, v in value.items()}
+    if callable(value) and hasattr(value, "__qualname__"):   # e.g. a custom tokenizer of text_pipeline_
+        raise TypeError(f"{name} is the function {value.__module__}.{value.__qualname__}, which cannot be saved: "
+                        "a model file holds data, never code")
     raise TypeError(f"{name} of type {type(value).__name__} cannot be saved")
 
 
@@ -480,15 +752,13 @@ def _decode(value, arrays):
             if value["__array__"] not in arrays:
                 raise ValueError(f"missing array {value['__array__']!r}")
             return arrays[value["__array__"]]
-        if "__ndarray__" in value:
-            return np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"])).reshape(value["shape"])
+        if "__ndarray__" in value:       # format 1
+            dtype = np.dtype(value["dtype"])
+            if dtype.hasobject:
+                raise ValueError("an array of Python objects")
+            return np.array(value["__ndarray__"], dtype=dtype).reshape(value["shape"])
         if "__generator__" in value:
-            bitgen = getattr(np.random, value["__generator__"], None)
-            if not (isinstance(bitgen, type) and issubclass(bitgen, np.random.BitGenerator)):
-                raise ValueError(f"unknown bit generator {value['__generator__']!r}")
-            gen = np.random.Generator(bitgen())
-            gen.bit_generator.state = value["state"]
-            return gen
+            return restore_generator(value["__generator__"], value["state"])
         return {k: _decode(v, arrays) for k, v in value.items()}
     return value
 
@@ -506,7 +776,10 @@ def _bnpcore_version():
 
 class TopicMixin:
     """gensim-style topic access for estimators with ``topics_`` (K x W, rows sum
-    to 1, largest first) and ``vocabulary_`` (list of words or None)."""
+    to 1) and ``vocabulary_`` (list of words or None). Topic k is row k of
+    ``topics_`` and column k of ``transform``; the nonparametric estimators
+    list their components largest first (:mod:`bnpcore.results`), the LDA
+    family keeps its K topics in their fitted order."""
 
     def get_topics(self):
         """Topic-word distributions, ndarray of shape (n_topics, n_words)."""

@@ -1,4 +1,4 @@
-"""Command line: ``bnpcore fit | topics | evaluate | list`` (also ``python -m bnpcore``).
+"""Command line: ``bnpcore fit | topics | evaluate | infer | corpus | list`` (also ``python -m bnpcore``).
 
 Registering an estimator
 ------------------------
@@ -38,7 +38,9 @@ import dataclasses
 import importlib
 import inspect
 import os
+import signal
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -96,7 +98,7 @@ MODELS = {}
 # An estimator is registered once it passes the contract suite of tests/api
 # (history through BaseEstimator._report, test_kwargs for tiny corpora).
 
-# LDA family (paper 004 defaults for KOS: K = 10, alpha = eta = 0.1, 300 iterations);
+# LDA family ([HYB] Welling, Teh & Kappen 2008, its KOS defaults: K = 10, alpha = eta = 0.1, 300 iterations);
 # third element: overrides for quick fits on tiny corpora.
 _LDA_SAMPLER_TEST = {"max_iter": 5, "burn_in": 2}
 MODELS.update({
@@ -119,42 +121,41 @@ MODELS["lda-pcgs"] = ("bnpcore.lda:PartiallyCollapsedGibbs", {"n_components": 10
 MODELS["lda-pcgs-ppu"] = ("bnpcore.lda:PartiallyCollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
                                                                  "max_iter": 300, "phi": "ppu"}, _LDA_SAMPLER_TEST)
 
-# Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] 000 §3 settings).
+# Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] Wang & Blei 2012, §3 settings).
 MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},
                        {"batch_size": 5, "n_epochs": 2})
 MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta": 0.5, "a": 1.0, "batch_size": 100,
                                                      "n_epochs": 20}, {"n_components": 5, "batch_size": 5,
                                                                        "n_epochs": 2})
-# The HDP estimators at bnpcore's defaults (issue 17): [TF] §3's TF-SVI settings (eta = 0.01, gamma = 1, one
-# sample) stay at about 18 topics on KOS; the reference start of the online HDP collapses to one topic.
-MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {"eta": 0.05, "gamma": 30.0, "alpha": 1.0, "n_samples": 5,
-                                                          "batch_size": 100, "n_epochs": 20},
+# The HDP estimators at bnpcore's defaults (docs/choosing.md lists them and what they reach on KOS): [TF] §3's
+# TF-SVI settings (eta = 0.01, gamma = 1, one sample) stay at about 18 topics on KOS; the reference start of the
+# online HDP collapses to one topic.
+MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {},
                         {"batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
-MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {"n_components": 300, "n_atoms": 15, "eta": 0.01, "gamma": 1.0,
-                                                    "alpha": 1.0, "doc_init": "ranked", "batch_size": 100,
-                                                    "n_epochs": 20},
+MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {},
                            {"n_components": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
 
-# NGGP mixtures ([NRM] 002 Table 1 on KOS: eta = 0.1; IG prior sigma = 0.5, a = 10, tau = 100).
+# NGGP mixtures ([NRM] Tank, Foti & Fox 2015, Table 1 on KOS: eta = 0.1; IG prior sigma = 0.5, a = 10, tau = 100).
 # ADF reports once per block of merge_every documents: small blocks give tiny corpora several.
 _NRM_KOS = {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1}
 MODELS["adf-nrm"] = ("bnpcore.mixture:ADF", _NRM_KOS, {"merge_every": 10})
 MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {**_NRM_KOS, "max_iter": 50}, {"max_iter": 3, "merge_every": 10})
-MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "max_iter": 215, "n_samples": 50},
+MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "max_iter": 215},
                        {"max_iter": 5, "n_samples": 2})
 
-# HDP by collapsed inference ([CVHDP] 001 settings for KOS: eta_tot = 100, tau = 1/W fixed;
+# HDP by collapsed inference ([CVHDP] Teh, Kurihara & Welling 2007, settings for KOS: eta_tot = 100, tau = 1/W fixed;
 # G-HDP from 100 topics, CV-HDP truncated at 120 topics).
 MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
-                       {"n_components": 100, "max_iter": 500, "burn_in": 200, "eta_tot": 100.0},
+                       {"n_components": 100, "max_iter": 500, "eta_tot": 100.0},
                        {"n_components": 3, "max_iter": 5, "burn_in": 2})
-# PC-HDP at the paper's settings (eta = 0.01, from one topic), concentrations resampled.
-MODELS["hdp-pcgs"] = ("bnpcore.hdp:PartiallyCollapsedGibbs", {"max_iter": 1000, "burn_in": 200, "eta": 0.01},
+# PC-HDP at its defaults (the paper's eta = 0.01, from 100 topics), concentrations resampled.
+MODELS["hdp-pcgs"] = ("bnpcore.hdp:PartiallyCollapsedGibbs", {},
                       {"n_components": 3, "max_iter": 5, "burn_in": 2})
-MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"n_components": 120, "max_iter": 100, "eta_tot": 100.0},
-                     {"n_components": 5, "max_iter": 5})
+# CV-HDP at its defaults: started from a G-HDP sample, which also sets the truncation (a fixed K = 120 filled
+# every slot on a corpus of 50,000 documents).
+MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {}, {"max_iter": 3, "init_gibbs_iter": 5})
 
-# Direct-assignment HDP with split-merge moves ([SM] 003 section 4: rho_t = (1 + t)^-0.5,
+# Direct-assignment HDP with split-merge moves ([SM] Bryant & Sudderth 2012, section 4: rho_t = (1 + t)^-0.5,
 # alpha = gamma = 1 learned, eta = 0.01 for text; minibatches of 100 documents).
 MODELS["hdp-da-sm"] = ("bnpcore.hdp:DirectAssignmentVB", {"n_components": 10, "max_iter": 10},
                        {"n_components": 3, "batch_size": 5, "max_iter": 2})
@@ -202,11 +203,17 @@ def load_data(spec="kos", vocab=None):
     return Corpus.from_uci(spec, vocab)
 
 
-def _load_args_data(args, vocabulary=None):
-    """(corpus, label) from --data/--vocab or --texts/--lines (the model's
-    ``vocabulary`` fixes the words of texts to evaluate)."""
+# The pruning of --texts when --min-df/--max-df are not given: the Python Quick start's
+# Corpus.from_texts(texts, min_df=2, max_df=0.5).
+TEXT_MIN_DF, TEXT_MAX_DF = 2, 0.5
+
+
+def _load_args_data(args, model=None):
+    """(corpus, label) from --data/--vocab or --texts/--lines (texts to evaluate
+    are counted as ``model`` counts text: :func:`_count_texts`)."""
+    min_df, max_df = getattr(args, "min_df", None), getattr(args, "max_df", None)   # fit only
     if args.texts is None:
-        if args.lines or args.min_df is not None or args.max_df is not None:
+        if args.lines or min_df is not None or max_df is not None:
             raise _Error("--lines, --min-df and --max-df apply to --texts")
         data = "kos" if args.data is None else args.data
         return load_data(data, args.vocab), data
@@ -214,12 +221,50 @@ def _load_args_data(args, vocabulary=None):
     from bnpcore.text import read_texts
     if args.data is not None or args.vocab is not None:
         raise _Error("give either --texts or --data/--vocab, not both")
-    if vocabulary is not None and (args.min_df is not None or args.max_df is not None):
-        raise _Error("--min-df and --max-df do not apply to evaluate: the model's vocabulary is used")
-    if vocabulary is not None:
-        return Corpus.from_texts(read_texts(args.texts, lines=args.lines), vocabulary=vocabulary), args.texts
-    pruning = {k: v for k, v in (("min_df", args.min_df), ("max_df", args.max_df)) if v is not None}
-    return Corpus.from_texts(read_texts(args.texts, lines=args.lines), **pruning), args.texts
+    if model is not None:
+        return _count_texts(model, read_texts(args.texts, lines=args.lines), args.model), args.texts
+    if not args.lines:
+        _warn_one_document(args.texts)
+    corpus = Corpus.from_texts(read_texts(args.texts, lines=args.lines),
+                               min_df=TEXT_MIN_DF if min_df is None else min_df,
+                               max_df=TEXT_MAX_DF if max_df is None else max_df)
+    return corpus, args.texts
+
+
+def _count_texts(model, texts, path):
+    """``texts`` counted in the words of ``model`` (dropping the others): by the
+    text pipeline it was fitted with, or, for a model saved without one, by the
+    default tokenizer of ``--texts``."""
+    from bnpcore.corpus import Corpus
+    from bnpcore.text import TextPipeline
+    vocabulary = getattr(model, "vocabulary_", None)
+    if vocabulary is None:
+        raise _Error(f"{path} has no vocabulary, so texts cannot be counted for it")
+    settings = getattr(model, "text_pipeline_", None)
+    if settings is None:
+        return Corpus.from_texts(texts, vocabulary=vocabulary)
+    return TextPipeline(vocabulary, **settings).transform(texts)
+
+
+def _warn_one_document(path):
+    """``--texts FILE`` without ``--lines`` is one document: warn when the file has
+    several lines, which is how a file of one document per line looks."""
+    if not os.path.isfile(path):
+        return
+    n_lines, last = 0, b"\n"
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n_lines += block.count(b"\n")
+            last = block[-1:]
+    n_lines += last != b"\n"
+    if n_lines > 1:
+        print(f"bnpcore: warning: {path} is read as 1 document, but it has {_plural(n_lines, 'line')}; "
+              "add --lines if each line is a document", file=sys.stderr)
+
+
+def _plural(n, word):
+    """``"1 document"``, ``"2 documents"``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 # -- commands --------------------------------------------------------------------
@@ -227,10 +272,24 @@ class _Error(Exception):
     """A user-facing error: printed as one line, exit status 2."""
 
 
+_FLOAT_NAMES = {"nan": float("nan"), "inf": float("inf"), "infinity": float("inf")}
+
+
 def _parse_value(text):
+    """A Python literal (``literal_eval``), where the names nan, inf and
+    infinity (any case, also inside tuples and lists) are floats, so that the
+    estimator's own checks refuse them by name; anything else is the string."""
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        tree = ast.parse(text.strip(), mode="eval")
+        for node in ast.walk(tree):
+            for field, child in ast.iter_fields(node):
+                if isinstance(child, ast.Name) and child.id.lower() in _FLOAT_NAMES:
+                    setattr(node, field, ast.Constant(_FLOAT_NAMES[child.id.lower()]))
+                elif isinstance(child, list):
+                    child[:] = [ast.Constant(_FLOAT_NAMES[c.id.lower()])
+                                if isinstance(c, ast.Name) and c.id.lower() in _FLOAT_NAMES else c for c in child]
+        return ast.literal_eval(tree.body)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text
 
 
@@ -238,16 +297,55 @@ def _split(corpus, args):
     return corpus.split_tokens(args.heldout, random_state=args.split_seed)
 
 
-def _topic_mass(doc_topic, corpus):
-    """Expected tokens of each topic in ``corpus``: sum_j N_j theta_jk."""
-    return corpus.doc_lengths @ doc_topic
+def _topic_sizes(est):
+    """The expected size of each topic of ``est`` (tokens; documents for
+    mixtures): ``topic_sizes_`` of the nonparametric models
+    (``bnpcore.results``), the topic-word counts of the LDA models
+    (``components_`` less the prior ``eta_``), else None."""
+    if hasattr(type(est), "topic_sizes_"):
+        return np.asarray(est.topic_sizes_, dtype=np.float64)
+    components, eta = getattr(est, "components_", None), getattr(est, "eta_", None)
+    if components is not None and eta is not None:
+        components = np.asarray(components, dtype=np.float64)
+        prior = np.sum(eta) if np.ndim(eta) else float(eta) * components.shape[1]
+        return np.maximum(components.sum(axis=1) - prior, 0.0)
+    return None
 
 
-def _print_topics(est, order, n_words, mass=None):
-    total = mass.sum() if mass is not None else None
-    for k in order:
-        share = f" ({100 * mass[k] / total:4.1f}%)" if mass is not None and total > 0 else ""
-        print(f"  topic {k:3d}{share}: {' '.join(est.top_words(int(k), n_words))}")
+def _topic_table(est, n, n_words):
+    """``(title, table)``: the ``n`` largest topics of ``est`` (None: all) as a
+    :class:`bnpcore.results.Summary` (rank, component, size, share, top words),
+    what ``fit --show`` and ``topics`` print."""
+    from bnpcore.results import Summary
+    n_topics = est.get_topics().shape[0]
+    sizes = _topic_sizes(est)
+    if sizes is None:          # no sizes: the topics in their order, shares from weights_ when there are some
+        weights = getattr(est, "weights_", None)
+        shares = np.asarray(weights, dtype=np.float64) if weights is not None and len(weights) == n_topics \
+            else np.full(n_topics, 1.0 / n_topics)
+        order, used = np.arange(n_topics), n_topics
+    else:
+        total = sizes.sum()
+        shares = sizes / total if total > 0 else np.zeros(n_topics)
+        order = np.argsort(-sizes, kind="stable")
+        used = int(np.sum(sizes >= 1.0))
+        order = order[:used]
+    order = order[:n] if n is not None else order
+    table = Summary({"rank": i, "component": int(k), "size": float(sizes[k]) if sizes is not None else np.nan,
+                     "share": float(shares[k]), "top_words": est.top_words(int(k), n_words)}
+                    for i, k in enumerate(order))
+    unit = getattr(est, "_size_unit", "tokens").rstrip("s")
+    title = f"{_plural(n_topics, 'topic')}" + (f", {used} used (size >= 1 {unit})" if sizes is not None else "")
+    if len(table):
+        title += f"; the {len(table)} largest:" if len(table) < used else ":"
+    return title, table
+
+
+def _print_topic_table(est, n, n_words, prefix=""):
+    title, table = _topic_table(est, n, n_words)
+    print(prefix + title)
+    if len(table):
+        print("\n".join("  " + line for line in str(table).splitlines()))
 
 
 def heldout_score(est, observed, heldout, doc_topic=None):
@@ -263,7 +361,7 @@ def heldout_score(est, observed, heldout, doc_topic=None):
 def _print_score(est, observed, heldout, doc_topic=None):
     ll = heldout_score(est, observed, heldout, doc_topic)
     print(f"held-out per-word log-likelihood: {ll:.4f} (perplexity {np.exp(-ll):.1f}) "
-          f"on {heldout.n_tokens} tokens")
+          f"on {_plural(heldout.n_tokens, 'token')}")
     return ll
 
 
@@ -312,11 +410,16 @@ def cmd_fit(args):
     corpus, label = _load_args_data(args)
     # --heldout 0: the corpus itself (an on-disk one stays on disk: with --scheduler the workers read it)
     observed, heldout = (corpus, None) if args.heldout == 0 else _split(corpus, args)
+    if heldout is not None and heldout.n_tokens == 0:
+        print(f"bnpcore: warning: --heldout {args.heldout} holds out no token of these documents (too short); "
+              "fitting every token, unscored", file=sys.stderr)
+        observed, heldout = corpus, None
     it_name = spec.iteration_param(cls)
     total = getattr(est, it_name, None) if it_name else None
     total = total if isinstance(total, int) else None
-    print(f"fitting {name} ({spec.path}) on {label}: {corpus.n_docs} documents, {corpus.n_words} words, "
-          f"{observed.n_tokens} training and {heldout.n_tokens if heldout else 0} held-out tokens")
+    print(f"fitting {name} ({spec.path}) on {label}: {_plural(corpus.n_docs, 'document')}, "
+          f"{_plural(corpus.n_words, 'word')}, {observed.n_tokens} training and "
+          f"{_plural(heldout.n_tokens if heldout else 0, 'held-out token')}")
     _print_differences(est, cls)
     if args.report and heldout is not None and isinstance(est, BatchEstimator):
         # a held-out trace for the report: about 20 evaluations (batch fits score the held-out tokens)
@@ -335,33 +438,47 @@ def cmd_fit(args):
     finally:
         progress.close()
     seconds = time.perf_counter() - start
-    n_iter = len(getattr(est, "history_", None) or [])
-    rate = f" ({n_iter} iterations, {observed.n_tokens * n_iter / seconds:,.0f} tokens/s)" if n_iter else ""
+    history = getattr(est, "history_", None) or []
+    rate = f" ({_plural(len(history), 'iteration')}, {_tokens_processed(history, observed) / seconds:,.0f} " \
+        "tokens/s)" if history and seconds > 0 else ""
     print(f"fitted in {seconds:.1f} s{rate}")
     if args.output:                  # first: nothing after the fit may lose it
         try:
             est.save(args.output)
         except OSError as exc:
-            raise _Error(f"cannot save the model to {args.output}: {exc.strerror or exc}") from None
+            fallback = os.path.join(tempfile.gettempdir(), f"bnpcore-model-{os.getpid()}.npz")
+            try:
+                est.save(fallback)
+            except OSError:
+                raise _Error(f"cannot save the model to {args.output}: {exc.strerror or exc}") from None
+            raise _Error(f"cannot save the model to {args.output} ({exc.strerror or exc}); saved it to {fallback} "
+                         "instead") from None
         print(f"saved to {args.output}")
     score = None
     if isinstance(est, TopicMixin):
-        doc_topic = est.transform(observed)
-        mass = _topic_mass(doc_topic, observed)
-        order = np.argsort(-mass, kind="stable")[:args.show]
-        print(f"{est.get_topics().shape[0]} topics; the {len(order)} largest (share of training tokens):")
-        _print_topics(est, order, args.n_words, mass)
-        score = _print_score(est, observed, heldout, doc_topic) if heldout is not None else None
+        _print_topic_table(est, args.show, args.n_words)
+        score = _print_score(est, observed, heldout, est.transform(observed)) if heldout is not None else None
     if args.report:
         from bnpcore.report import write_report
-        facts = {"data": f"{label}: {corpus.n_docs} documents, {corpus.n_words} words",
+        facts = {"data": f"{label}: {_plural(corpus.n_docs, 'document')}, {_plural(corpus.n_words, 'word')}",
                  "fit": f"{seconds:.1f} s{rate}"}
         if score is not None:
-            facts["held-out per-word log-likelihood"] = f"{score:.4f} on {heldout.n_tokens} tokens"
+            facts["held-out per-word log-likelihood"] = f"{score:.4f} on {_plural(heldout.n_tokens, 'token')}"
         write_report(est, args.report, observed, title=f"bnpcore fit --model {name}", facts=facts,
                      n=max(args.show, 1), n_words=args.n_words)
         print(f"report written to {args.report}")
     return 0
+
+
+def _tokens_processed(history, corpus):
+    """Tokens the fit went through: documents processed (the last record's
+    ``n_documents``, every estimator's count of documents so far: a batch sweep
+    adds the corpus, an online minibatch its own documents) times the mean
+    document length."""
+    n_documents = history[-1].get("n_documents")
+    if n_documents is None:
+        n_documents = len(history) * corpus.n_docs
+    return n_documents * corpus.n_tokens / max(corpus.n_docs, 1)
 
 
 def _check_distributed(est, name):
@@ -414,8 +531,14 @@ def _check_writable(path):
         raise _Error(f"cannot save the model to {path}: it is a directory")
     if not os.path.isdir(directory):
         raise _Error(f"cannot save the model to {path}: no directory {directory}")
-    if not os.access(directory, os.W_OK):
-        raise _Error(f"cannot save the model to {path}: the directory is not writable")
+    # create (and remove) a file there: os.access says yes to root on a read-only file system
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".bnpcore-probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise _Error(f"cannot save the model to {path}: cannot create a file in {directory} "
+                     f"({exc.strerror or exc})") from None
 
 
 def _load_topic_model(path):
@@ -431,18 +554,13 @@ def _load_topic_model(path):
 
 def cmd_topics(args):
     est = _load_topic_model(args.model)
-    n = est.get_topics().shape[0]
-    count = n if args.show < 0 else min(args.show, n)
-    print(f"{type(est).__name__}: {n} topics")
-    _print_topics(est, range(count), args.n_words)
+    _print_topic_table(est, None if args.show < 0 else args.show, args.n_words, f"{type(est).__name__}: ")
     return 0
 
 
 def cmd_evaluate(args):
     est = _load_topic_model(args.model)
-    if args.texts is not None and getattr(est, "vocabulary_", None) is None:
-        raise _Error(f"{args.model} has no vocabulary, so texts cannot be counted for it")
-    corpus, _ = _load_args_data(args, getattr(est, "vocabulary_", None) if args.texts is not None else None)
+    corpus, _ = _load_args_data(args, est if args.texts is not None else None)
     n_words = est.get_topics().shape[1]
     if corpus.n_words != n_words:
         raise _Error(f"the model has {n_words} words, the data {corpus.n_words}")
@@ -453,11 +571,73 @@ def cmd_evaluate(args):
 def cmd_corpus(args):
     from bnpcore.corpus import write
     options = {k: v for k, v in (("min_df", args.min_df), ("max_df", args.max_df)) if v is not None}
+    if args.lines or os.path.isdir(args.source):     # text: the pruning of fit --texts
+        options = {"min_df": TEXT_MIN_DF, "max_df": TEXT_MAX_DF, **options}
     corpus = write(args.source, args.dest, vocab_path=args.vocab, lines=args.lines, **options)
     size = sum(f.stat().st_size for f in os.scandir(args.dest))
-    print(f"wrote {args.dest}: {corpus.n_docs} documents, {corpus.n_words} words, {corpus.n_tokens} tokens "
+    print(f"wrote {args.dest}: {_plural(corpus.n_docs, 'document')}, {_plural(corpus.n_words, 'word')}, "
+          f"{_plural(corpus.n_tokens, 'token')} "
           f"({size / 2**20:.1f} MiB)")
     return 0
+
+
+def cmd_infer(args):
+    """Topic proportions of the documents of --texts (or --data) under a saved model."""
+    est = _load_topic_model(args.model)
+    if args.texts is None and args.data is None:
+        raise _Error("give the documents with --texts (or --data)")
+    if args.output:
+        if os.path.splitext(args.output)[1].lower() not in (".csv", ".npy"):
+            raise _Error(f"-o must name a .csv or .npy file, got {args.output!r}")
+        _check_writable(args.output)
+    if args.texts is not None:
+        from bnpcore.text import _named_texts
+        if args.data is not None or args.vocab is not None:
+            raise _Error("give either --texts or --data/--vocab, not both")
+        named = list(_named_texts(args.texts, lines=args.lines))
+        names = [name for name, _ in named]
+        corpus = _count_texts(est, (text for _, text in named), args.model)
+    else:
+        if args.lines:
+            raise _Error("--lines applies to --texts")
+        corpus = load_data(args.data, args.vocab)
+        names = [str(j) for j in range(corpus.n_docs)]
+    n_words = est.get_topics().shape[1]
+    if corpus.n_words != n_words:
+        raise _Error(f"the model has {n_words} words, the data {corpus.n_words}")
+    if hasattr(est, "document_topics"):        # the used topics, largest first (bnpcore.results)
+        theta, columns = est.document_topics(corpus), est.used_components()
+    else:
+        theta = est.transform(corpus)
+        columns = np.arange(theta.shape[1])
+    empty = int(np.sum(corpus.doc_lengths == 0))
+    print(f"{_plural(corpus.n_docs, 'document')}, {_plural(corpus.n_tokens, 'token')} of the model's words "
+          f"({_plural(empty, 'document')} without any, given the prior mean), {_plural(len(columns), 'topic')}")
+    if args.output:
+        if args.output.lower().endswith(".npy"):
+            np.save(args.output, theta)
+        else:
+            import csv
+            with open(args.output, "w", newline="", encoding="utf-8") as f:
+                out = csv.writer(f)
+                out.writerow(["document"] + [f"topic_{int(k)}" for k in columns])
+                out.writerows([name] + [f"{p:.6g}" for p in row] for name, row in zip(names, theta))
+        print(f"wrote {args.output}: a row per document, a column per topic ({_topic_columns(columns)})")
+        return 0
+    width = max(len(n) for n in names)
+    for name, row in zip(names, theta):
+        top = [i for r, i in enumerate(np.argsort(-row, kind="stable")[:args.top]) if r == 0 or row[i] >= 0.01]
+        cells = ", ".join(f"topic {int(columns[i])} {row[i]:.0%} ({' '.join(est.top_words(int(columns[i]), 3))})"
+                          for i in top)
+        print(f"{name:<{width}}  {cells}")
+    return 0
+
+
+def _topic_columns(columns):
+    """The topics of the columns of ``infer -o``, in words."""
+    if np.array_equal(columns, np.arange(len(columns))):
+        return f"topics 0 to {len(columns) - 1}" if len(columns) > 1 else "topic 0"
+    return "topics " + ", ".join(str(int(k)) for k in columns)
 
 
 def cmd_list(args):
@@ -514,24 +694,30 @@ def _key_value(text):
 def build_parser():
     p = _Parser(prog="bnpcore", description="Bayesian nonparametric topic models on bag-of-words data.")
     p.add_argument("--version", action="version", version=f"bnpcore {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,corpus,list}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,infer,corpus,list}", parser_class=_Parser)
 
-    def data_options(q):
+    def data_options(q, pruning=True, heldout=True):
         q.add_argument("--data", help="'kos' (bundled, the default), 'bars' (synthetic), an on-disk corpus "
                                       "directory (see 'bnpcore corpus') or a UCI docword file")
         q.add_argument("--vocab", help="UCI vocabulary file for --data PATH")
         q.add_argument("--texts", metavar="DIR_OR_FILE",
                        help="raw UTF-8 text instead of --data: a folder (one document per file, recursively) or a "
-                            "file (see --lines); tokenized by bnpcore.text.tokenize, English stop words removed")
+                            "file (see --lines); " + ("tokenized by bnpcore.text.tokenize, English stop words "
+                                                      "removed" if pruning else "counted in the model's words as "
+                                                      "its training text was (its saved tokenizer settings)"))
         q.add_argument("--lines", action="store_true", help="with --texts: one document per line")
-        q.add_argument("--min-df", type=_doc_frequency,
-                       help="with --texts: drop words in fewer documents (int: documents, float: fraction; default 1)")
-        q.add_argument("--max-df", type=_doc_frequency,
-                       help="with --texts: drop words in more documents (int or fraction; default 1.0)")
-        q.add_argument("--heldout", type=float, default=0.1,
-                       help="fraction of each document's tokens held out for scoring (default 0.1; fit: 0 fits "
-                            "every token, unscored, and with --scheduler the workers read an on-disk --data)")
-        q.add_argument("--split-seed", type=int, default=0, help="seed of the token split (default 0)")
+        if pruning:
+            q.add_argument("--min-df", type=_doc_frequency,
+                           help="with --texts: drop words in fewer documents (int: documents, float: fraction; "
+                                f"default {TEXT_MIN_DF})")
+            q.add_argument("--max-df", type=_doc_frequency,
+                           help=f"with --texts: drop words in more documents (int or fraction; default {TEXT_MAX_DF})")
+        if heldout:
+            q.add_argument("--heldout", type=float, default=0.1,
+                           help="fraction of each document's tokens held out for scoring (default 0.1" +
+                                ("; 0 fits every token, unscored, and with --scheduler the workers read an on-disk "
+                                 "--data)" if pruning else ")"))
+            q.add_argument("--split-seed", type=int, default=0, help="seed of the token split (default 0)")
 
     f = sub.add_parser("fit", help="train a model (the flagship on KOS by default) and score it")
     f.add_argument("--model", help="registered model name (see 'bnpcore list')")
@@ -552,8 +738,8 @@ def build_parser():
     f.add_argument("--report", metavar="PATH.html|PATH.png",
                    help="write a report: topic table, held-out and topic-count traces, component sizes "
                         "(needs matplotlib; batch fits then score the held-out tokens about 20 times)")
-    f.add_argument("--show", type=_count(0), default=10, help="topics to print (default 10)")
-    f.add_argument("--n-words", type=_count(0), default=10, help="words per topic (default 10)")
+    f.add_argument("--show", type=_count(0), default=10, help="largest topics to print (default 10)")
+    f.add_argument("--n-words", type=_count(1), default=10, help="words per topic (default 10)")
     f.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     f.add_argument("--scheduler", metavar="ADDRESS",
                    help="fit on the Dask cluster of this scheduler (bnpcore.distributed; e.g. tcp://host:8786)")
@@ -561,22 +747,36 @@ def build_parser():
 
     t = sub.add_parser("topics", help="print the topics of a saved model")
     t.add_argument("model", help="model file written by 'bnpcore fit --output'")
-    t.add_argument("--show", type=_count(-1), default=20, help="topics to print, -1 for all (default 20)")
-    t.add_argument("--n-words", type=_count(0), default=10, help="words per topic (default 10)")
+    t.add_argument("--show", type=_count(-1), default=20, help="largest topics to print, -1 for all used ones (default 20)")
+    t.add_argument("--n-words", type=_count(1), default=10, help="words per topic (default 10)")
     t.set_defaults(run=cmd_topics)
 
     e = sub.add_parser("evaluate", help="held-out per-word log-likelihood of a saved model on data")
     e.add_argument("model", help="model file written by 'bnpcore fit --output'")
-    data_options(e)
+    data_options(e, pruning=False)     # texts are counted in the model's words, as it was fitted
     e.set_defaults(run=cmd_evaluate)
+
+    i = sub.add_parser("infer", help="topic proportions of new documents (text files) under a saved model",
+                       description="Topic proportions of new documents under a saved model. Texts are counted as "
+                                   "the model's training text was (its saved tokenizer settings and vocabulary; "
+                                   "unknown words are dropped). Without -o, prints each document's main topics.")
+    i.add_argument("model", help="model file written by 'bnpcore fit --output'")
+    data_options(i, pruning=False, heldout=False)
+    i.add_argument("--output", "-o", metavar="OUT.csv|OUT.npy",
+                   help="write the proportions: .csv (a row per document, named by file or file:line, a column "
+                        "per topic) or .npy (the matrix)")
+    i.add_argument("--top", type=_count(1), default=3, help="topics printed per document without -o (default 3)")
+    i.set_defaults(run=cmd_infer)
 
     c = sub.add_parser("corpus", help="build an on-disk corpus (for --data) streaming, in bounded memory")
     c.add_argument("source", help="a UCI docword file (plain or gzip), a text file (--lines) or a folder of text files")
     c.add_argument("dest", help="the corpus directory to create")
     c.add_argument("--vocab", help="UCI vocabulary file")
     c.add_argument("--lines", action="store_true", help="text: one document per line")
-    c.add_argument("--min-df", type=_doc_frequency, help="text: drop words in fewer documents (int or fraction)")
-    c.add_argument("--max-df", type=_doc_frequency, help="text: drop words in more documents (int or fraction)")
+    c.add_argument("--min-df", type=_doc_frequency,
+                   help=f"text: drop words in fewer documents (int or fraction; default {TEXT_MIN_DF})")
+    c.add_argument("--max-df", type=_doc_frequency,
+                   help=f"text: drop words in more documents (int or fraction; default {TEXT_MAX_DF})")
     c.set_defaults(run=cmd_corpus)
 
     ls = sub.add_parser("list", help="list the registered models (* marks the flagship)")
@@ -584,17 +784,41 @@ def build_parser():
     return p
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that writers remove their temporary files."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raises :class:`_Terminated` while a command runs (main thread only)."""
+    def handler(signum, frame):
+        raise _Terminated()
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:          # not the main thread: leave the signal alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv=None):
-    """Run the command line; returns the exit status (0, 2 on errors, 130 on Ctrl-C)."""
+    """Run the command line; returns the exit status (0, 2 on errors, 130 on Ctrl-C, 143 on SIGTERM)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return 0
-        return args.run(args)
+        with _terminate_as_interrupt():
+            return args.run(args)
     except SystemExit as exc:   # --help
         return exc.code if isinstance(exc.code, int) else 0
+    except _Terminated:
+        print("bnpcore: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("bnpcore: interrupted", file=sys.stderr)
         return 130

@@ -13,6 +13,7 @@ bag-of-words format (:meth:`Corpus.from_uci`, :meth:`Corpus.to_uci`) and
 saves/loads itself as ``.npz`` (:meth:`Corpus.save`, :meth:`Corpus.load`).
 """
 import array
+import contextlib
 import gzip
 import io
 import itertools
@@ -20,6 +21,7 @@ import json
 import mmap
 import numbers
 import os
+import re
 import shutil
 import tempfile
 import zlib
@@ -27,7 +29,7 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from bnpcore._validation import check_int, check_random_state
+from bnpcore._validation import check_int, check_memory, check_random_state
 
 __all__ = ["Corpus", "as_corpus", "write"]
 
@@ -81,6 +83,9 @@ class Corpus:
     """
 
     _files = None     # an opened on-disk corpus: its files, for positioned reads (_documents)
+    # How raw text became these counts (bnpcore.text.TextPipeline), set by from_texts and kept by
+    # sub-corpora: fitted models keep it to take new text.
+    text_pipeline = None
     _path = None      # an opened on-disk corpus: its directory's absolute path (bnpcore.distributed)
 
     def __init__(self, data, vocabulary=None, n_words=None):
@@ -215,7 +220,7 @@ class Corpus:
     # -- text and other libraries ----------------------------------------------
     @classmethod
     def from_texts(cls, texts, tokenizer=None, *, min_df=1, max_df=1.0, stop_words="english", max_features=None,
-                   vocabulary=None):
+                   vocabulary=None, lowercase=True, token_pattern=None):
         """Count the words of raw text documents.
 
         Each text is tokenized (by default :func:`bnpcore.text.tokenize`:
@@ -223,6 +228,12 @@ class Corpus:
         letter), stop words are removed, and the counts go through
         :meth:`from_token_lists` (vocabulary in sorted order, rare and common
         words pruned by ``min_df``/``max_df``/``max_features``).
+
+        The corpus keeps how its text was counted as ``text_pipeline`` (a
+        :class:`bnpcore.text.TextPipeline`: tokenizer settings, stop words,
+        vocabulary). A model fitted on it keeps that pipeline (``text_pipeline_``,
+        saved with the model) and then takes new raw text in ``transform``,
+        ``score``, ``document_topics`` and ``partial_fit``.
 
         Parameters
         ----------
@@ -233,6 +244,9 @@ class Corpus:
         tokenizer : callable, optional
             ``tokenizer(text) -> iterable of str`` replacing the default; it does
             all the normalising (the default's lower-casing is not applied).
+            A model file cannot hold it (code is never saved): saving a model
+            fitted on this corpus raises ``TypeError`` naming the function;
+            prefer ``token_pattern``/``lowercase``, which are saved.
         min_df, max_df : int or float, default 1 and 1.0
             Keep the words found in at least ``min_df`` and at most ``max_df``
             documents; a float is a fraction of the documents, an int a number
@@ -247,12 +261,19 @@ class Corpus:
             A fixed vocabulary, e.g. a fitted model's ``vocabulary_`` for new
             documents: tokens outside it are dropped and word ids follow its
             order; ``min_df``, ``max_df`` and ``max_features`` must be left at
-            their defaults.
+            their defaults. With a fitted model, ``model.transform(texts)`` does
+            this with the model's own tokenizer settings.
+        lowercase : bool, default True
+            Lower-case the text before matching ``token_pattern`` (default
+            tokenizer only).
+        token_pattern : str, optional
+            Regular expression whose matches are the tokens (default tokenizer
+            only; default :data:`bnpcore.text.TOKEN_PATTERN`).
 
         Returns
         -------
         Corpus
-            With its ``vocabulary``.
+            With its ``vocabulary`` and ``text_pipeline``.
 
         Raises
         ------
@@ -260,7 +281,9 @@ class Corpus:
             An item of ``texts`` that is not a ``str`` (naming its position).
         ValueError
             No texts; no tokens at all; pruning that removes every word; bad
-            ``min_df``/``max_df``/``max_features``.
+            ``min_df``/``max_df``/``max_features``; a ``token_pattern`` that is
+            not a regular expression; ``lowercase``/``token_pattern`` with a
+            ``tokenizer``.
 
         See Also
         --------
@@ -272,20 +295,21 @@ class Corpus:
         >>> c.vocabulary, c.matrix.toarray().tolist()
         (['cat', 'hat', 'sat'], [[1, 0, 1], [1, 1, 0]])
         """
-        from bnpcore.text import tokenize
-        tokenizer = tokenize if tokenizer is None else tokenizer
-        if not callable(tokenizer):
+        from bnpcore.text import TextPipeline, _make_tokenizer, _token_lists
+        if tokenizer is None:
+            split = _make_tokenizer(lowercase, token_pattern)
+        elif not callable(tokenizer):
             raise TypeError(f"tokenizer must be callable, got {type(tokenizer).__name__}")
-
-        def token_lists():
-            for j, text in enumerate(_iterate(texts, "texts")):
-                if not isinstance(text, str):
-                    hint = " (decode bytes first, e.g. with bnpcore.text.read_texts)" if isinstance(
-                        text, (bytes, bytearray)) else ""
-                    raise TypeError(f"texts[{j}] is of type {type(text).__name__}, not str{hint}")
-                yield tokenizer(text)
-        return cls.from_token_lists(token_lists(), min_df=min_df, max_df=max_df, stop_words=stop_words,
-                                    max_features=max_features, vocabulary=vocabulary)
+        elif lowercase is not True or token_pattern is not None:
+            raise ValueError("lowercase and token_pattern set the default tokenizer; a tokenizer= callable does "
+                             "all the splitting and normalising itself")
+        else:
+            split = tokenizer
+        corpus = cls.from_token_lists(_token_lists(texts, split), min_df=min_df, max_df=max_df,
+                                      stop_words=stop_words, max_features=max_features, vocabulary=vocabulary)
+        corpus.text_pipeline = TextPipeline(corpus.vocabulary, lowercase=lowercase, token_pattern=token_pattern,
+                                            stop_words=stop_words, tokenizer=tokenizer)
+        return corpus
 
     @classmethod
     def from_token_lists(cls, docs, *, min_df=1, max_df=1.0, stop_words=None, max_features=None, vocabulary=None):
@@ -485,9 +509,12 @@ class Corpus:
         occupies only the pages the estimators touch, and the ones bnpcore
         reads sequentially (``n_tokens``, ``fingerprint``, ``iter_chunks``, the
         online drivers' minibatches) are released as it goes, so the resident
-        memory stays bounded on corpora larger than RAM. The directory is
-        trusted as written (it was validated chunk by chunk when written);
-        only its metadata and file sizes are checked. The format is described
+        memory stays bounded on corpora larger than RAM. Opening reads the
+        files once, in blocks with the pages released, to check
+        what the kernels index by (row pointers, word ids, counts; see
+        ``Raises``) and the CRC-32 checksums ``write`` recorded: a truncated
+        or altered file is a ValueError naming it, never a crash or a wrong
+        model later (the cost: docs/numerics.md). The format is described
         in :func:`bnpcore.corpus.write`.
 
         Parameters
@@ -504,8 +531,13 @@ class Corpus:
         ------
         ValueError
             Not a corpus directory (no ``meta.json``: e.g. an interrupted write),
-            a newer format version, or files whose sizes disagree with the
-            metadata (truncated or altered).
+            a newer format version, files whose sizes disagree with the
+            metadata (truncated), or altered contents: row pointers that
+            decrease, word ids outside ``0..n_words - 1`` or not increasing
+            within a document, counts below 1, counts whose sum is not the
+            metadata's ``n_tokens``, a checksum that differs (corpora written
+            before checksums were recorded get every check but this one), a
+            missing or unreadable ``vocabulary.json``.
 
         Examples
         --------
@@ -530,15 +562,92 @@ class Corpus:
             raise ValueError(f"{path}: corrupt row pointers (indptr.bin must start at 0 and end at nnz)")
         vocabulary = None
         if meta["vocabulary"]:
-            with open(os.path.join(path, _VOCAB), encoding="utf-8") as f:
-                vocabulary = json.load(f)
-            if not isinstance(vocabulary, list) or len(vocabulary) != meta["n_words"]:
-                raise ValueError(f"{path}/{_VOCAB}: expected a list of {meta['n_words']} words")
+            file = os.path.join(path, _VOCAB)
+            if os.path.exists(file) and not os.path.isfile(file):        # a FIFO would block the read
+                raise ValueError(f"{file} is not a regular file (an altered corpus)")
+            try:
+                with open(file, encoding="utf-8") as f:
+                    vocabulary = json.load(f)
+            except FileNotFoundError:
+                raise ValueError(f"{file} is missing, but {path}/{_META} says the corpus has a vocabulary "
+                                 "(an incomplete or altered corpus)") from None
+            except (ValueError, UnicodeDecodeError, OSError) as exc:
+                raise ValueError(f"{file}: unreadable vocabulary of the corpus {path} ({exc})") from None
+            if not isinstance(vocabulary, list) or len(vocabulary) != meta["n_words"] \
+                    or not all(isinstance(w, str) for w in vocabulary):
+                raise ValueError(f"{file}: expected a list of {meta['n_words']} words (strings)")
         corpus = cls._from_arrays(arrays["indptr"], arrays["indices"], arrays["counts"], meta["n_words"], vocabulary)
+        corpus._verify_files(path, meta)
+        settings = meta.get("text_pipeline")
+        if settings is not None:
+            from bnpcore.text import TextPipeline
+            try:
+                if vocabulary is None or not isinstance(settings, dict) or "tokenizer" in settings:
+                    raise TypeError("expected the settings of a text pipeline over the corpus's vocabulary")
+                corpus.text_pipeline = TextPipeline(vocabulary, **settings)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{path}/{_META}: text_pipeline is not a text pipeline ({exc})") from None
         corpus._files = {name: open(os.path.join(path, name + ".bin"), "rb", buffering=0)
                          for name in ("indices", "counts")}
         corpus._path = os.path.abspath(path)
         return corpus
+
+    def _verify_files(self, path, meta):
+        """Check an opened on-disk corpus in one streamed pass (``_CHECK_BLOCK``
+        entries at a time, pages released): the checksums ``write`` recorded
+        and what the kernels index by: row pointers non-decreasing, word ids
+        in 0..n_words-1, increasing within each document, counts >= 1, and
+        their sum the metadata's ``n_tokens``. ValueError naming the file."""
+        crc = meta.get("crc32")
+        if crc is not None and not (isinstance(crc, dict) and all(isinstance(crc.get(k), int) for k in _DISK_DTYPES)):
+            raise ValueError(f"{path}/{_META}: crc32 must map each file to an integer checksum")
+
+        def file(name):
+            return os.path.join(path, name + ".bin")
+        found = {}
+        indptr, nnz = self.indptr, meta["nnz"]
+        last = 0
+        for start in range(0, len(indptr), _CHECK_BLOCK):
+            block = np.asarray(indptr[start:start + _CHECK_BLOCK])
+            found["indptr"] = zlib.crc32(block.view(np.uint8), found.get("indptr", 0))
+            if block[0] < last or not np.all(block[1:] >= block[:-1]) or block[-1] > nnz:
+                raise ValueError(f"{file('indptr')}: row pointers decrease or exceed nnz = {nnz} near document "
+                                 f"{start} (a corrupt or altered corpus)")
+            last = int(block[-1])
+            self._drop_pages()
+        n_words, tokens, previous = self.n_words, 0, -1
+        for start in range(0, nnz, _CHECK_BLOCK):
+            stop = min(start + _CHECK_BLOCK, nnz)
+            ids, counts = np.asarray(self.indices[start:stop]), np.asarray(self.counts[start:stop])
+            found["indices"] = zlib.crc32(ids.view(np.uint8), found.get("indices", 0))
+            found["counts"] = zlib.crc32(counts.view(np.uint8), found.get("counts", 0))
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= n_words:
+                raise ValueError(f"{file('indices')}: word id {low if low < 0 else high} near entry {start} outside "
+                                 f"0..{n_words - 1} (a corrupt or altered corpus)")
+            if int(counts.min()) < 1:
+                raise ValueError(f"{file('counts')}: count {int(counts.min())} near entry {start}; counts are >= 1 "
+                                 "(a corrupt or altered corpus)")
+            tokens += int(counts.sum(dtype=np.int64))
+            # word ids increase within a document: each entry against the one before, except
+            # the first entry of a document (one boolean per entry of scratch)
+            rises = ids[1:] > ids[:-1]
+            doc_starts = np.asarray(indptr[np.searchsorted(indptr, start + 1):np.searchsorted(indptr, stop)]) - start
+            rises[doc_starts - 1] = True
+            first_starts = indptr[np.searchsorted(indptr, start)] == start
+            if not rises.all() or (not first_starts and ids[0] <= previous):
+                at = start if rises.all() else start + 1 + int(np.argmin(rises))
+                raise ValueError(f"{file('indices')}: word ids not increasing within a document near entry {at} "
+                                 "(a corrupt or altered corpus)")
+            previous = int(ids[-1])
+            self._drop_pages()
+        if tokens != meta["n_tokens"]:
+            raise ValueError(f"{file('counts')}: the counts sum to {tokens}, but {path}/{_META} says n_tokens = "
+                             f"{meta['n_tokens']} (a corrupt or altered corpus)")
+        for name in _DISK_DTYPES if crc is not None else ():
+            if found.get(name, 0) != crc[name]:
+                raise ValueError(f"{file(name)}: checksum {found.get(name, 0):08x} differs from the {crc[name]:08x} "
+                                 f"written in {path}/{_META} (a corrupt or altered corpus)")
 
     def iter_chunks(self, n_docs):
         """Consecutive sub-corpora of ``n_docs`` documents, in order (the last may be smaller).
@@ -563,7 +672,7 @@ class Corpus:
             ptr = np.array(self.indptr[start:start + n_docs + 1])
             lo, hi = int(ptr[0]), int(ptr[-1])
             yield Corpus._from_arrays(ptr - lo, self.indices[lo:hi], self.counts[lo:hi], self.n_words,
-                                      self.vocabulary)
+                                      self.vocabulary)._with_pipeline(self)
             self._drop_pages()
 
     def _documents(self, doc_ids):
@@ -670,7 +779,8 @@ class Corpus:
         sub = self.matrix[docs]
         if not sp.issparse(sub) or sub.shape[0] == 0:
             raise IndexError("a corpus selection must keep at least one document")
-        return Corpus._from_arrays(sub.indptr, sub.indices, sub.data, self.n_words, self.vocabulary)
+        return Corpus._from_arrays(sub.indptr, sub.indices, sub.data, self.n_words,
+                                   self.vocabulary)._with_pipeline(self)
 
     def tokens(self):
         """Token-expanded view ``(word_ids, token_ptr)``: int32 word id of every token,
@@ -769,7 +879,14 @@ class Corpus:
         """Same pattern, new per-pair counts (entries that drop to zero are removed)."""
         keep = counts > 0
         indptr = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])[self.indptr]
-        return Corpus._from_arrays(indptr, self.indices[keep], counts[keep], self.n_words, self.vocabulary)
+        return Corpus._from_arrays(indptr, self.indices[keep], counts[keep], self.n_words,
+                                   self.vocabulary)._with_pipeline(self)
+
+    def _with_pipeline(self, source):
+        """This corpus with the text pipeline of ``source`` (a corpus of the same words)."""
+        if source.text_pipeline is not None:
+            self.text_pipeline = source.text_pipeline
+        return self
 
     def minibatches(self, batch_size, random_state=None, shuffle=True):
         """Yield sub-corpora of ``batch_size`` documents (the last may be smaller),
@@ -831,21 +948,30 @@ def write(source, path, *, vocab_path=None, lines=False, tokenizer=None, min_df=
     needs no conversion: a memory map is used as it is)::
 
         meta.json        {"format": "bnpcore-corpus", "format_version": 1, "n_docs": D,
-                          "n_words": W, "nnz": NNZ, "n_tokens": N, "vocabulary": true|false}
+                          "n_words": W, "nnz": NNZ, "n_tokens": N, "vocabulary": true|false,
+                          "crc32": {"indptr": C1, "indices": C2, "counts": C3},
+                          "text_pipeline": {...}}   (only for text counted by the default tokenizer)
         indptr.bin       int64 x (D + 1): offsets of each document's entries (nnz may exceed 2**31)
         indices.bin      int32 x NNZ: word ids, sorted and distinct within each document
         counts.bin       int32 x NNZ: positive counts
         vocabulary.json  a JSON list of the W words (only with a vocabulary)
 
     that is 8 bytes per non-zero (document, word) pair and 8 per document.
+    ``text_pipeline`` records how text was counted (the settings of
+    :class:`bnpcore.text.TextPipeline` but the vocabulary: lower-casing, token
+    pattern, stop words): ``Corpus.open`` attaches it as the corpus's
+    ``text_pipeline``, so a model fitted on the opened corpus takes raw text.
+    Text counted by a ``tokenizer`` callable has none (code is not saved).
     int32 ids and counts are what every kernel takes (a narrower type on disk
     would cost a widening copy of every block read; a wider one would double
     the size for ids that cannot exceed 2**31 - 1 words anyway).
 
     The files are written into a temporary sibling directory
-    (``.NAME.*.partial``) that is renamed to ``path`` only when complete
+    (``.NAME.PID.*.partial``) that is renamed to ``path`` only when complete
     (``meta.json`` last, files synced first); any error removes it, so a
-    directory named ``path`` is always a complete corpus.
+    directory named ``path`` is always a complete corpus. The next write in
+    the same folder removes the temporary directories of writers that were
+    killed (SIGKILL) before they could (PID no longer running).
 
     Parameters
     ----------
@@ -911,11 +1037,15 @@ def write(source, path, *, vocab_path=None, lines=False, tokenizer=None, min_df=
                 raise ValueError("stop_words does not apply to a Corpus source")
             for chunk in source.iter_chunks(_WRITE_DOCS):
                 writer.add(chunk.indptr, chunk.indices, chunk.counts)
-            writer.finish(source.n_words, source.vocabulary)
+            pipeline = source.text_pipeline
+            writer.finish(source.n_words, source.vocabulary,
+                          None if pipeline is None or pipeline.tokenizer is not None else pipeline.settings())
         elif text:
+            from bnpcore.text import TextPipeline
             stop = _stop_words("english" if stop_words is _DEFAULT else stop_words)
             vocabulary = _write_texts(writer, source, lines, tokenizer, stop, pruning)
-            writer.finish(len(vocabulary), vocabulary)
+            writer.finish(len(vocabulary), vocabulary,
+                          None if tokenizer is not None else TextPipeline(vocabulary, stop_words=stop).settings())
         elif isinstance(source, str):
             if stop_words is not _DEFAULT:
                 raise ValueError("stop_words does not apply to a UCI source")
@@ -1071,23 +1201,32 @@ class _DiskWriter:
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise ValueError(f"{parent}: no such folder")
-        self.tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.", suffix=".partial", dir=parent)
+        remove_stale_leftovers(parent, ".partial")
+        self.tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.{os.getpid()}.", suffix=".partial",
+                                    dir=parent)
         self.files = {name: open(os.path.join(self.tmp, name + ".bin"), "wb") for name in _DISK_DTYPES}
-        np.zeros(1, _DISK_DTYPES["indptr"]).tofile(self.files["indptr"])
+        self.crc = dict.fromkeys(_DISK_DTYPES, 0)
+        self._write("indptr", np.zeros(1))
         self.n_docs = self.nnz = self.n_tokens = 0
+
+    def _write(self, name, values):
+        """Append ``values`` to a file in its disk dtype, updating its CRC-32 (meta.json's crc32)."""
+        values = np.ascontiguousarray(values, dtype=_DISK_DTYPES[name])
+        self.crc[name] = zlib.crc32(values.view(np.uint8), self.crc[name])
+        values.tofile(self.files[name])
 
     def add(self, indptr, indices, counts):
         """Documents given as CSR arrays (``indptr`` from 0; ids sorted and distinct,
         counts positive, as checked by the caller)."""
         indptr = np.asarray(indptr, dtype=np.int64)
-        (indptr[1:] + self.nnz).astype(_DISK_DTYPES["indptr"]).tofile(self.files["indptr"])
-        np.asarray(indices).astype(_DISK_DTYPES["indices"], copy=False).tofile(self.files["indices"])
-        np.asarray(counts).astype(_DISK_DTYPES["counts"], copy=False).tofile(self.files["counts"])
+        self._write("indptr", indptr[1:] + self.nnz)
+        self._write("indices", indices)
+        self._write("counts", counts)
         self.n_docs += len(indptr) - 1
         self.nnz += len(indices)
         self.n_tokens += int(np.sum(counts, dtype=np.int64))
 
-    def finish(self, n_words, vocabulary):
+    def finish(self, n_words, vocabulary, text_pipeline=None):
         if not self.n_docs:
             raise ValueError("no documents: the source is empty")
         _check_width(n_words)
@@ -1100,7 +1239,9 @@ class _DiskWriter:
                 f.write("[\n" + ",\n".join(json.dumps(w, ensure_ascii=False) for w in vocabulary) + "\n]\n")
         meta = {"format": _DISK_FORMAT, "format_version": _DISK_VERSION, "n_docs": self.n_docs,
                 "n_words": int(n_words), "nnz": self.nnz, "n_tokens": self.n_tokens,
-                "vocabulary": vocabulary is not None}
+                "vocabulary": vocabulary is not None, "crc32": self.crc}
+        if text_pipeline is not None:
+            meta["text_pipeline"] = {k: v for k, v in text_pipeline.items() if k != "tokenizer"}
         with open(os.path.join(self.tmp, _META), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1)
             f.flush()
@@ -1117,6 +1258,41 @@ class _DiskWriter:
             f.close()
         if os.path.isdir(self.tmp):      # not renamed: an error happened
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def remove_stale_leftovers(directory, suffix, name=None):
+    """Remove the temporary files and folders (``.NAME.PID.XXXXXXXX<suffix>``, as
+    ``tempfile`` names them, of any NAME or of ``name``) that writers killed
+    before they could clean up (SIGKILL, a power cut) left in ``directory``:
+    those whose writer's process id is no longer running. Errors are ignored:
+    this is housekeeping, never a reason to fail a write."""
+    pattern = re.compile(r"\.(%s)\.(\d+)\.[a-z0-9_]{8}%s" % (".+" if name is None else re.escape(name),
+                                                         re.escape(suffix)))
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or int(match.group(2)) == os.getpid() or _running(int(match.group(2))):
+            continue
+        path = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+def _running(pid):
+    """Whether a process ``pid`` exists (on this machine)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True         # someone else's process, or an id we cannot ask about: leave its files alone
+    return True
 
 
 def _read_meta(path):
@@ -1147,6 +1323,7 @@ _DISK_DTYPES = {"indptr": "<i8", "indices": "<i4", "counts": "<i4"}
 _META = "meta.json"
 _VOCAB = "vocabulary.json"
 _BLOCK = 1 << 20        # entries per block of sequential reads of an opened corpus (4 MiB of int32)
+_CHECK_BLOCK = 1 << 16  # entries per block of the checks of Corpus.open (64 KiB of scratch)
 _WRITE_DOCS = 10000     # documents per block of the token and text writers
 _READ_BYTES = 1 << 24   # bytes per block of the UCI writer (about 1.5 M lines)
 _FORMAT_VERSION = 1  # of Corpus.save files
@@ -1314,6 +1491,7 @@ def _uci_header(raw, name):
     if n_docs < 1 or n_words < 1 or nnz < 0:
         raise ValueError(f"{name}: header D={n_docs}, W={n_words}, NNZ={nnz} must have D >= 1, W >= 1, NNZ >= 0")
     _check_width(n_words)
+    check_memory(16 * (n_docs + 1), f"{name}: header D={n_docs}")     # the document offsets and their counts
     return n_docs, n_words, nnz, parts[3] if len(parts) == 4 else b""
 
 
@@ -1476,14 +1654,16 @@ def _from_token_lists(docs, vocabulary, n_words):
 def _document_ids(j, doc, index):
     """Word ids (int64 array) of document ``j`` given as ids or as word strings."""
     if isinstance(doc, (str, bytes)):
-        raise TypeError(f"document {j} is a string; give each document as a list of tokens")
+        raise TypeError(f"document {j} is a string: count raw texts with Corpus.from_texts(texts) (a fitted "
+                        "model's transform takes them directly), or give each document as a list of tokens")
     if isinstance(doc, np.ndarray) and doc.ndim == 1 and doc.dtype.kind in "iu":
         return doc.astype(np.int64)
     ids = []
     for tok in doc:
         if isinstance(tok, str):
             if index is None:
-                raise ValueError(f"document {j} has word strings but no vocabulary was given")
+                raise ValueError(f"document {j} has word strings but no vocabulary was given: count token lists "
+                                 "with Corpus.from_token_lists(docs), or pass vocabulary=")
             if tok not in index:
                 raise ValueError(f"document {j}: word {tok!r} is not in the vocabulary")
             ids.append(index[tok])

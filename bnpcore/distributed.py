@@ -135,6 +135,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from bnpcore._validation import check_int
+from bnpcore.base import _keep_text_pipeline
 from bnpcore.corpus import _META, Corpus, as_corpus
 from bnpcore.inference.online import Minibatch, OnlineEstimator
 from bnpcore.kernels import _lda, _pchdp, _pclda
@@ -854,13 +855,14 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         n_partitions = sum(client.nthreads().values())
     n_partitions = min(check_int(n_partitions, "n_partitions", minimum=1), X.n_docs)
     if checkpoint_every is not None:
-        check_int(checkpoint_every, "checkpoint_every", minimum=1)
+        check_int(checkpoint_every, "checkpoint_every", minimum=1, maximum=None)
     with _quiet_large_graphs():
         if isinstance(estimator, OnlineEstimator):
             estimator._fit(X, _RemoteLocalStep(client, estimator, X, n_partitions), checkpoint=checkpoint,
                            checkpoint_every=checkpoint_every, resume=resume)
         else:
             _fit_batch(estimator, X, client, n_partitions, checkpoint, checkpoint_every, resume)
+    _keep_text_pipeline(estimator, X, refit=not resume)     # as fit does: a corpus from text gives text_pipeline_
     return estimator
 
 

@@ -460,7 +460,7 @@ def hdp_heldout_log_likelihood(topics, weights, alpha, docs, burnin=50, n_sample
 # measure -> (probability estimate, default sliding window; None: whole documents)
 _COHERENCE = {"u_mass": None, "c_npmi": 10, "c_v": 110}
 _COHERENCE_EPS = 1e-12   # added to joint probabilities inside the logarithms
-_WINDOW_CHUNK = 1 << 14  # windows per presence block of one long document
+_WINDOW_CHUNK = 1 << 22  # (word, window) entries per block of the presence matrix
 
 
 def coherence(model_or_topics, corpus, measure="c_v", topn=10, window_size=None, exact_windows=False,
@@ -548,9 +548,9 @@ def coherence(model_or_topics, corpus, measure="c_v", topn=10, window_size=None,
     else:
         window_size = _COHERENCE[measure] if window_size is None else check_int(window_size, "window_size")
     topics = _topic_words(model_or_topics, check_int(topn, "topn", minimum=2))
-    relevant, docs = _reference_windows(topics, corpus)
+    relevant, tokens, token_ptr = _reference_windows(topics, corpus)
     ids = [[relevant[w] for w in topic] for topic in topics]
-    occurrences, joint, n_windows = _cooccurrence(docs, len(relevant), window_size, exact_windows)
+    occurrences, joint, n_windows = _cooccurrence(tokens, token_ptr, len(relevant), window_size, exact_windows)
     missing = [w for w, r in relevant.items() if occurrences[r] == 0]
     if missing:
         raise ValueError(f"topic word {missing[0]!r} does not occur in the reference corpus")
@@ -601,9 +601,10 @@ def _word_id(w, k):
 
 
 def _reference_windows(topics, corpus):
-    """(relevant, docs): ``relevant`` maps each topic word to 0..R-1, ``docs``
-    yields every document as an int array over its tokens (the relevant index,
-    -1 for other words), in token order."""
+    """(relevant, tokens, token_ptr): ``relevant`` maps each topic word to
+    0..R-1; ``tokens`` (int64) holds every document's tokens in order as their
+    relevant index (-1 for other words), document j at ``token_ptr[j]`` to
+    ``token_ptr[j + 1]``."""
     relevant = {}
     for topic in topics:
         for w in topic:
@@ -613,7 +614,13 @@ def _reference_windows(topics, corpus):
     if texts:
         if any(not isinstance(w, str) for w in relevant):
             raise ValueError("topics given as word ids need a Corpus, not token lists")
-        return relevant, _token_list_docs(corpus, relevant)
+        for j, doc in enumerate(corpus):
+            if isinstance(doc, str):
+                raise TypeError(f"document {j} is a string; give each document as a list of tokens")
+        lengths = np.fromiter((len(doc) for doc in corpus), dtype=np.int64, count=len(corpus))
+        get = relevant.get
+        tokens = np.fromiter((get(t, -1) for doc in corpus for t in doc), dtype=np.int64, count=int(lengths.sum()))
+        return relevant, tokens, np.concatenate([[0], np.cumsum(lengths)])
     corpus = as_corpus(corpus)
     key = np.full(corpus.n_words, -1, dtype=np.int64)
     index = {w: i for i, w in enumerate(corpus.vocabulary or ())}
@@ -627,91 +634,88 @@ def _reference_windows(topics, corpus):
             raise ValueError(f"word id {i} is outside the corpus's {corpus.n_words} words")
         key[i] = r
     word_ids, token_ptr = corpus.tokens()
-    tokens = key[word_ids]
-    return relevant, (tokens[a:b] for a, b in zip(token_ptr[:-1], token_ptr[1:]))
+    return relevant, key[word_ids], np.asarray(token_ptr, dtype=np.int64)
 
 
-def _token_list_docs(texts, relevant):
-    for j, doc in enumerate(texts):
-        if isinstance(doc, str):
-            raise TypeError(f"document {j} is a string; give each document as a list of tokens")
-        yield np.fromiter((relevant.get(t, -1) for t in doc), dtype=np.int64, count=len(doc))
-
-
-def _cooccurrence(docs, n_relevant, window_size, exact_windows=False):
+def _cooccurrence(tokens, token_ptr, n_relevant, window_size, exact_windows=False):
     """(occurrences (R,), joint (R, R), n_windows): windows holding each
     relevant word and each pair (the diagonal repeats occurrences), over the
     documents' sliding windows of ``window_size`` tokens (None: whole
-    documents); see :func:`_window_presence` for ``exact_windows``."""
-    if window_size is None:
-        return _document_cooccurrence(docs, n_relevant)
+    documents); ``tokens`` and ``token_ptr`` as :func:`_reference_windows`
+    gives them.
+
+    A document of n tokens has ``max(n - width + 1, 1)`` windows, ``width =
+    min(window_size, n)`` (a document shorter than the window, an empty one
+    too, is one window), numbered after those of the documents before it.
+    The token at position p enters at window ``max(p - width + 1, 0)`` and
+    leaves at window ``p + 1``; a word is in the windows of the union of its
+    copies' presence intervals (:func:`_presence_intervals`), and ``joint =
+    P P^T`` for the 0/1 presence matrix P (words x windows), built in blocks
+    of windows holding at most ``_WINDOW_CHUNK`` entries each.
+    """
+    lengths = np.diff(token_ptr)
+    width = lengths if window_size is None else np.minimum(window_size, lengths)
+    n_win = lengths - width + 1                       # windows of each document
+    first_window = np.concatenate([[0], np.cumsum(n_win)])
+    n_windows = int(first_window[-1])
+    word, start, stop = _presence_intervals(tokens, token_ptr, width, n_win, first_window, exact_windows)
     joint = np.zeros((n_relevant, n_relevant))
-    n_windows = 0
-    for tokens in docs:
-        length = len(tokens)
-        width = length if window_size is None else min(window_size, length)
-        starts = length - width + 1      # a document shorter than the window is one window (an empty one too)
-        n_windows += starts
-        pos = np.flatnonzero(tokens >= 0)
-        if pos.size == 0:
-            continue
-        words, local = np.unique(tokens[pos], return_inverse=True)
-        for t0 in range(0, starts, _WINDOW_CHUNK):
-            present = _window_presence(local, pos, len(words), width, t0, min(starts, t0 + _WINDOW_CHUNK),
-                                       exact_windows)
-            joint[np.ix_(words, words)] += present @ present.T
+    if word.size == 0:
+        return np.zeros(n_relevant), joint, n_windows
+    # entries (word, window) per window, to cut the windows into blocks of bounded size
+    cover = np.zeros(n_windows + 1, dtype=np.int64)
+    np.add.at(cover, start, 1)
+    np.add.at(cover, stop, -1)
+    entries = np.cumsum(np.cumsum(cover[:-1]))
+    cuts = np.searchsorted(entries, np.arange(_WINDOW_CHUNK, int(entries[-1]), _WINDOW_CHUNK), side="left")
+    bounds = np.unique(np.concatenate([[0], cuts + 1, [n_windows]]))
+    for t0, t1 in zip(bounds[:-1], bounds[1:]):
+        m = (start < t1) & (stop > t0)
+        lo, hi = np.maximum(start[m], t0), np.minimum(stop[m], t1)
+        size = hi - lo
+        offsets = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+        presence = scipy.sparse.csr_matrix((np.ones(offsets.size), (np.repeat(word[m], size),
+                                            np.repeat(lo - t0, size) + offsets)), shape=(n_relevant, t1 - t0))
+        presence.sum_duplicates()
+        presence.data[:] = 1.0                         # a word counted once per window
+        joint += (presence @ presence.T).toarray()
     return np.diag(joint).copy(), joint, n_windows
 
 
-def _document_cooccurrence(docs, n_relevant):
-    """:func:`_cooccurrence` with whole documents as the windows: the documents'
-    0/1 presence of each relevant word as one sparse matrix B, joint = B^T B
-    (u_mass on KOS, one core: 0.17 s a call through the sliding windows, 0.03 s so)."""
-    doc_ids, word_ids = [], []
-    n_docs = 0
-    for tokens in docs:
-        words = tokens[tokens >= 0]
-        doc_ids.append(np.full(len(words), n_docs))
-        word_ids.append(words)
-        n_docs += 1
-    if n_docs == 0:
-        return np.zeros(n_relevant), np.zeros((n_relevant, n_relevant)), 0
-    presence = scipy.sparse.csr_matrix((np.ones(sum(map(len, word_ids))), (np.concatenate(doc_ids),
-                                        np.concatenate(word_ids))), shape=(n_docs, n_relevant))
-    presence.sum_duplicates()
-    presence.data[:] = 1.0              # a word counted once per document
-    joint = (presence.T @ presence).toarray()
-    return np.diag(joint).copy(), joint, n_docs
+def _presence_intervals(tokens, token_ptr, width, n_win, first_window, exact):
+    """(word, start, stop): for each relevant token, the global windows
+    ``start .. stop - 1`` in which it marks its word present.
 
-
-def _window_presence(word, pos, n_words, width, t0, t1, exact):
-    """float64 array (n_words, t1 - t0): 1 where word r is in window t (tokens
-    t .. t + width - 1) of a document whose token at ``pos[i]`` is word
-    ``word[i]``.
-
-    The window slides one token per step: the token at ``p`` enters at step
-    ``max(0, p - width + 1)`` and leaves at step ``p + 1``. ``exact``: a word
-    is present while at least one of its copies is inside. Otherwise gensim's
-    rule (``WordOccurrenceAccumulator``): a word is marked absent when a copy
-    leaves, even if another copy is still inside, until a copy enters again
-    (at a step, the leaving token is unmarked before the entering one is
-    marked); this counts fewer windows for words repeated within a window.
+    ``exact``: while the copy is inside, ``[p - width + 1, p + 1)``, clipped to
+    the document's windows. Otherwise gensim's rule (``WordOccurrenceAccumulator``):
+    the window slides one token per step, and a word is marked absent when a
+    copy leaves, even if another copy is still inside, until a copy enters
+    again (at a step, the leaving token is unmarked before the entering one is
+    marked). A copy entering at step ``e`` then marks its word until the first
+    exit after ``e``: the exit ``p' + 1`` of the word's earliest copy inside
+    the window (position ``p' > p - width``), which may be an earlier copy.
+    This counts fewer windows for words repeated within a window.
     """
-    enter, leave = np.maximum(pos - width + 1, 0), pos + 1
-    if exact:
-        inside = np.zeros((n_words, t1 - t0 + 1), dtype=np.int64)
-        inside[:, 0] = np.bincount(word[enter < t0], minlength=n_words) - np.bincount(word[leave < t0],
-                                                                                      minlength=n_words)
-        for times, step in ((enter, 1), (leave, -1)):
-            m = (times >= t0) & (times < t1)
-            np.add.at(inside, (word[m], times[m] - t0 + 1), step)
-        return (np.cumsum(inside, axis=1)[:, 1:] > 0).astype(np.float64)
-    last = []      # step (+ 1) of the latest entry, and of the latest exit, at or before each step
-    for times in (enter, leave):
-        stamp = np.zeros((n_words, t1 - t0 + 1), dtype=np.int64)
-        before = times < t0
-        np.maximum.at(stamp[:, 0], word[before], times[before] + 1)
-        m = (times >= t0) & (times < t1)
-        np.maximum.at(stamp, (word[m], times[m] - t0 + 1), times[m] + 1)
-        last.append(np.maximum.accumulate(stamp, axis=1)[:, 1:])
-    return ((last[0] > 0) & (last[0] >= last[1])).astype(np.float64)
+    pos = np.flatnonzero(tokens >= 0)
+    word = tokens[pos]
+    doc = np.searchsorted(token_ptr, pos, side="right") - 1
+    p = pos - token_ptr[doc]                          # position in the document
+    w = width[doc]
+    enter = np.maximum(p - w + 1, 0)
+    leave = p + 1
+    if not exact:   # in documents of several windows: exit of the earliest copy inside the window
+        sliding = np.flatnonzero(n_win[doc] > 1)
+        sdoc, sword, sp, sw = doc[sliding], word[sliding], p[sliding], w[sliding]
+        order = np.lexsort((sp, sword, sdoc))          # copies of a (document, word) pair, in order
+        pair = np.concatenate([[0], np.cumsum((np.diff(sdoc[order]) != 0) | (np.diff(sword[order]) != 0))])
+        span = 2 * int(width.max(initial=0)) + int(sp.max(initial=0)) + 1
+        if pair.size and int(pair[-1]) >= np.iinfo(np.int64).max // span:
+            raise ValueError("the reference corpus is too large for one coherence call")
+        ordered = pair * span + sp[order] + sw[order]  # increasing: pair first, then position
+        earliest = np.empty_like(order)
+        earliest[order] = order[np.searchsorted(ordered, ordered - sw[order], side="right")]
+        leave[sliding] = sp[earliest] + 1
+    leave = np.minimum(leave, n_win[doc])
+    keep = leave > enter
+    base = first_window[doc]
+    return word[keep], (base + enter)[keep], (base + leave)[keep]

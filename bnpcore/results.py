@@ -2,14 +2,17 @@
 summary table, conversion to LDA, topic proportions of new documents and the
 input of pyLDAvis.
 
-An HDP or DP fit instantiates many components, most of them tiny; these
-methods, shared by every estimator of ``bnpcore.hdp`` and ``bnpcore.mixture``
-through :class:`ResultsMixin`, keep the *used* ones (expected size at least
+An HDP or DP fit instantiates many components, most of them tiny. Every
+estimator of ``bnpcore.hdp`` and ``bnpcore.mixture`` lists its components in
+decreasing order of size (``topic_sizes_``) after each ``fit`` and
+``partial_fit``, so that component ``k`` has one index everywhere: row ``k`` of
+``topics_``, ``weights_`` and ``topic_sizes_``, column ``k`` of ``transform``,
+``top_words(k)``, and, among the *used* components (expected size at least
 ``min_size``, by default one token or one document, the threshold the
-estimators' own ``n_used``/``n_active_`` counts use) in decreasing order of
-size, and give them the same index everywhere: row ``i`` of :meth:`summary`,
-column ``i`` of :meth:`document_topics`, topic ``i`` of :meth:`to_lda` and of
-:meth:`export_pyldavis` are the component ``used_components()[i]``.
+estimators' own ``n_used``/``n_active_`` counts use), which are therefore the
+first ``n_used``: row ``k`` of :meth:`summary`, column ``k`` of
+:meth:`document_topics` (``transform`` restricted to the first ``n_used``
+columns) and topic ``k`` of :meth:`to_lda` and :meth:`export_pyldavis`.
 :meth:`prune` removes the others from the fitted model itself.
 
 An estimator declares what its sizes count (``_size_unit``: "tokens" for topic

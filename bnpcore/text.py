@@ -1,5 +1,7 @@
-"""Raw text to tokens: the default tokenizer, the English stop words and
-reading text files (the way in for :meth:`bnpcore.Corpus.from_texts`).
+"""Raw text to tokens: the default tokenizer, the English stop words,
+reading text files (the way in for :meth:`bnpcore.Corpus.from_texts`) and
+:class:`TextPipeline`, the tokenizer settings and vocabulary that a model
+fitted on text keeps to count new text the same way.
 
 Only the standard library is used, so ``import bnpcore`` needs neither
 scikit-learn nor gensim. The tokenizer is deliberately simple and documented
@@ -11,7 +13,7 @@ import os
 import re
 import unicodedata
 
-__all__ = ["tokenize", "TOKEN_PATTERN", "ENGLISH_STOP_WORDS", "read_texts"]
+__all__ = ["tokenize", "TOKEN_PATTERN", "ENGLISH_STOP_WORDS", "read_texts", "TextPipeline"]
 
 # A token: a run of Unicode word characters (letters, digits, connector
 # punctuation; Python's ``\w``) of two or more characters between word
@@ -69,6 +71,198 @@ def tokenize(text):
     return _TOKEN_RE.findall(unicodedata.normalize("NFC", text).lower())
 
 
+def _make_tokenizer(lowercase=True, token_pattern=None):
+    """The tokenizer of these settings: :func:`tokenize` for the defaults, else
+    NFC, optional lower-casing and the matches of ``token_pattern``."""
+    if not isinstance(lowercase, bool):
+        raise TypeError(f"lowercase must be True or False, got {lowercase!r}")
+    if token_pattern is None or (token_pattern == TOKEN_PATTERN and lowercase):
+        if lowercase:
+            return tokenize
+        token_pattern = TOKEN_PATTERN
+    if not isinstance(token_pattern, str):
+        raise TypeError(f"token_pattern must be a str (a regular expression), got {type(token_pattern).__name__}")
+    try:
+        regex = re.compile(token_pattern)
+    except re.error as exc:
+        raise ValueError(f"token_pattern {token_pattern!r} is not a valid regular expression: {exc}") from None
+    if regex.groups > 1:
+        raise ValueError(f"token_pattern {token_pattern!r} has {regex.groups} capturing groups; "
+                         "a token is the whole match or the one group")
+    return _RegexTokenizer(regex, lowercase)
+
+
+class _RegexTokenizer:
+    """NFC, optional lower-casing, the matches of a compiled pattern (a class, not
+    a closure, so that corpora holding a pipeline pickle)."""
+
+    def __init__(self, regex, lowercase):
+        self.regex, self.lowercase = regex, lowercase
+
+    def __call__(self, text):
+        text = unicodedata.normalize("NFC", text)
+        return self.regex.findall(text.lower() if self.lowercase else text)
+
+
+def _token_lists(texts, tokenizer):
+    """The tokens of each text of ``texts`` (an iterable of str, read once),
+    refusing items that are not text by position."""
+    from bnpcore.corpus import _iterate
+    for j, text in enumerate(_iterate(texts, "texts")):
+        if not isinstance(text, str):
+            hint = " (decode bytes first, e.g. with bnpcore.text.read_texts)" if isinstance(
+                text, (bytes, bytearray)) else ""
+            raise TypeError(f"texts[{j}] is of type {type(text).__name__}, not str{hint}")
+        yield tokenizer(text)
+
+
+def _name(function):
+    """``module.qualname`` of a function (how errors name a tokenizer)."""
+    qualname = getattr(function, "__qualname__", None) or type(function).__qualname__
+    module = getattr(function, "__module__", None)
+    return f"{module}.{qualname}" if module else qualname
+
+
+class TextPipeline:
+    """How raw text becomes the word counts of a fixed vocabulary: the
+    tokenizer settings, the stop words and the vocabulary.
+
+    :meth:`bnpcore.Corpus.from_texts` attaches the pipeline it used to the
+    corpus it returns (``corpus.text_pipeline``; sub-corpora from indexing,
+    ``split_tokens`` and ``iter_chunks`` keep it). An estimator fitted on such
+    a corpus keeps the settings as its fitted attribute ``text_pipeline_`` (a
+    dict of plain data, :meth:`settings`, saved in the model file; the
+    vocabulary is ``vocabulary_``), and from then on takes raw text wherever
+    it takes documents: ``transform``, ``score``, ``document_topics`` and
+    ``partial_fit`` accept a list of strings, also after ``bnpcore.load``.
+    ``min_df``, ``max_df`` and ``max_features`` are not part of a pipeline:
+    they chose the vocabulary, which new text is counted in.
+
+    Parameters
+    ----------
+    vocabulary : sequence of str
+        The words counted (word id i is ``vocabulary[i]``); tokens outside it
+        are dropped, as words unseen in training must be.
+    lowercase : bool, default True
+        Lower-case the text (``str.lower``, after Unicode normal form NFC)
+        before matching ``token_pattern``.
+    token_pattern : str, optional
+        A regular expression (Python ``re``) whose matches are the tokens (the
+        match, or its one capturing group); default :data:`TOKEN_PATTERN`.
+    stop_words : "english", collection of str or None, default None
+        Tokens removed before counting ("english":
+        :data:`ENGLISH_STOP_WORDS`). Only the stop words that are words of the
+        vocabulary change the counts (the others are dropped anyway), so only
+        those are kept.
+    tokenizer : callable, optional
+        ``tokenizer(text) -> iterable of str`` replacing NFC, ``lowercase``
+        and ``token_pattern``. It works in memory, but a model file holds data,
+        never code: saving a model whose pipeline has a ``tokenizer`` raises
+        ``TypeError`` naming the function. Save such a model after
+        ``model.text_pipeline_ = None`` (the loaded model then takes token
+        lists or counts), or express the tokenizer as ``token_pattern`` and
+        ``lowercase``, which are saved.
+
+    Raises
+    ------
+    ValueError
+        ``token_pattern`` that is not a regular expression or has more than
+        one capturing group; ``lowercase`` or ``token_pattern`` together with
+        ``tokenizer``.
+    TypeError
+        A ``tokenizer`` that is not callable; a vocabulary or stop words that
+        are not strings.
+
+    Examples
+    --------
+    >>> from bnpcore import Corpus
+    >>> corpus = Corpus.from_texts(["The cat sat.", "The cat and the hat."])
+    >>> pipeline = corpus.text_pipeline
+    >>> pipeline.transform(["A hat, a cat, a dog!"]).matrix.toarray().tolist()
+    [[1, 1, 0]]
+    >>> TextPipeline.from_dict(pipeline.to_dict()) == pipeline
+    True
+    """
+
+    def __init__(self, vocabulary, *, lowercase=True, token_pattern=None, stop_words=None, tokenizer=None):
+        from bnpcore.corpus import _iterate, _stop_words
+        if isinstance(vocabulary, str):
+            raise TypeError("vocabulary must be a sequence of words, not one str")
+        vocabulary = list(_iterate(vocabulary, "vocabulary"))
+        if not all(isinstance(w, str) for w in vocabulary):
+            raise TypeError("the vocabulary must hold str words")
+        if tokenizer is not None:
+            if not callable(tokenizer):
+                raise TypeError(f"tokenizer must be callable, got {type(tokenizer).__name__}")
+            if lowercase is not True or token_pattern is not None:
+                raise ValueError("lowercase and token_pattern set the default tokenizer; a tokenizer= callable "
+                                 "does all the splitting and normalising itself")
+            self._split = tokenizer
+        else:
+            self._split = _make_tokenizer(lowercase, token_pattern)
+            token_pattern = TOKEN_PATTERN if token_pattern is None else token_pattern
+        words = set(vocabulary)
+        self.vocabulary = vocabulary
+        self.lowercase = lowercase
+        self.token_pattern = token_pattern
+        self.stop_words = frozenset(w for w in _stop_words(stop_words) if w in words)
+        self.tokenizer = tokenizer
+
+    def tokenize(self, text):
+        """The tokens of ``text`` (a str) before stop words and the vocabulary filter them."""
+        return list(self._split(text))
+
+    def transform(self, texts):
+        """Count ``texts`` (an iterable of str, one per document, read once) in
+        the vocabulary: tokens, minus stop words, minus words outside the
+        vocabulary. Returns a :class:`bnpcore.Corpus` with this vocabulary and
+        this pipeline; a text without known words is an empty document."""
+        from bnpcore.corpus import Corpus
+        corpus = Corpus.from_token_lists(_token_lists(texts, self._split), stop_words=self.stop_words,
+                                         vocabulary=self.vocabulary)
+        corpus.text_pipeline = self
+        return corpus
+
+    def settings(self):
+        """The keyword arguments of the pipeline besides ``vocabulary``, as a
+        dict: ``TextPipeline(vocabulary, **p.settings())`` rebuilds ``p``. Plain
+        data (what a model file stores), except a ``tokenizer`` callable."""
+        return {"lowercase": self.lowercase, "token_pattern": self.token_pattern,
+                "stop_words": sorted(self.stop_words), "tokenizer": self.tokenizer}
+
+    def to_dict(self):
+        """:meth:`settings` and the vocabulary (key ``"vocabulary"``): plain data
+        for JSON, unless the pipeline has a ``tokenizer`` callable (then
+        ``TypeError`` naming it: code is never saved)."""
+        if self.tokenizer is not None:
+            raise TypeError(self._unsaveable())
+        return {"vocabulary": list(self.vocabulary), **self.settings()}
+
+    @classmethod
+    def from_dict(cls, data):
+        """The pipeline that :meth:`to_dict` described."""
+        if not isinstance(data, dict) or "vocabulary" not in data:
+            raise ValueError("a text pipeline is a dict with a 'vocabulary' and its settings")
+        return cls(**data)
+
+    def _unsaveable(self):
+        return (f"the text pipeline's tokenizer {_name(self.tokenizer)} is Python code, which a model file does "
+                "not hold; set model.text_pipeline_ = None to save the model without it (it then takes token "
+                "lists or counts, not text), or count the texts with token_pattern= and lowercase=, which are "
+                "saved")
+
+    def __eq__(self, other):
+        return (isinstance(other, TextPipeline) and self.vocabulary == other.vocabulary
+                and self.settings() == other.settings())
+
+    __hash__ = None
+
+    def __repr__(self):
+        how = f"tokenizer={_name(self.tokenizer)}" if self.tokenizer is not None else \
+            f"lowercase={self.lowercase}, token_pattern={self.token_pattern!r}"
+        return f"TextPipeline({len(self.vocabulary)} words, {how}, {len(self.stop_words)} stop words)"
+
+
 def read_texts(path, lines=False):
     """The documents of a text file or of a folder of text files, as strings.
 
@@ -95,20 +289,29 @@ def read_texts(path, lines=False):
         A path that does not exist, a folder without files, and a file that is
         not valid UTF-8 (naming the file, the byte offset and the line).
     """
+    for _, text in _named_texts(path, lines):
+        yield text
+
+
+def _named_texts(path, lines=False):
+    """``(name, text)`` of each document of :func:`read_texts`: the file's path
+    relative to the folder (the file name for a file), plus ``:line`` with ``lines``."""
     path = os.fspath(path)
     if os.path.isdir(path):
         files = _files_below(path)
         if not files:
             raise ValueError(f"{path}: the folder holds no text files")
+        names = [os.path.relpath(f, path) for f in files]
     elif os.path.isfile(path):
-        files = [path]
+        files, names = [path], [os.path.basename(path)]
     else:
         raise ValueError(f"{path}: no such file or folder")
-    for name in files:
+    for name, label in zip(files, names):
         if lines:
-            yield from _read_utf8_lines(name)
+            for number, text in enumerate(_read_utf8_lines(name), start=1):
+                yield f"{label}:{number}", text
         else:
-            yield _read_utf8(name)
+            yield label, _read_utf8(name)
 
 
 def _files_below(folder):

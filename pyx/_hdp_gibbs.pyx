@@ -23,6 +23,7 @@ KOS) instead of all K, and the draw is from the identical distribution.
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport exp, log
+from libc.string cimport memcpy
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from bnpcore.kernels.parallel cimport PAD
@@ -43,6 +44,7 @@ cdef struct SweepConfig:
     int64_t k_used      # slots in use (active topics and holes)
     int64_t kcap        # slot capacity
     int64_t n_free      # holes among the k_used slots
+    bint reuse_holes    # a new topic may take a hole (the delayed schedule's blocks append only)
 
 
 cdef struct TopicLists:
@@ -125,7 +127,7 @@ cdef inline int64_t _new_topic(int64_t *n_k, double *beta, double *ab, double *i
     """Instantiate a topic in a hole (or the next slot): beta_k = b beta_new, b ~ Beta(1, gamma)."""
     cdef int64_t k
     cdef double log1m, logb
-    if cfg.n_free > 0:
+    if cfg.n_free > 0 and cfg.reuse_holes:
         k = 0
         while n_k[k] != 0:
             k += 1
@@ -226,7 +228,7 @@ cdef int64_t _sweep(const int64_t *indptr, const int32_t *indices, const int32_t
             nwk = n_wk + w * kcap
             for c in range(counts[p]):
                 if t >= start_tok:
-                    if cfg.n_free == 0 and cfg.k_used == kcap:
+                    if (cfg.n_free == 0 or not cfg.reuse_holes) and cfg.k_used == kcap:
                         return t          # no slot for a new topic: the caller grows the arrays
                     _remove(njk, nwk, n_k, beta, ab, inv, cfg, tl, tl.wl + w * kcap, tl.wpos + w * kcap,
                             tl.wlen + w, z[t])
@@ -320,6 +322,7 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
     cfg.k_used = k_used
     cfg.kcap = kcap
     cfg.n_free = 0
+    cfg.reuse_holes = True
     scratch = np.empty((3, max(kcap, 1) * 2), dtype=np.float64)
     ilists = np.empty((2, kcap), dtype=np.int32)
     njk = np.zeros(max(kcap, 1), dtype=np.int32)
@@ -409,38 +412,70 @@ def draw_tables(const int64_t[::1] tok_ptr,     # IN  token offsets of the docum
                     njk[k] = 0
 
 
-cdef void _fold_in_doc(const int32_t *words, int64_t lo, int64_t hi, const double *phi_wk, const double *prior,
-                       int64_t K, double prior_sum, int64_t n_sweeps, int64_t burn_in, uint64_t key,
-                       uint64_t doc_key, int64_t *z, double *cnt, double *cum, double *theta) noexcept nogil:
-    """fold_in of the document with tokens lo..hi, drawing from stream (key, doc_key, 0); cnt and cum
-    hold K doubles, theta is its output row."""
+cdef void _fold_in_doc(const int32_t *words, int64_t lo, int64_t hi, const double *phi_wk, const double *cdf_wk,
+                       const double *prior, int64_t K, double prior_sum, int64_t n_sweeps, int64_t burn_in,
+                       uint64_t key, uint64_t doc_key, int64_t *z, int64_t *cnt, int64_t *dl, int64_t *dpos,
+                       double *dw, double *theta) noexcept nogil:
+    """fold_in of the document with tokens lo..hi, drawing from stream (key, doc_key, 0). Scratch: cnt, dpos
+    (K int64, zero on entry and on return), dl (K int64), dw (K doubles); theta is its output row."""
     cdef bnp_stream_t stream
     cdef bnp_bitgen_t *g = &stream.bitgen
-    cdef int64_t t, k, s
-    cdef double total, u, norm = 1.0 / ((hi - lo + prior_sum) * (n_sweeps - burn_in))
+    cdef int64_t t, k, s, i, w, dlen = 0, n_avg = n_sweeps - burn_in
+    cdef int64_t left, right, mid
+    cdef double r, u, smooth
+    cdef double norm = 1.0 / ((hi - lo + prior_sum) * n_avg)
     cdef const double *ph
+    cdef const double *cw
     bnp_stream_init(&stream, key, doc_key, 0)
     for k in range(K):
-        cnt[k] = 0.0
         theta[k] = 0.0
     for s in range(n_sweeps):
         for t in range(lo, hi):
-            ph = phi_wk + words[t] * K
-            if s > 0:
-                cnt[z[t]] -= 1.0
-            total = 0.0
-            for k in range(K):
-                total += (cnt[k] + prior[k]) * ph[k]
-                cum[k] = total
-            u = bnp_rng_uniform(g) * total
-            k = 0
-            while k < K - 1 and not cum[k] > u:
-                k += 1
+            w = words[t]
+            ph = phi_wk + w * K
+            cw = cdf_wk + w * K
+            if s > 0:                                   # remove the token; its topic may leave the document
+                k = z[t]
+                cnt[k] -= 1
+                if cnt[k] == 0:
+                    i = dpos[k]
+                    dlen -= 1
+                    dl[i] = dl[dlen]
+                    dpos[dl[i]] = i
+            r = 0.0                                     # document bucket: sum over the document's topics
+            for i in range(dlen):
+                r += cnt[dl[i]] * ph[dl[i]]
+                dw[i] = r
+            smooth = cw[K - 1]                          # smoothing bucket: sum_k prior_k phi_kw
+            u = bnp_rng_uniform(g) * (r + smooth)
+            if u < r:
+                i = 0
+                while i < dlen - 1 and not dw[i] > u:
+                    i += 1
+                k = dl[i]
+            else:                                       # first k with cdf_wk[w, k] > u - r
+                u -= r
+                left, right = 0, K - 1
+                while left < right:
+                    mid = (left + right) // 2
+                    if cw[mid] > u:
+                        right = mid
+                    else:
+                        left = mid + 1
+                k = left
             z[t] = k
-            cnt[k] += 1.0
+            if cnt[k] == 0:
+                dpos[k] = dlen
+                dl[dlen] = k
+                dlen += 1
+            cnt[k] += 1
         if s >= burn_in:
-            for k in range(K):
-                theta[k] += (cnt[k] + prior[k]) * norm
+            for i in range(dlen):
+                theta[dl[i]] += cnt[dl[i]]
+    for k in range(K):
+        theta[k] = (theta[k] + prior[k] * n_avg) * norm
+    for i in range(dlen):                               # leave the scratch zeroed for the next document
+        cnt[dl[i]] = 0
 
 
 def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents' tokens
@@ -456,12 +491,26 @@ def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents
     Token topics are drawn from ``p(z_i = k) ∝ (n^{-i}_jk + prior_k) phi_wk[w_i, k]``
     (first assignment from the prior times phi); after ``burn_in`` sweeps the
     posterior means ``(n_jk + prior_k) / (N_j + sum(prior))`` are averaged over the
-    remaining sweeps. Equivalent per document to the loop of LDA fold-in.
-    Documents run in parallel (``n_threads``), document j drawing from the keyed
-    stream ``(key, doc_keys[j], 0)``: the result does not depend on the number
-    of threads.
+    remaining sweeps. Each draw splits the weight into a document bucket,
+    ``n_jk phi_wk`` over the topics of the document, and a smoothing bucket,
+    ``prior_k phi_wk``, whose cumulative sums per word are computed once: a token
+    costs the topics of its document plus a binary search over K, not K, and the
+    draw is from the identical distribution. Documents run in parallel
+    (``n_threads``), document j drawing from the keyed stream ``(key, doc_keys[j], 0)``:
+    the result does not depend on the number of threads.
+
+    Equivalent NumPy, per document (with ``rng`` its stream)::
+
+        n = np.zeros(K); z = np.empty(len(doc), int); theta = np.zeros(K)
+        for s in range(n_sweeps):
+            for t, w in enumerate(doc):
+                if s: n[z[t]] -= 1
+                p = (n + prior) * phi_wk[w]
+                z[t] = rng.choice(K, p=p / p.sum()); n[z[t]] += 1
+            if s >= burn_in: theta += (n + prior) / (len(doc) + prior.sum())
+        theta /= n_sweeps - burn_in
     """
-    cdef int64_t n_docs = tok_ptr.shape[0] - 1, K = prior.shape[0], j, k
+    cdef int64_t n_docs = tok_ptr.shape[0] - 1, K = prior.shape[0], j
     cdef int tid
     cdef double prior_sum = 0.0
     if phi_wk.shape[1] != K or theta.shape[0] != n_docs or theta.shape[1] != K:
@@ -474,15 +523,269 @@ def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     if n_docs == 0 or K == 0:
         return
+    prior_arr = np.asarray(prior)
+    cdf_arr = np.cumsum(np.asarray(phi_wk) * prior_arr, axis=1)     # smoothing bucket, per word
+    prior_sum = float(prior_arr.sum())
     z_arr = np.zeros(words.shape[0], dtype=np.int64)
-    scratch = np.zeros((n_threads, 2 * K + PAD), dtype=np.float64)
+    counts = np.zeros((n_threads, 3 * K + PAD), dtype=np.int64)
+    weights = np.zeros((n_threads, K + PAD), dtype=np.float64)
+    cdef const double[:, ::1] cdf = cdf_arr
     cdef int64_t[::1] z = z_arr
-    cdef double[:, ::1] sv = scratch
+    cdef int64_t[:, ::1] cv = counts
+    cdef double[:, ::1] wv = weights
     cdef const int32_t *wp = &words[0] if words.shape[0] else NULL
     cdef int64_t *zp = &z[0] if words.shape[0] else NULL
-    for k in range(K):
-        prior_sum += prior[k]
     for j in prange(n_docs, nogil=True, num_threads=n_threads, schedule="dynamic"):
         tid = threadid()
-        _fold_in_doc(wp, tok_ptr[j], tok_ptr[j + 1], &phi_wk[0, 0], &prior[0], K, prior_sum, n_sweeps,
-                     burn_in, key, doc_keys[j], zp, &sv[tid, 0], &sv[tid, K], &theta[j, 0])
+        _fold_in_doc(wp, tok_ptr[j], tok_ptr[j + 1], &phi_wk[0, 0], &cdf[0, 0], &prior[0], K, prior_sum, n_sweeps,
+                     burn_in, key, doc_keys[j], zp, &cv[tid, 0], &cv[tid, K], &cv[tid, 2 * K], &wv[tid, 0],
+                     &theta[j, 0])
+
+
+# ---------------------------------------------------------------------------
+# the delayed schedule (AD-HDP): blocks of documents against copies of the topic table
+# ---------------------------------------------------------------------------
+
+STREAM_BYTES = sizeof(bnp_stream_t)
+# bytes per block of the streams buffer: a stream is written for every draw, so no two blocks'
+# streams may share a cache line (false sharing); rows this long keep them apart at any alignment
+STREAM_ROW = 4 * ((STREAM_BYTES + 63) // 64) * 64
+
+
+cdef void _copy_word(const int32_t *src_row, const int32_t *src_list, int32_t src_len, int32_t *row,
+                     int32_t *lst, int32_t *pos, int32_t *length) noexcept nogil:
+    """A block's copy of one word's counts and topic list from the shared ones, touching only
+    the topics listed in either (a copy's counts are zero outside its list)."""
+    cdef int32_t i, k
+    for i in range(length[0]):
+        row[lst[i]] = 0
+    for i in range(src_len):
+        k = src_list[i]
+        row[k] = src_row[k]
+        lst[i] = k
+        pos[k] = i
+    length[0] = src_len
+
+
+cdef void _delayed_block(const int64_t *indptr, const int32_t *indices, const int32_t *counts, int64_t n_docs,
+                         int32_t *z, int32_t *n_wk, int64_t *n_k, double *beta, int32_t *wl, int32_t *wpos,
+                         int32_t *wlen, double *beta_new, int64_t *k_used, int64_t *next_tok, int64_t kcap,
+                         int64_t n_words, double alpha, double gamma, double eta, bint reuse_holes,
+                         double *work, int32_t *iwork, bnp_bitgen_t *g) noexcept nogil:
+    """``gibbs_sweep`` of one block from token next_tok on, against its own table; updates
+    beta_new, k_used and next_tok (the token where it stopped for lack of a slot)."""
+    cdef SweepConfig cfg
+    cdef TopicLists tl
+    cdef int64_t k
+    cfg.alpha = alpha
+    cfg.gamma = gamma
+    cfg.eta = eta
+    cfg.eta_tot = eta * n_words
+    cfg.beta_new = beta_new[0]
+    cfg.k_used = k_used[0]
+    cfg.kcap = kcap
+    cfg.n_free = 0
+    cfg.reuse_holes = reuse_holes
+    for k in range(kcap):
+        work[k] = alpha * beta[k] if k < cfg.k_used else 0.0
+        work[kcap + k] = 1.0 / (n_k[k] + cfg.eta_tot)
+        if k < cfg.k_used:
+            cfg.n_free += n_k[k] == 0
+        iwork[2 * kcap + k] = 0
+    tl.wl = wl
+    tl.wpos = wpos
+    tl.wlen = wlen
+    tl.dl = iwork
+    tl.dpos = iwork + kcap
+    next_tok[0] = _sweep(indptr, indices, counts, n_docs, z, iwork + 2 * kcap, n_wk, n_k, beta, work,
+                         work + kcap, work + 2 * kcap, &cfg, &tl, next_tok[0], g)
+    k_used[0] = cfg.k_used
+    beta_new[0] = cfg.beta_new
+
+
+def delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
+                  const int64_t[::1] starts,          # IN  (T + 1,) first document of each block, then D
+                  const int64_t[::1] tok_starts,      # IN  (T + 1,) first token of each block, then N
+                  int32_t[::1] z,                     # IN/OUT topic slot of every token, in its block's slots
+                  const int32_t[:, ::1] n_wk,         # IN  shared (n_words, kcap) counts
+                  const int64_t[::1] n_k,             # IN  shared (kcap,) topic sizes
+                  const double[::1] beta,             # IN  shared (kcap,) weights
+                  const int32_t[:, :, ::1] lists,     # IN  word_lists(n_wk, k_used) of the shared counts
+                  const int32_t[::1] wlen,            # IN
+                  double beta_new, int64_t k_used,
+                  int32_t[:, :, ::1] n_wk_t,          # IN/OUT (T, n_words, kcap_t) the blocks' counts
+                  int64_t[:, ::1] n_k_t,              # IN/OUT (T, kcap_t)
+                  double[:, ::1] beta_t,              # IN/OUT (T, kcap_t)
+                  int32_t[:, :, :, ::1] lists_t,      # IN/OUT (T, 2, n_words, kcap_t) their word lists
+                  int32_t[:, ::1] wlen_t,             # IN/OUT (T, n_words)
+                  double[::1] beta_new_t,             # IN/OUT (T,) per block
+                  int64_t[::1] k_used_t,              # IN/OUT (T,)
+                  int64_t[::1] next_tok_t,            # IN/OUT (T,) token of the block to resume from
+                  unsigned char[:, ::1] streams,      # IN/OUT (T, >= STREAM_ROW) the blocks' random streams
+                  bint fresh, double alpha, double gamma, double eta, uint64_t key, generator,
+                  int n_threads):
+    """The topic-indicator step of one sweep of the delayed schedule (AD-HDP; Newman,
+    Asuncion, Smyth & Welling 2009, section 4), an approximation of ``gibbs_sweep``.
+
+    ``fresh``: each block t (documents ``starts[t]`` to ``starts[t + 1]``) first
+    copies the shared table (counts, sizes, weights, word lists, ``beta_new``,
+    ``k_used``; the copy writes only the listed topics: a block's counts must be
+    zero outside its lists, as they are when zero-allocated or left by a sweep)
+    and starts from its first token, drawing from the keyed stream
+    ``(key, t, 0)`` kept in ``streams[t]``. Then every block runs
+    ``gibbs_sweep``'s draws over its tokens against its own table, in parallel.
+    With T > 1 blocks, a block appends its new topics after slot ``k_used`` of
+    its table and never reuses a hole, so that its slots below ``k_used`` are
+    the shared topics and those above its own births (``delayed_merge`` then
+    maps them); with T = 1 it reuses holes and draws from ``generator``, and
+    the tables may be views of the shared arrays: ``gibbs_sweep``, draw for draw.
+    A block that runs out of slots stops; ``next_tok_t[t]`` is then below its
+    token count: grow the blocks' arrays (``word_lists`` for their lists) and
+    call again with ``fresh=False``, which resumes every unfinished block.
+    """
+    cdef int64_t T = n_wk_t.shape[0], W = n_wk.shape[0], kcap = n_wk.shape[1], kcap_t = n_wk_t.shape[2]
+    cdef int64_t D = indptr.shape[0] - 1, b, w
+    if T < 1 or starts.shape[0] != T + 1 or tok_starts.shape[0] != T + 1 or n_k_t.shape[0] != T \
+            or beta_t.shape[0] != T or lists_t.shape[0] != T or wlen_t.shape[0] != T or beta_new_t.shape[0] != T \
+            or k_used_t.shape[0] != T or next_tok_t.shape[0] != T or streams.shape[0] != T:
+        raise ValueError("the block arrays disagree on the number of blocks")
+    if n_wk_t.shape[1] != W or n_k_t.shape[1] != kcap_t or beta_t.shape[1] != kcap_t or lists_t.shape[1] != 2 \
+            or lists_t.shape[2] != W or lists_t.shape[3] != kcap_t or wlen_t.shape[1] != W:
+        raise ValueError("the blocks' tables disagree with each other")
+    if kcap_t < kcap or n_k.shape[0] != kcap or beta.shape[0] != kcap or lists.shape[1] != W \
+            or lists.shape[2] != kcap or wlen.shape[0] != W or not 0 <= k_used <= kcap:
+        raise ValueError("the shared table disagrees with the blocks' (capacity, words or k_used)")
+    if streams.shape[1] < STREAM_ROW:
+        raise ValueError(f"streams need {STREAM_ROW} bytes a block (rows apart in memory)")
+    if starts[0] != 0 or starts[T] != D or tok_starts[0] != 0 or tok_starts[T] != z.shape[0]:
+        raise ValueError("blocks must cover the documents and tokens")
+    if indices.shape[0] != counts.shape[0] or indptr[D] != counts.shape[0]:
+        raise ValueError("indptr, indices and counts do not form a CSR matrix")
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
+        raise ValueError("z must hold one topic per token")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    for b in range(T):
+        if not 0 <= k_used_t[b] <= kcap_t:
+            raise ValueError(f"k_used_t[{b}] outside [0, {kcap_t}]")
+    work = np.zeros((T, 4 * max(kcap_t, 1) + PAD), dtype=np.float64)
+    iwork = np.zeros((T, 3 * max(kcap_t, 1) + PAD), dtype=np.int32)
+    cdef double[:, ::1] wv = work
+    cdef int32_t[:, ::1] iv = iwork
+    cdef bnp_stream_t *st
+    cdef bnp_bitgen_t *g = bitgen_of(generator)
+    cdef bint reuse = T == 1
+    cdef const int32_t *words = &indices[0] if indices.shape[0] else NULL
+    cdef const int32_t *pair_counts = &counts[0] if counts.shape[0] else NULL
+    cdef int32_t *zp = &z[0] if z.shape[0] else NULL
+    if fresh:
+        for b in range(T):
+            bnp_stream_init(<bnp_stream_t *>&streams[b, 0], key, <uint64_t>b, 0)
+            beta_new_t[b] = beta_new
+            k_used_t[b] = k_used
+            next_tok_t[b] = 0
+    with generator.bit_generator.lock, nogil:
+        for b in prange(T, num_threads=n_threads, schedule="static", chunksize=1):
+            if fresh:
+                for w in range(W):
+                    _copy_word(&n_wk[w, 0], &lists[0, w, 0], wlen[w], &n_wk_t[b, w, 0], &lists_t[b, 0, w, 0],
+                               &lists_t[b, 1, w, 0], &wlen_t[b, w])
+                memcpy(&n_k_t[b, 0], &n_k[0], kcap * sizeof(int64_t))
+                memcpy(&beta_t[b, 0], &beta[0], kcap * sizeof(double))
+                for w in range(kcap, kcap_t):
+                    n_k_t[b, w] = 0
+                    beta_t[b, w] = 0.0
+            if next_tok_t[b] < tok_starts[b + 1] - tok_starts[b]:
+                st = <bnp_stream_t *>&streams[b, 0]
+                _delayed_block(&indptr[starts[b]], words, pair_counts, starts[b + 1] - starts[b],
+                               zp + tok_starts[b], &n_wk_t[b, 0, 0], &n_k_t[b, 0], &beta_t[b, 0],
+                               &lists_t[b, 0, 0, 0], &lists_t[b, 1, 0, 0], &wlen_t[b, 0], &beta_new_t[b],
+                               &k_used_t[b], &next_tok_t[b], kcap_t, W, alpha, gamma, eta, reuse, &wv[b, 0],
+                               &iv[b, 0], g if reuse else &st.bitgen)
+
+
+def delayed_merge(int32_t[:, ::1] n_wk,               # IN/OUT (n_words, kcap) shared counts before the sweep
+                  const int32_t[:, :, ::1] lists,     # IN  their word lists (the topics with n_wk > 0)
+                  const int32_t[::1] wlen,            # IN
+                  const int32_t[:, :, ::1] n_wk_t,    # IN  (T, n_words, kcap_t) the blocks' counts
+                  const int32_t[:, :, :, ::1] lists_t,  # IN  their word lists
+                  const int32_t[:, ::1] wlen_t,       # IN
+                  const int64_t[:, ::1] slot_map):    # IN  (T, kcap_t) shared slot of each block slot
+    """Merge the blocks' word-topic counts after ``delayed_sweep``: for each word and
+    shared slot g, ``n_wk[w, g] <- n_wk[w, g] + sum_t sum_{k: slot_map[t, k] = g}
+    (n_wk_t[t, w, k] - n_wk[w, g] [k < k_used])``, i.e. the shared count plus every
+    block's change, a block's new topics added into the slots ``slot_map`` gives
+    them (below the shared ``k_used`` a slot maps to itself). Only the listed
+    topics of each word are touched (on one thread: about 2 ms on KOS, where a
+    parallel loop's start-up cost more on a busy machine). Equivalent NumPy for a
+    map without new topics:
+    ``n_wk += (n_wk_t[:, :, :kcap] - n_wk).sum(0)``."""
+    cdef int64_t T = n_wk_t.shape[0], W = n_wk.shape[0], kcap = n_wk.shape[1], kcap_t = n_wk_t.shape[2], w, b
+    cdef int32_t i, k
+    cdef int64_t g
+    if n_wk_t.shape[1] != W or lists_t.shape[0] != T or lists_t.shape[2] != W or lists_t.shape[3] != kcap_t \
+            or wlen_t.shape[0] != T or wlen_t.shape[1] != W or slot_map.shape[0] != T or slot_map.shape[1] != kcap_t:
+        raise ValueError("the blocks' tables disagree with each other")
+    if lists.shape[1] != W or lists.shape[2] > kcap or wlen.shape[0] != W:
+        raise ValueError("the shared lists disagree with n_wk")
+    m = np.asarray(slot_map)
+    if m.size and m.max() >= kcap:
+        raise ValueError(f"slot_map points beyond the shared capacity {kcap}")
+    for b in range(T):
+        for w in range(W):
+            for i in range(wlen_t[b, w]):
+                if slot_map[b, lists_t[b, 0, w, i]] < 0:
+                    raise ValueError(f"block {b} has counts in a slot without a shared slot")
+    with nogil:
+        for w in range(W):
+            for i in range(wlen[w]):
+                k = lists[0, w, i]
+                n_wk[w, k] = n_wk[w, k] * <int32_t>(1 - T)
+            for b in range(T):
+                for i in range(wlen_t[b, w]):
+                    k = lists_t[b, 0, w, i]
+                    g = slot_map[b, k]
+                    n_wk[w, g] += n_wk_t[b, w, k]
+
+
+def draw_tables_blocks(const int64_t[::1] tok_ptr,  # IN  token offsets of the documents
+                       const int32_t[::1] z,         # IN  topic slot of every token
+                       const double[::1] ab,         # IN  (kcap,) alpha * beta_k
+                       int64_t k_used, StirlingTable table,
+                       const int64_t[::1] starts,    # IN  (T + 1,) first document of each block, then D
+                       uint64_t key,
+                       int64_t[:, ::1] m_k_t,        # OUT (T, >= k_used) tables per topic of each block
+                       int n_threads):
+    """``draw_tables`` of the delayed schedule: the documents of block t drawn from
+    the keyed stream ``(key, t, 1)`` into ``m_k_t[t]``, blocks in parallel (sum the
+    rows for m_k). The same law as ``draw_tables``; the draws depend on the blocks,
+    not on ``n_threads``."""
+    cdef int64_t T = starts.shape[0] - 1, D = tok_ptr.shape[0] - 1, b, j, k, t, n
+    if T < 1 or m_k_t.shape[0] != T or m_k_t.shape[1] < k_used or ab.shape[0] < k_used:
+        raise ValueError("arrays disagree on the blocks or shorter than k_used")
+    if starts[0] != 0 or starts[T] != D or tok_ptr[D] != z.shape[0]:
+        raise ValueError("blocks must cover the documents, tok_ptr the labels")
+    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < k_used):
+        raise ValueError(f"labels must lie in [0, {k_used})")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    rows = np.zeros((T, max(k_used, 1) + PAD), dtype=np.int64)
+    streams = np.zeros((T, STREAM_ROW), dtype=np.uint8)
+    cdef int64_t[:, ::1] njk = rows
+    cdef unsigned char[:, ::1] sv = streams
+    cdef bnp_stream_t *st
+    for b in range(T):
+        bnp_stream_init(<bnp_stream_t *>&sv[b, 0], key, <uint64_t>b, 1)
+    with nogil:
+        for b in prange(T, num_threads=n_threads, schedule="static", chunksize=1):
+            st = <bnp_stream_t *>&sv[b, 0]
+            for k in range(k_used):
+                m_k_t[b, k] = 0
+            for j in range(starts[b], starts[b + 1]):
+                for t in range(tok_ptr[j], tok_ptr[j + 1]):
+                    njk[b, z[t]] += 1
+                for k in range(k_used):
+                    n = njk[b, k]
+                    if n > 0:
+                        m_k_t[b, k] += sample_tables(&table.table, n, ab[k], &st.bitgen)
+                        njk[b, k] = 0

@@ -25,6 +25,7 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy
 
 from bnpcore._threads import map_rows
 from bnpcore.kernels.parallel cimport PAD
@@ -1428,3 +1429,185 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     for j in prange(D, nogil=True, num_threads=n_threads, schedule="dynamic"):
         tid = threadid()
         _fold_in_doc(fp, j, &wk[tid, 0], &rb[tid, 0], &zb[tid, 0])
+
+
+# ---------------------------------------------------------------------------
+# collapsed Gibbs with delayed updates (AD-LDA)
+# ---------------------------------------------------------------------------
+
+cdef enum:
+    _SPREAD = 4      # structs between two blocks' (SparseGibbs and bnp_stream_t are over 64 bytes)
+
+
+cdef void _cgs_block(SparseGibbs *s, const int64_t *indptr, const int32_t *indices, const int32_t *counts,
+                     int64_t n_docs, const double *eta, int32_t *z, int32_t *nwk, int32_t *wtopics,
+                     int32_t *wlen, bnp_bitgen_t *g) noexcept nogil:
+    """The loop of ``cgs_sweep`` over ``n_docs`` documents (``indptr`` at the first one's
+    offset, ``z`` at its first token) against the counts, lists and scratch bound in ``s``."""
+    cdef int64_t K = s.K, j, p, c, zi = 0, lo, i, k
+    cdef int32_t w, t
+    for k in range(K):
+        s.nd_row[k] = 0
+    for j in range(n_docs):
+        lo = zi
+        for p in range(indptr[j], indptr[j + 1]):
+            for c in range(counts[p]):
+                s.nd_row[z[zi]] += 1
+                zi += 1
+        zi = lo
+        _sg_start_doc(s)
+        for p in range(indptr[j], indptr[j + 1]):
+            w = indices[p]
+            s.wrow = nwk + w * K
+            s.wl = wtopics + w * K
+            s.wlen = wlen + w
+            for c in range(counts[p]):
+                t = z[zi]
+                _sg_change(s, t, -1)
+                t = _sg_draw(s, eta[w], bnp_rng_uniform(g))
+                _sg_change(s, t, 1)
+                z[zi] = t
+                zi += 1
+        for i in range(s.nd):
+            s.nd_row[s.dlist[i]] = 0
+
+
+cdef void _cgs_merge_word(int64_t T, int64_t K, int32_t *row, const int32_t *copies, int64_t stride,
+                          int32_t *wl, int32_t *wlen, int32_t *tmp) noexcept nogil:
+    """row += sum_t (copies[t * stride] - row), then the word's topic list rebuilt: the old
+    list's topics still present in their order, then the new ones in increasing order,
+    insertion-sorted by decreasing count (stable; the old order is nearly sorted)."""
+    cdef int64_t k, t, n = 0, i
+    cdef int32_t old, new, x
+    cdef int64_t m = 0
+    for k in range(K):
+        old = row[k]
+        new = old
+        for t in range(T):
+            new += copies[t * stride + k] - old
+        row[k] = new
+        if old == 0 and new > 0:
+            tmp[m] = <int32_t>k
+            m += 1
+    for i in range(wlen[0]):
+        if row[wl[i]] > 0:
+            wl[n] = wl[i]
+            n += 1
+    for i in range(m):
+        wl[n] = tmp[i]
+        n += 1
+    for i in range(1, n):
+        x = wl[i]
+        k = i
+        while k > 0 and row[wl[k - 1]] < row[x]:
+            wl[k] = wl[k - 1]
+            k -= 1
+        wl[k] = x
+    wlen[0] = <int32_t>n
+
+
+def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
+                      const int64_t[::1] starts,      # IN  (T + 1,) first document of each block, then D
+                      const int64_t[::1] tok_starts,  # IN  (T + 1,) first token of each block, then N
+                      const double[::1] alpha, const double[::1] eta, double eta_tot,             # IN priors
+                      int32_t[::1] z,                  # IN/OUT topic of every token
+                      int32_t[:, ::1] nwk, int64_t[::1] nk,                 # IN/OUT shared counts, merged
+                      int32_t[:, ::1] wtopics, int32_t[::1] wlen,           # IN/OUT their word lists
+                      int32_t[:, :, ::1] nwk_t, int64_t[:, ::1] nk_t,       # scratch (T, W, K), (T, K): copies
+                      int32_t[:, :, ::1] wtopics_t, int32_t[:, ::1] wlen_t, # scratch (T, W, K), (T, W)
+                      double[:, ::1] scratch, int32_t[:, ::1] iscratch,     # scratch (T, 3 K + PAD) each
+                      uint64_t key, generator, int n_threads):
+    """One collapsed Gibbs sweep with delayed updates of the shared counts (AD-LDA,
+    Newman, Asuncion, Smyth & Welling 2009, section 3.1): an approximation of
+    ``cgs_sweep``.
+
+    The documents are cut into T = ``nwk_t.shape[0]`` blocks at ``starts``. Each
+    block copies the word-topic counts, topic counts and word lists into its
+    slot of the ``*_t`` arrays, then runs the draws of ``cgs_sweep`` over its
+    documents against its copy only (it sees its own moves at once, the other
+    blocks' after the sweep); the copies are then merged,
+    ``nwk += sum_t (nwk_t[t] - nwk)`` (likewise ``nk``), and the word lists
+    rebuilt. Block t draws from the keyed stream ``(key, t, 0)``: the result
+    depends on T and ``key``, not on how many threads run the blocks
+    (``n_threads``). With T = 1 the block works on the shared arrays directly
+    and draws from ``generator``: the draws of ``cgs_sweep`` exactly.
+    Equivalent serial code: for each block t, ``cgs_sweep`` over its documents
+    with copies of ``nwk, nk, wtopics, wlen``; then the merge.
+    """
+    cdef int64_t T = nwk_t.shape[0], K = nwk.shape[1], W = nwk.shape[0], D = indptr.shape[0] - 1, k, w, b
+    _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch[0], iscratch[0], 3)
+    if T < 1 or starts.shape[0] != T + 1 or tok_starts.shape[0] != T + 1 or nk_t.shape[0] != T \
+            or wtopics_t.shape[0] != T or wlen_t.shape[0] != T or scratch.shape[0] != T or iscratch.shape[0] != T:
+        raise ValueError("the block arrays disagree on the number of blocks")
+    if T > 1 and (nwk_t.shape[1] != W or nwk_t.shape[2] != K or nk_t.shape[1] != K or wtopics_t.shape[1] != W
+                  or wtopics_t.shape[2] != K or wlen_t.shape[1] != W):
+        raise ValueError("the block copies disagree with the shared counts")
+    if starts[0] != 0 or starts[T] != D or tok_starts[0] != 0 or tok_starts[T] != z.shape[0]:
+        raise ValueError("blocks must cover the documents and tokens")
+    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
+        raise ValueError("z must hold one topic per token")
+    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < K):
+        raise ValueError(f"topics in z must lie in [0, {K})")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    # block b's sampler state and stream at s[_SPREAD b], streams[_SPREAD b]: written for every token,
+    # so kept _SPREAD structs apart, never in a cache line another block writes (false sharing)
+    cdef SparseGibbs *s = <SparseGibbs *>calloc(T * _SPREAD, sizeof(SparseGibbs))
+    cdef bnp_stream_t *streams = <bnp_stream_t *>calloc(T * _SPREAD, sizeof(bnp_stream_t))
+    if s == NULL or streams == NULL:
+        free(s)
+        free(streams)
+        raise MemoryError()
+    cdef bnp_bitgen_t *g = bitgen_of(generator)
+    cdef const int32_t *words = &indices[0] if indices.shape[0] else NULL
+    cdef const int32_t *pair_counts = &counts[0] if counts.shape[0] else NULL
+    cdef int32_t *zp = &z[0] if z.shape[0] else NULL
+    try:
+        if T == 1:
+            with generator.bit_generator.lock, nogil:
+                _sg_bind(&s[0], nwk, nk, alpha, eta_tot, scratch[0], iscratch[0])
+                s[0].nd_row = &iscratch[0, 2 * K]
+                _cgs_block(&s[0], &indptr[0], words, pair_counts, D, &eta[0], zp, &nwk[0, 0], &wtopics[0, 0],
+                           &wlen[0], g)
+            return
+        for b in range(T):
+            bnp_stream_init(&streams[_SPREAD * b], key, <uint64_t>b, 0)
+        for b in prange(T, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
+            memcpy(&nwk_t[b, 0, 0], &nwk[0, 0], W * K * sizeof(int32_t))
+            memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
+            memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
+            memcpy(&nk_t[b, 0], &nk[0], K * sizeof(int64_t))
+            s[_SPREAD * b].K = K
+            s[_SPREAD * b].alpha = &alpha[0]
+            s[_SPREAD * b].eta_tot = eta_tot
+            s[_SPREAD * b].nk = &nk_t[b, 0]
+            s[_SPREAD * b].cden = &scratch[b, 0]
+            s[_SPREAD * b].coef = &scratch[b, K]
+            s[_SPREAD * b].qcum = &scratch[b, 2 * K]
+            s[_SPREAD * b].dlist = &iscratch[b, 0]
+            s[_SPREAD * b].dpos = &iscratch[b, K]
+            s[_SPREAD * b].nd_row = &iscratch[b, 2 * K]
+            for k in range(K):
+                s[_SPREAD * b].cden[k] = 1.0 / (nk_t[b, k] + eta_tot)
+            _cgs_block(&s[_SPREAD * b], &indptr[starts[b]], words, pair_counts, starts[b + 1] - starts[b],
+                       &eta[0], zp + tok_starts[b], &nwk_t[b, 0, 0], &wtopics_t[b, 0, 0], &wlen_t[b, 0],
+                       &streams[_SPREAD * b].bitgen)
+        with nogil:                     # on one thread: a parallel loop's start-up costs more on a busy machine
+            for w in range(W):
+                _cgs_merge_word(T, K, &nwk[w, 0], &nwk_t[0, w, 0], W * K, &wtopics[w, 0], &wlen[w],
+                                &iscratch[0, 0])
+        _merge_totals(nk, nk_t)
+    finally:
+        free(s)
+        free(streams)
+
+
+cdef void _merge_totals(int64_t[::1] nk, int64_t[:, ::1] nk_t) noexcept nogil:
+    """nk += sum_t (nk_t[t] - nk)."""
+    cdef int64_t k, b, old, new
+    for k in range(nk.shape[0]):
+        old = nk[k]
+        new = old
+        for b in range(nk_t.shape[0]):
+            new += nk_t[b, k] - old
+        nk[k] = new

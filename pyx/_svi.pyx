@@ -1,4 +1,4 @@
-"""Kernels of truncation-free stochastic variational inference ([TF] 000) and of
+"""Kernels of truncation-free stochastic variational inference ([TF]) and of
 its truncated stochastic mean-field baselines (Wang & Blei 2012 and its supplement S.1-S.3).
 
 One call handles one minibatch (or one set of documents); loops run without

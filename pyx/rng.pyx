@@ -187,7 +187,4 @@ def stream_uniform(key, a, b, size):
 
 
 def _uint64(value, name):
-    value = check_int(value, name, minimum=0)
-    if value >= 2 ** 64:
-        raise ValueError(f"{name} must be below 2**64, got {value}")
-    return value
+    return check_int(value, name, minimum=0, maximum=2 ** 64 - 1, reason="a 64-bit stream key")

@@ -37,7 +37,7 @@ def test_corpus_from_lines_then_fit_on_the_directory(capsys, tmp_path, lines_fil
                          "--iterations", "20", "--quiet")
     assert code == 0, err
     assert "60 documents, 18 words" in out
-    topics = re.findall(r"topic +\d+ \(\s*\d+\.\d%\): (.*)", out)
+    topics = re.findall(r"^ +\d+ +\d+ +\S+ +\d+\.\d%  (.*)$", out, re.M)     # rows of the topic table
     assert topics and all(set(t.split()) <= set(" ".join(THEMES).split()) for t in topics)
 
 

@@ -43,9 +43,11 @@ def naive_counts(docs, n_relevant, window, rule):
 def test_window_counts_against_enumeration(window, rule, monkeypatch):
     docs = random_docs(window or 0)
     expected = naive_counts(docs, 4, window, rule)
-    for chunk in (1 << 14, 3):      # long documents are processed in blocks of windows
+    tokens = np.concatenate(docs).astype(np.int64)
+    token_ptr = np.concatenate([[0], np.cumsum([len(d) for d in docs])])
+    for chunk in (1 << 22, 3, 1):      # the presence matrix is built in blocks of windows
         monkeypatch.setattr("bnpcore.evaluation._WINDOW_CHUNK", chunk)
-        occurrences, joint, n_windows = _cooccurrence(docs, 4, window, exact_windows=rule == "exact")
+        occurrences, joint, n_windows = _cooccurrence(tokens, token_ptr, 4, window, exact_windows=rule == "exact")
         np.testing.assert_array_equal(joint, expected[1])
         np.testing.assert_array_equal(occurrences, expected[0])
         assert n_windows == expected[2]

@@ -2,6 +2,7 @@
 from_vectorizer / from_gensim / to_gensim / to_uci, reading files, and
 ``bnpcore fit --texts``."""
 import gzip
+import re
 import unicodedata
 from collections import Counter
 
@@ -263,12 +264,13 @@ def test_cli_fits_a_folder_of_text(tmp_path, capsys, monkeypatch):
         code = cli.main(argv + source + ["-o", str(tmp_path / "m.npz")])
         out = capsys.readouterr().out
         assert code == 0 and "24 documents, 12 words" in out
-        topics = [set(line.split(":")[-1].split()) for line in out.splitlines() if "topic" in line and "%" in line]
+        rows = [line for line in out.splitlines() if re.match(r" +\d+ +\d+ +\S+ +\d+\.\d%  ", line)]
+        topics = [set(line.split("%")[-1].split()) for line in rows]       # the rows of the topic table
         assert sorted(map(sorted, topics)) == sorted(map(sorted, themes))   # real words, one theme per topic
     assert cli.main(["evaluate", str(tmp_path / "m.npz"), "--texts", str(folder)]) == 0
     assert "held-out per-word" in capsys.readouterr().out
     assert cli.main(["topics", str(tmp_path / "m.npz"), "--n-words", "6"]) == 0   # the vocabulary is saved
-    printed = [set(line.split(":")[-1].split()) for line in capsys.readouterr().out.splitlines()[1:]]
+    printed = [set(line.split("%")[-1].split()) for line in capsys.readouterr().out.splitlines()[2:]]
     assert sorted(map(sorted, printed)) == sorted(map(sorted, themes))
     for extra, message in ((["--data", "kos"], "not both"), (["--min-df", "99"], "no words are left"),
                            (["--lines", "--min-df", "x"], "expected a number")):

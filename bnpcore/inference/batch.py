@@ -28,17 +28,100 @@ import math
 import numbers
 import time
 
+import numpy as np
+
 from bnpcore._validation import check_int, check_positive, check_random_state
 from bnpcore.base import BaseEstimator, class_key, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import PredictiveAverage, token_log_likelihood
 from bnpcore.inference.callbacks import progress_bar
 
-__all__ = ["BatchState", "BatchEstimator", "timed_sweep"]
+__all__ = ["BatchState", "BatchEstimator", "timed_sweep", "Array", "Number", "OneOf", "Items",
+           "RandomGenerator", "same_counts"]
 
 # "module:qualname" -> BatchState subclass: checkpoints name their state class,
 # and only classes from here are rebuilt.
 _STATE_CLASSES = {}
+
+
+class Array:
+    """What a restored state's array must be: one of ``dtypes``, ``shape`` (None:
+    any length on that axis), every entry finite (floats) and within
+    ``[low, high]`` (None: unbounded); ``optional``: None is also accepted;
+    ``finite=False``: work space whose values are never read (only its size)."""
+
+    def __init__(self, dtypes, shape, low=None, high=None, optional=False, finite=True):
+        single = isinstance(dtypes, (str, type, np.dtype))
+        self.dtypes = tuple(np.dtype(d) for d in ((dtypes,) if single else dtypes))
+        self.shape, self.low, self.high, self.optional = tuple(shape), low, high, optional
+        self.finite = finite
+
+    def check(self, name, value):
+        if value is None and self.optional:
+            return
+        if not isinstance(value, np.ndarray) or value.dtype not in self.dtypes:
+            got = f"dtype {value.dtype}" if isinstance(value, np.ndarray) else type(value).__name__
+            raise ValueError(f"{name} must be an array of {' or '.join(map(str, self.dtypes))}, got {got}")
+        if value.ndim != len(self.shape) or any(n is not None and n != m for n, m in zip(self.shape, value.shape)):
+            expected = "(" + ", ".join("any" if n is None else str(n) for n in self.shape) + ")"
+            raise ValueError(f"{name} has shape {value.shape}, expected {expected}")
+        if value.size == 0 or not self.finite:
+            return
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise ValueError(f"{name} holds NaN or infinite values")
+        if self.low is not None and value.min() < self.low:
+            raise ValueError(f"{name} holds {value.min()}, below its least valid value {self.low}")
+        if self.high is not None and value.max() > self.high:
+            raise ValueError(f"{name} holds {value.max()}, above its largest valid value {self.high}")
+
+
+class Number:
+    """A restored scalar: an int (``integer``) or a finite real in ``[low, high]``."""
+
+    def __init__(self, low=None, high=None, integer=False, optional=False):
+        self.low, self.high, self.integer, self.optional = low, high, integer, optional
+
+    def check(self, name, value):
+        if value is None and self.optional:
+            return
+        kind = numbers.Integral if self.integer else numbers.Real
+        if not isinstance(value, kind) or isinstance(value, bool) or (
+                not isinstance(value, numbers.Integral) and not math.isfinite(value)):
+            raise ValueError(f"{name} must be {'an integer' if self.integer else 'a finite number'}, got {value!r}")
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise ValueError(f"{name} must lie in [{self.low}, {self.high}], got {value!r}")
+
+
+class OneOf:
+    """A restored setting that takes one of a few values (compared with ``==``, same type)."""
+
+    def __init__(self, *values):
+        self.values = values
+
+    def check(self, name, value):
+        if not any(type(value) is type(v) and value == v for v in self.values):
+            raise ValueError(f"{name} must be one of {self.values!r}, got {value!r}")
+
+
+class Items:
+    """A restored tuple or list of ``len(specs)`` values, each checked by its spec."""
+
+    def __init__(self, *specs):
+        self.specs = specs
+
+    def check(self, name, value):
+        if not isinstance(value, (tuple, list)) or len(value) != len(self.specs):
+            raise ValueError(f"{name} must hold {len(self.specs)} values, got {type(value).__name__}")
+        for i, (spec, item) in enumerate(zip(self.specs, value)):
+            spec.check(f"{name}[{i}]", item)
+
+
+class RandomGenerator:
+    """A restored ``numpy.random.Generator``."""
+
+    def check(self, name, value):
+        if not isinstance(value, np.random.Generator):
+            raise ValueError(f"{name} must be a numpy Generator, got {type(value).__name__}")
 
 
 class BatchState:
@@ -59,6 +142,15 @@ class BatchState:
 
     Checkpoints save every instance attribute except those named in
     ``_transient`` (the corpus, caches); :meth:`restore` puts them back.
+    What a checkpoint restores reaches the kernels, which index arrays by the
+    labels and word ids in it: before the first sweep :meth:`validate` checks
+    it against what the subclass declares in ``invariants(corpus)`` (a
+    generator of ``(name, spec)`` pairs, or ``(label, spec, value)`` for values
+    inside attributes, each spec an :class:`Array`, :class:`Number`,
+    :class:`OneOf`, :class:`Items` or :class:`RandomGenerator`, checked in
+    order, so that later specs may use the sizes of earlier values) and
+    ``check_counts(corpus)`` (the counts that must agree with the labels and
+    the corpus; raise ``ValueError`` naming them).
     ``layout`` numbers the saved attributes: a subclass that changes them
     increments it, so that resuming a checkpoint written before is a clear
     error rather than a fit that fails half-way.
@@ -88,20 +180,58 @@ class BatchState:
         """Reattach the corpus after loading a checkpoint; override to rebuild caches."""
         self.corpus = corpus
 
+    def invariants(self, corpus):
+        """``(name, spec)`` pairs that a restored state satisfies (class docstring)."""
+        return iter(())
+
+    def check_counts(self, corpus):
+        """Raise ``ValueError`` if the restored counts disagree with the labels or the corpus."""
+
+    def validate(self, corpus):
+        """Check a state restored from a file against ``invariants`` and
+        ``check_counts`` before anything uses it (``ValueError`` naming the value)."""
+        where = f"its {type(self).__name__}"
+        try:
+            for name, spec, *value in self.invariants(corpus):
+                if not value and name not in self.__dict__:
+                    raise ValueError(f"{where} has no {name!r}")
+                spec.check(f"{where}.{name}", value[0] if value else self.__dict__[name])
+            self.check_counts(corpus)
+        except (AttributeError, KeyError, TypeError, IndexError) as exc:
+            # a value of another kind than the invariants expect (a saved state of another class)
+            raise ValueError(f"{where} is not a state of this class ({type(exc).__name__}: {exc})") from None
+
     @staticmethod
     def from_checkpoint(key, saved, corpus, layout=1):
         if key not in _STATE_CLASSES:
             raise ValueError(f"the checkpoint holds an unknown state class {key!r}")
         cls = _STATE_CLASSES[key]
+        if cls.sweep is BatchState.sweep:
+            raise ValueError(f"the checkpoint names {key!r}, a base class of states that does not sweep")
         if layout != cls.layout:
             raise ValueError(f"the checkpoint holds a {cls.__name__} of layout {layout}, written by another "
                              f"bnpcore version; this one resumes layout {cls.layout}: continue the fit with "
                              "the version that wrote it, or start a new fit (the checkpoint's fitted model "
                              "loads and predicts as it is)")
         state = object.__new__(cls)
+        if not isinstance(saved, dict) or not all(isinstance(k, str) for k in saved):
+            raise ValueError("the checkpoint's state is not a dict of named values")
         state.__dict__.update(saved)
+        state.validate(corpus)
         state.restore(corpus)
         return state
+
+
+def same_counts(name, saved, recounted, rtol=0.0):
+    """Raise ``ValueError`` unless the restored counts ``saved`` equal those
+    recounted from the labels or the corpus (within ``rtol`` of the largest
+    count for expected counts, which incremental updates change by rounding)."""
+    saved, recounted = np.asarray(saved), np.asarray(recounted)
+    if saved.shape != recounted.shape:
+        raise ValueError(f"{name} has shape {saved.shape}; the labels and the corpus give {recounted.shape}")
+    tol = rtol * max(1.0, float(np.abs(recounted).max(initial=0.0)))
+    if saved.size and float(np.abs(saved - recounted).max()) > tol:
+        raise ValueError(f"{name} disagrees with the counts of the labels and the corpus")
 
 
 def timed_sweep(state, sampling):
@@ -203,6 +333,9 @@ class BatchEstimator(BaseEstimator):
         resume : bool, default False
             Continue an interrupted fit (stopped by a callback, ``max_seconds``,
             or loaded from a checkpoint) on the same corpus until ``max_iter``.
+            A checkpoint's state is checked first (``BatchState.validate``): a
+            file whose values break the state's invariants, or that has done
+            more than ``max_iter`` iterations, is a ValueError naming it.
 
         Returns
         -------
@@ -215,12 +348,12 @@ class BatchEstimator(BaseEstimator):
         max_iter = loop["max_iter"]
         burn_in, tol = loop.get("burn_in"), loop.get("tol")
         if isinstance(eval_every, numbers.Integral):
-            every = check_int(eval_every, "eval_every")
+            every = check_int(eval_every, "eval_every", maximum=None)
             evaluate = lambda it: it % every == 0 or it == max_iter  # noqa: E731 (no set: max_iter may be huge)
         else:
-            evaluate = {check_int(it, "eval_every") for it in eval_every}.__contains__
+            evaluate = {check_int(it, "eval_every", maximum=None) for it in eval_every}.__contains__
         if checkpoint_every is not None:
-            check_int(checkpoint_every, "checkpoint_every")
+            check_int(checkpoint_every, "checkpoint_every", maximum=None)
         if max_seconds is not None:
             check_positive(max_seconds, "max_seconds")
         if heldout is not None:
@@ -276,7 +409,7 @@ class BatchEstimator(BaseEstimator):
         self._set_fitted(state, X)
         self.save(path)
 
-    def save(self, path):
+    def save(self, path, *, doc_topic=False):
         """Save the model (and, for an interrupted fit, everything ``fit(X, resume=True)`` needs)."""
         resume = self.__dict__.get("_resume")
         if resume is not None:
@@ -284,7 +417,7 @@ class BatchEstimator(BaseEstimator):
             average = self.__dict__.get("_average")
             resume["average"] = None if average is None else {"sum_p": average.sum_p, "n_samples": average.n_samples}
         try:
-            return super().save(path)
+            return super().save(path, doc_topic=doc_topic)
         finally:
             if resume is not None:
                 resume.pop("state")
@@ -307,23 +440,50 @@ class BatchEstimator(BaseEstimator):
         resume = self.__dict__.get("_resume")
         if resume is None:
             raise ValueError("resume=True needs an interrupted fit (or a checkpoint of one) to continue")
-        if resume["fingerprint"] != X.fingerprint():
-            raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
         state = self.__dict__.get("_batch_state")
-        if state is None:         # loaded from a file
-            # checkpoints from before layouts were recorded hold layout 1
-            state = BatchState.from_checkpoint(resume["state_class"], resume.pop("state"), X,
-                                               resume.get("state_layout", 1))
-            saved = resume.pop("average")
-            self._average = None
-            if saved is not None and heldout is not None:
-                self._average = PredictiveAverage(heldout, getattr(self, "n_threads", None))
-                if len(saved["sum_p"]) != heldout.nnz:
-                    raise ValueError("resume=True must be given the held-out data of the interrupted fit")
-                self._average.sum_p[:] = saved["sum_p"]
-                self._average.n_samples = saved["n_samples"]
+        if state is None:         # loaded from a file: everything in it is checked before use
+            source = resume.get("file", "the checkpoint") if isinstance(resume, dict) else "the checkpoint"
+            try:
+                state = self._restore_checkpoint(resume, X, heldout)
+            except ValueError as exc:
+                raise ValueError(f"{source}: cannot resume from it: {exc}") from None
+        elif resume["fingerprint"] != X.fingerprint():
+            raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
         self.__dict__.setdefault("_average", None)
         return state, resume["iteration"], resume["fit_seconds"]
+
+    def _restore_checkpoint(self, resume, X, heldout):
+        """The state saved in ``resume`` (a loaded checkpoint's ``_resume``), every
+        value checked: the iteration counters, then the state (``BatchState.validate``)."""
+        if not isinstance(resume, dict):
+            raise ValueError(f"its resume record is a {type(resume).__name__}, not a dict")
+        checks = {"iteration": Number(0, self._loop_settings(X)["max_iter"], integer=True),
+                  "fit_seconds": Number(0.0), "state_layout": Number(1, integer=True)}
+        for name, spec in checks.items():
+            if name in resume or name != "state_layout":    # before layouts were recorded: layout 1
+                spec.check(name, resume.get(name))
+        for name in ("fingerprint", "state_class"):
+            if not isinstance(resume.get(name), str):
+                raise ValueError(f"its {name} must be a string, got {resume.get(name)!r}")
+        if resume["fingerprint"] != X.fingerprint():
+            raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
+        state = BatchState.from_checkpoint(resume["state_class"], resume.get("state"), X,
+                                           resume.get("state_layout", 1))
+        saved = resume.get("average")
+        self._average = None
+        if saved is not None and heldout is not None:
+            if not isinstance(saved, dict):
+                raise ValueError("its sample average is not a dict")
+            if isinstance(saved.get("sum_p"), np.ndarray) and len(saved["sum_p"]) != heldout.nnz:
+                raise ValueError("resume=True must be given the held-out data of the interrupted fit")
+            Array("float64", (heldout.nnz,), low=0.0).check("its sample average sum_p", saved.get("sum_p"))
+            Number(0, integer=True).check("its sample average n_samples", saved.get("n_samples"))
+            self._average = PredictiveAverage(heldout, getattr(self, "n_threads", None))
+            self._average.sum_p[:] = saved["sum_p"]
+            self._average.n_samples = saved["n_samples"]
+        for name in ("state", "average", "file"):      # now held by the state and the average
+            resume.pop(name, None)
+        return state
 
 
 class InitFromMixin:

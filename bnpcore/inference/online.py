@@ -40,18 +40,35 @@ import time
 import numpy as np
 from scipy.special import digamma
 
-from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.base import BaseEstimator, exclusive
+from bnpcore._defaults import warn_capacity
+from bnpcore._validation import (LOCAL_SWEEPS_MAX, MAX_DOCUMENTS, check_inner, check_int, check_positive,
+                                 check_random_state, effective_n_threads)
+from bnpcore.base import BaseEstimator, exclusive, restore_generator
 from bnpcore.corpus import as_corpus
 from bnpcore.inference import moves
 from bnpcore.inference.callbacks import progress_bar
 from bnpcore.inference.stats import SuffStats
 from bnpcore.kernels._svi import add_block, gather_batch
 
-__all__ = ["check_local_sampler", "learning_rate", "StickState", "Minibatch", "MinibatchStream", "minibatch_stats",
-           "OnlineEstimator", "SCHEDULES"]
+__all__ = ["auto_epochs", "check_local_sampler", "learning_rate", "StickState", "Minibatch", "MinibatchStream",
+           "minibatch_stats", "OnlineEstimator", "SCHEDULES"]
 
 SCHEDULES = ("truncation_free", "robbins_monro")
+
+# n_epochs="auto": passes over the corpus until about this many training tokens
+# have been seen (at least one pass, at most AUTO_MAX_EPOCHS), so that a default
+# fit costs about the same on a small corpus as on a large one. On KOS (420,000
+# training tokens: 12 passes) hdp.TruncationFreeSVI reaches -7.40 to -7.44 per
+# held-out word this way (benchmarks/results/tfsvi_study_kos.txt, 30 s rows;
+# benchmarks/results/bench_defaults_kos.txt); one pass gave mixed topics.
+AUTO_EPOCH_TOKENS = 5_000_000
+AUTO_MAX_EPOCHS = 20
+
+
+def auto_epochs(n_tokens, budget=AUTO_EPOCH_TOKENS):
+    """The passes of ``n_epochs="auto"`` over a corpus of ``n_tokens`` tokens:
+    about ``budget`` tokens' worth, at least 1 and at most ``AUTO_MAX_EPOCHS``."""
+    return int(max(1, min(AUTO_MAX_EPOCHS, round(budget / max(int(n_tokens), 1)))))
 
 # Fold the lazy scale into the stored rows below this value (StickState.update).
 _MIN_SCALE = 1e-100
@@ -75,7 +92,7 @@ def check_local_sampler(local_sweeps, new_component, concentration, name, eta):
     ``eta`` below the rounding unit of the counts (2**-21 for counts up to
     2**31) is lost and a component's parameter returns to exactly 0 (NaN
     weights: at eta = 1e-20 on KOS), so eta >= MIN_LOCAL_ETA."""
-    check_int(local_sweeps, "local_sweeps", minimum=0)
+    check_inner(local_sweeps, "local_sweeps", minimum=0, maximum=LOCAL_SWEEPS_MAX)
     if new_component not in ("exact", "paper"):
         raise ValueError(f"new_component must be 'exact' or 'paper', got {new_component!r}")
     if eta < MIN_LOCAL_ETA:
@@ -434,6 +451,8 @@ class OnlineEstimator(BaseEstimator):
         raise NotImplementedError
 
     _iterations = "n_epochs"
+    # the training tokens of n_epochs="auto" (an estimator whose passes cost more sets fewer)
+    _auto_epoch_tokens = AUTO_EPOCH_TOKENS
 
     def _init_state(self, state, rng, n_docs):
         """A fresh state starts with no components ([TF] §3: "we start ... with 0 components")."""
@@ -454,7 +473,12 @@ class OnlineEstimator(BaseEstimator):
     # -- validation -----------------------------------------------------------
     def _check_driver_params(self):
         check_int(self.batch_size, "batch_size")
-        check_int(self.n_epochs, "n_epochs")
+        effective_n_threads(getattr(self, "n_threads", None))      # refused before the first minibatch
+        if isinstance(self.n_epochs, str):
+            if self.n_epochs != "auto":
+                raise ValueError(f"n_epochs must be 'auto' or a positive integer, got {self.n_epochs!r}")
+        else:
+            check_int(self.n_epochs, "n_epochs")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         check_positive(self.learning_offset, "learning_offset", allow_zero=True)
@@ -467,7 +491,13 @@ class OnlineEstimator(BaseEstimator):
         if not isinstance(self.reorder, (bool, np.bool_)):
             raise TypeError(f"reorder must be True or False, got {self.reorder!r}")
         if self.total_samples is not None:
-            check_int(self.total_samples, "total_samples")
+            check_int(self.total_samples, "total_samples", maximum=MAX_DOCUMENTS)
+
+    def _epochs(self, X):
+        """The passes ``fit`` makes over the corpus ``X``: ``n_epochs``, or for
+        "auto" :func:`auto_epochs` of its tokens."""
+        return auto_epochs(X.n_tokens, self._auto_epoch_tokens) if isinstance(self.n_epochs, str) \
+            else int(self.n_epochs)
 
     # -- fitting -----------------------------------------------------------------
     @exclusive
@@ -522,14 +552,14 @@ class OnlineEstimator(BaseEstimator):
         if resume:
             if getattr(self, "_stream", None) is None:
                 raise ValueError("resume=True needs an interrupted fit (or a checkpoint of one) to continue")
-            if self._driver["fingerprint"] != X.fingerprint():
+            if self._driver["fingerprint"] != X.fingerprint() or self._stream.n_docs != X.n_docs:
                 raise ValueError("resume=True must be given the corpus the interrupted fit was training on")
         else:
             self._start(X, self.total_samples if self.total_samples is not None else X.n_docs)
             self._driver["fingerprint"] = X.fingerprint()
             self._stream = MinibatchStream(X.n_docs, self.batch_size)
         stream = self._stream
-        target = self.n_epochs * X.n_docs
+        target = self._epochs(X) * X.n_docs
 
         def batches():
             while stream.documents_done < target:
@@ -561,7 +591,7 @@ class OnlineEstimator(BaseEstimator):
         ends this call early.
         """
         X = self._check_input(X) if getattr(self, "_state", None) is not None else as_corpus(X)
-        total = next((check_int(v, "total_samples") for v in (total_samples, self.total_samples) if v is not None),
+        total = next((check_int(v, "total_samples", maximum=MAX_DOCUMENTS) for v in (total_samples, self.total_samples) if v is not None),
                      None)
         if getattr(self, "_state", None) is None:
             self._check_params()
@@ -592,9 +622,9 @@ class OnlineEstimator(BaseEstimator):
         if stats_of is None:
             stats_of = functools.partial(self._stats_here, X)
         if eval_every is not None:
-            check_int(eval_every, "eval_every")
+            check_int(eval_every, "eval_every", maximum=None)
         if checkpoint_every is not None:
-            check_int(checkpoint_every, "checkpoint_every")
+            check_int(checkpoint_every, "checkpoint_every", maximum=None)
         if heldout is not None:
             heldout = as_corpus(heldout, n_words=X.n_words)
         start_docs, start_seconds = drv["documents"], drv["seconds"]
@@ -622,9 +652,11 @@ class OnlineEstimator(BaseEstimator):
                     self.save(checkpoint)
                 if stopped:
                     break
-        if not stopped and self._stream is not None and self._stream.documents_done >= self.n_epochs * X.n_docs:
+        if not stopped and self._stream is not None and self._stream.documents_done >= self._epochs(X) * X.n_docs:
             self._stream = None     # the fit is complete: nothing left to resume
         self._finalize()
+        if self._state.truncated:  # a truncated model whose every component holds a word: say so
+            warn_capacity(self, int((self._size_key() >= 1.0).sum()), int(self.n_components), "n_components")
 
     def _stats_here(self, X, ids):
         """The local step on the documents ``ids`` of ``X`` in this process."""
@@ -677,7 +709,7 @@ class OnlineEstimator(BaseEstimator):
         self.n_documents_seen_ = self._driver["documents"]
 
     # -- persistence -----------------------------------------------------------------
-    def save(self, path):
+    def save(self, path, *, doc_topic=False):
         """Save the model and everything needed to resume training (``bnpcore.load``)."""
         if getattr(self, "_state", None) is None:
             self._check_fitted()
@@ -692,16 +724,16 @@ class OnlineEstimator(BaseEstimator):
                              "rng": self._rng.bit_generator.state,
                              "rng_class": type(self._rng.bit_generator).__name__}
         try:
-            return super().save(path)
+            return super().save(path, doc_topic=doc_topic)
         finally:
             for name in self._persist:
                 self.__dict__.pop(name, None)
 
     def _after_load(self):
+        self._check_saved_state()
         ckpt = self.__dict__.pop("_ckpt_driver")
         self._driver = ckpt["driver"]
-        self._rng = np.random.Generator(getattr(np.random, ckpt["rng_class"])())
-        self._rng.bit_generator.state = ckpt["rng"]
+        self._rng = restore_generator(ckpt["rng_class"], ckpt["rng"])
         self._state = self._new_state_from_arrays({
             "words": self.__dict__.pop("_ckpt_words"), "row_tilde": self.__dict__.pop("_ckpt_row_tilde"),
             "sizes": self.__dict__.pop("_ckpt_sizes"), "scale": self.__dict__.pop("_ckpt_scale")})
@@ -712,6 +744,39 @@ class OnlineEstimator(BaseEstimator):
             self._stream.set_state(dict(ckpt["stream"], order=order))
         self._word_map = np.full(self.n_features_in_, -1, dtype=np.int32)
         self.history_ = list(self.history_)
+
+    def _check_saved_state(self):
+        """ValueError naming the value unless the saved global state and stream
+        are what ``save`` writes (shapes, dtypes, ranges): they reach the kernels."""
+        from bnpcore.inference.batch import Array, Items, Number, OneOf
+        d = self.__dict__
+        ckpt = d.get("_ckpt_driver")
+        if not isinstance(ckpt, dict) or not {"driver", "stream", "stream_params", "rng", "rng_class"} <= set(ckpt):
+            raise ValueError("_ckpt_driver must be the dict save writes")
+        W = d.get("n_features_in_")
+        Number(1, integer=True).check("n_features_in_", W)
+        Array("float64", (None, W), 0.0).check("_ckpt_words", d.get("_ckpt_words"))
+        K = len(d["_ckpt_words"])
+        Array("float64", (K,), 0.0).check("_ckpt_row_tilde", d.get("_ckpt_row_tilde"))
+        Array("float64", (K,), 0.0).check("_ckpt_sizes", d.get("_ckpt_sizes"))
+        Number(0.0).check("_ckpt_scale", d.get("_ckpt_scale"))
+        if not isinstance(ckpt["driver"], dict):
+            raise ValueError("_ckpt_driver['driver'] must be a dict")
+        if ckpt["stream"] is None:
+            OneOf(None).check("_ckpt_driver['stream_params']", ckpt["stream_params"])
+            return
+        Items(Number(1, integer=True), Number(1, integer=True)).check("_ckpt_driver['stream_params']",
+                                                                      ckpt["stream_params"])
+        n_docs = ckpt["stream_params"][0]
+        stream = ckpt["stream"]
+        if not isinstance(stream, dict):
+            raise ValueError("_ckpt_driver['stream'] must be a dict")
+        Number(0, n_docs, integer=True).check("the stream's position", stream.get("position"))
+        Number(0, integer=True).check("the stream's epoch", stream.get("epoch"))
+        order = d.get("_ckpt_stream_order")
+        Array("int64", (n_docs,), 0, n_docs - 1, optional=True).check("_ckpt_stream_order", order)
+        if order is not None and len(np.unique(order)) != n_docs:
+            raise ValueError("_ckpt_stream_order is not a permutation of the documents")
 
     def _new_state_from_arrays(self, arrays):
         return StickState.from_arrays(arrays, self.n_features_in_, *self._state_prior())

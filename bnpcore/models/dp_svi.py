@@ -13,7 +13,7 @@ completion of the topic models.
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpcore._validation import check_int, check_positive, check_prior, effective_n_threads
+from bnpcore._validation import check_init_scale, check_int, check_memory, check_prior, effective_n_threads
 from bnpcore.base import TopicMixin
 from bnpcore.evaluation import dp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
@@ -74,9 +74,12 @@ class TruncationFreeSVI(_OnlineDPMixture):
         Like every prior, at least 1e-300 (docs/numerics.md).
     batch_size : int, default 100
         S, documents per minibatch ([TF] compares S in {1, 2, 5, 10, 50, 100, 500}).
-    n_epochs : int, default 1
-        Passes over the corpus in ``fit``.
-    local_sweeps : int, default 5
+    n_epochs : int or "auto", default "auto"
+        Passes over the corpus in ``fit``. "auto": as many as see about 5
+        million training tokens (``bnpcore.inference.online.AUTO_EPOCH_TOKENS``;
+        at least 1, at most 20 passes; 12 on KOS), so that a default fit costs
+        about the same on a small corpus as on a large one.
+    local_sweeps : int in [0, 100], default 5
         Gibbs sweeps of the local sampler after its sequential initialisation
         (unstated in [TF]).
     new_component : {"exact", "paper"}, default "exact"
@@ -130,7 +133,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
     for Bayesian nonparametric models. NIPS 2012.
     """
 
-    def __init__(self, eta=0.5, a=1.0, batch_size=100, n_epochs=1, local_sweeps=5, new_component="exact",
+    def __init__(self, eta=0.5, a=1.0, batch_size=100, n_epochs="auto", local_sweeps=5, new_component="exact",
                  schedule="truncation_free", learning_offset=1.0, learning_decay=0.6, prune_every=20000,
                  prune_threshold=1.0, reorder=True, total_samples=None, random_state=None, n_threads=None):
         self._store_params(locals())
@@ -181,11 +184,16 @@ class StochasticVB(_OnlineDPMixture):
     n_components : int, default 300
         Truncation T ([TF] §3: 300).
     eta, a : float, default 0.5, 1.0
-    batch_size, n_epochs : int, default 100, 1
+    batch_size : int, default 100
+    n_epochs : int or "auto", default "auto"
+        Passes over the corpus in ``fit``. "auto": as many as see about 5
+        million training tokens (``bnpcore.inference.online.AUTO_EPOCH_TOKENS``;
+        at least 1, at most 20 passes; 12 on KOS), so that a default fit costs
+        about the same on a small corpus as on a large one.
     schedule : {"robbins_monro", "truncation_free"}, default "robbins_monro"
     learning_offset, learning_decay : float, default 1.0, 0.6
         tau0 and kappa ([TF] §3, after Wang et al. 2011).
-    init_scale : float, default 100.0
+    init_scale : float in [0, 1e100], default 100.0
         Initial lambda_kw = eta + Gamma(1, 1) * init_scale * n / (T W) (the
         initialisation of Wang et al.'s online HDP code; unstated in [TF]).
     prune_every : int or None, default 20000
@@ -211,7 +219,7 @@ class StochasticVB(_OnlineDPMixture):
 
     _sum_over_documents = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
 
-    def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs=1, schedule="robbins_monro",
+    def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs="auto", schedule="robbins_monro",
                  learning_offset=1.0, learning_decay=0.6, init_scale=100.0, prune_every=20000,
                  prune_threshold=1.0, reorder=True, total_samples=None, random_state=None, n_threads=None):
         self._store_params(locals())
@@ -219,12 +227,15 @@ class StochasticVB(_OnlineDPMixture):
     def _check_params(self):
         self._check_common()
         check_int(self.n_components, "n_components")
-        check_positive(self.init_scale, "init_scale", allow_zero=True)
+        check_init_scale(self.init_scale)
 
     def _state_prior(self):
         return float(self.eta), float(self.a), True
 
     def _init_state(self, state, rng, n_docs):
+        # lambda (its table grows by doubling) and the step's statistics; a minibatch's responsibilities
+        check_memory(8 * int(self.n_components) * (4 * state.n_words + min(int(self.batch_size), n_docs)),
+                     f"n_components={self.n_components}, batch_size={self.batch_size} ({state.n_words} words)")
         T, W = int(self.n_components), state.n_words
         rows = state.table.add(T)
         state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))

@@ -23,9 +23,11 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from bnpcore._threads import map_rows
-from bnpcore._validation import PRODUCT_RANGE, check_int, check_prior, effective_n_threads
+from bnpcore._defaults import warn_capacity
+from bnpcore._validation import PRODUCT_RANGE, check_inner, check_int, check_memory, check_prior, effective_n_threads
 from bnpcore.base import DEPRECATED, TopicMixin
-from bnpcore.inference.batch import BatchEstimator, BatchState, InitFromMixin
+from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, InitFromMixin, Items, Number, OneOf,
+                                     same_counts)
 from bnpcore.kernels import _cvhdp
 from bnpcore.kernels.special import dlgamma, dpsi, tetragamma, trigamma, xdpsi
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, TrainingPredictive, check_gamma_prior
@@ -35,6 +37,11 @@ __all__ = ["CollapsedVB", "positive_part", "improved_expectation", "expected_tab
            "gamma_posterior", "stick_posteriors", "kl_gamma", "kl_dirichlet", "expected_stick_kl"]
 
 _P_MIN = 1e-300
+# Smallest prior of (15): the geometric means G[alpha] G[beta_k] of far sticks under a
+# small gamma underflow to 0 (exp of sums of E[log(1 - V)] ~ -1 / gamma), where
+# c (psi(c + n) - psi(c)) is 0 / 0 (NaN tables, then NaN weights: gamma = 2**-8 from a
+# Gibbs start); the smallest normal double is what such a prior rounds to.
+_PRIOR_FLOOR = np.finfo(np.float64).tiny
 # why alpha, gamma and eta_tot are limited to PRODUCT_RANGE (docs/numerics.md)
 _SQUARED = ("the updates divide by (alpha E[beta_k] + E[n_jk])^2, whose square underflows to 0 for "
             "smaller priors (NaN responsibilities) and overflows for larger ones")
@@ -128,6 +135,20 @@ _STATE_PARAMS = ("alpha", "gamma", "alpha_prior", "gamma_prior", "eta_tot", "lea
                  "eta_prior", "tau_prior", "learn_weights", "init", "init_gibbs_iter", "r_dtype")
 _GAMMA_PRIOR = (7.5, 7.5)
 
+# n_components="auto": the truncation of a random start, and of a start from a
+# G-HDP sample its topics plus room to grow (collapsed updates move tokens into
+# empty slots when the data want them; slots left empty show the truncation was
+# not binding, see CapacityWarning).
+RANDOM_TRUNCATION = 40
+# max_iter="auto": iterations after a start from a sample (the bound and the held-out
+# score settle within a few on KOS: bench_defaults_kos.txt) and after a random start.
+AUTO_ITER_FROM_SAMPLE, AUTO_ITER_RANDOM = 10, 100
+
+
+def auto_truncation(n_found):
+    """Truncation K for a start from a sample with ``n_found`` topics: 10% more, at least 5 more."""
+    return int(n_found + max(5, -(-n_found // 10)))
+
 
 class _CVState(BatchState):
     """CV-HDP's variational state: responsibilities r per (document, word) pair,
@@ -158,6 +179,57 @@ class _CVState(BatchState):
     @property
     def n_components(self):
         return int(self._K)
+
+    def invariants(self, corpus):
+        positive, optional = Number(np.finfo(float).tiny), Number(np.finfo(float).tiny, optional=True)
+        D, W = corpus.n_docs, corpus.n_words
+        for name in ("alpha", "gamma", "tau_prior"):
+            yield name, optional
+        yield "eta_tot", positive
+        for name in ("alpha_prior", "gamma_prior", "eta_prior"):
+            yield name, Items(positive, positive)
+        for name in ("learn_topic_prior", "learn_weights", "_sticks_learned"):
+            yield name, OneOf(True, False)
+        yield "init", OneOf("random", "gibbs")
+        yield "r_dtype", OneOf("float64", "float32")
+        yield "sweep_threads", Number(1, integer=True), self.__dict__.get("sweep_threads", 1)
+        yield "truncation", Number(1, integer=True, optional=True)
+        yield "_K", Number(1, integer=True)
+        K = self._K
+        yield "_r", Array(self.r_dtype, (corpus.nnz, K), 0.0, 1.0)
+        for s in "EVZ":
+            yield f"_{s}_jk", Array("float64", (D, K))
+            yield f"_{s}_wk", Array("float64", (W, K))
+        for name in ("_a_tau", "_G_tau", "_E_tau", "_prior_word"):
+            yield name, Array("float64", (W,), 0.0)
+        yield "_tau_post", Array("float64", (W,), 0.0, optional=True)
+        yield "_sticks", Array("float64", (K, 2), 0.0)
+        for name in ("_G_beta", "_E_beta", "_prior_doc", "_E_k"):
+            yield name, Array("float64", (K,), 0.0)
+        yield "_order", Array("int64", (K,), 0, K - 1)
+        yield "_prior_topic", positive
+        yield "_entropy", Number()
+        if not isinstance(self._h, dict) or not isinstance(self.bound_terms, dict):
+            raise ValueError("_h and bound_terms must be dicts")
+        for key, value in self._h.items():
+            yield f"_h[{key!r}]", Number(), value
+        if not isinstance(self._post, dict):
+            raise ValueError("_post must be a dict")
+        for key, value in self._post.items():
+            yield f"_post[{key!r}]", OneOf(None) if value is None else Items(positive, positive), value
+
+    def check_counts(self, corpus):
+        if len(np.unique(self._order)) != self._K:
+            raise ValueError("_order is not a permutation of the topics")
+        atol = 1e-3 if self._r.dtype == np.float32 else 1e-6
+        if not np.allclose(self._r.sum(axis=1), 1.0, rtol=0.0, atol=atol):
+            raise ValueError("rows of _r are not distributions over topics")
+        counted = [np.zeros_like(a) for a in (self._E_jk, self._V_jk, self._Z_jk, self._E_wk, self._V_wk,
+                                              self._Z_wk)]
+        _cvhdp.cv_statistics(corpus.indptr, corpus.indices, corpus.counts, self._r, *counted)
+        same_counts("_E_jk", self._E_jk, counted[0], rtol=atol)
+        same_counts("_E_wk", self._E_wk, counted[3], rtol=atol)
+        same_counts("_E_k", self._E_k, self._E_wk.sum(axis=0), rtol=atol)
 
     def sweep(self):
         self._sweep()
@@ -220,7 +292,7 @@ class _CVState(BatchState):
         self._derived()
 
     def _init_random(self, X, rng):
-        K = int(self.truncation)
+        K = RANDOM_TRUNCATION if self.truncation is None else int(self.truncation)
         self._alloc(X, K)
         r = 1.0 + rng.random((X.nnz, K))
         r /= r.sum(axis=1, keepdims=True)
@@ -240,7 +312,8 @@ class _CVState(BatchState):
             raise ValueError("init_from was fitted on a different corpus")
         if (z < 0).any():
             raise ValueError("init_from was pruned: its assignments no longer cover every token")
-        K = max(int(self.truncation), int(model.n_components_))
+        found = int(model.n_components_)
+        K = auto_truncation(found) if self.truncation is None else max(int(self.truncation), found)
         self._alloc(X, K)
         pair = np.repeat(np.arange(X.nnz), X.counts)
         r = np.zeros((X.nnz, K))
@@ -260,7 +333,7 @@ class _CVState(BatchState):
             w[model.n_components_:] = model.beta_new_ / max(K - model.n_components_, 1)
             self._G_beta = np.maximum(w, 1e-300)
             self._E_beta = self._G_beta.copy()
-        self._prior_doc = h["G_alpha"] * self._G_beta
+        self._prior_doc = np.maximum(h["G_alpha"] * self._G_beta, _PRIOR_FLOOR)
         self._statistics()
         self._update_all()
 
@@ -334,8 +407,8 @@ class _CVState(BatchState):
         if self._tau_post is not None:
             self._G_tau = np.exp(digamma(self._tau_post) - digamma(self._tau_post.sum()))
             self._E_tau = self._tau_post / self._tau_post.sum()
-        self._prior_doc = h["G_alpha"] * self._G_beta
-        self._prior_word = h["G_eta"] * self._G_tau
+        self._prior_doc = np.maximum(h["G_alpha"] * self._G_beta, _PRIOR_FLOOR)
+        self._prior_word = np.maximum(h["G_eta"] * self._G_tau, _PRIOR_FLOOR)
         self._prior_topic = h["E_eta"]
 
     def _bound(self, as_dict=False):
@@ -403,11 +476,21 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
 
     Parameters
     ----------
-    n_components : int, default 40
-        Truncation level K (topics beyond K get no responsibility).
-    max_iter : int, default 100
+    n_components : int or "auto", default "auto"
+        Truncation level K (topics beyond K get no responsibility). "auto":
+        chosen from the data: with a start from a sampler (``init="gibbs"``,
+        which the default ``init="auto"`` picks, or ``fit(X,
+        init_from=...)``) its topics plus 10% (at least 5) more slots, which
+        the updates fill if the data want them; with ``init="random"`` 40.
+        When every slot ends holding at least one expected token the fit
+        warns (``CapacityWarning``): raise it.
+    max_iter : int or "auto", default "auto"
         Iterations (one sweep over all pairs plus all hyperparameter updates;
         ``n_iter`` before bnpcore 0.2, still accepted with a ``FutureWarning``).
+        "auto": 10 from a sampler's state (the Gibbs start or ``init_from``),
+        where the bound and the held-out score settle within a few (KOS:
+        -7.371 per held-out word after 5 and after 10); 100 from a random
+        start.
     alpha : float or None, default None
         Fixed document concentration in [1e-100, 1e100]; None learns q(alpha)
         under ``alpha_prior``. The second-order updates square
@@ -432,14 +515,21 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         ``gamma`` has no role and must stay None, and ``gamma_prior`` only sets
         the prior of the initial sampler of ``init="gibbs"`` (a ValueError
         otherwise).
-    init : {"random", "gibbs"}, default "random"
-        "random": r ∝ 1 + U[0, 1] ([CVHDP] section 4); "gibbs": start from the last
-        state of a :class:`DirectAssignmentGibbs` run from 100 topics for
-        ``init_gibbs_iter`` sweeps ([CVHDP] Fig. 3). ``fit(X, init_from=model)``
-        starts from a given :class:`DirectAssignmentGibbs` fitted on the same
-        ``X`` instead (its last state); the truncation becomes
-        max(n_components, its topics).
-    init_gibbs_iter : int, default 200
+    init : {"auto", "gibbs", "random"}, default "auto"
+        "auto": "gibbs" when ``n_components="auto"`` (the default), "random"
+        when a truncation is given. "gibbs": start from the last state of a
+        :class:`DirectAssignmentGibbs` run from 100 topics for
+        ``init_gibbs_iter`` sweeps ([CVHDP] Fig. 3), which also chooses the
+        number of topics; "random": r ∝ 1 + U[0, 1] ([CVHDP] section 4),
+        which on KOS fills all 40 slots of the old default truncation and
+        stays behind (-7.55 per held-out word after 100 iterations, against
+        -7.37 after 10 from the Gibbs start;
+        ``benchmarks/results/bench_defaults_kos.txt``).
+        ``fit(X, init_from=model)`` starts from a given
+        :class:`DirectAssignmentGibbs` fitted on the same ``X`` instead (its
+        last state); the truncation becomes max(n_components, its topics),
+        or with "auto" its topics plus room.
+    init_gibbs_iter : int in [1, 1000], default 200
     r_dtype : {"float64", "float32"}, default "float64"
         Storage of the responsibilities (statistics stay float64). float32
         halves the largest array of a fit (pairs x K) but costs speed: the
@@ -499,27 +589,43 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
 
     _persist = BatchEstimator._persist + ("_hyper", "_train_fingerprint")
 
-    def __init__(self, n_components=40, max_iter=100, alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
+    def __init__(self, n_components="auto", max_iter="auto", alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
                  gamma_prior=_GAMMA_PRIOR, eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
-                 tau_prior=None, learn_weights=True, init="random", init_gibbs_iter=200, r_dtype="float64",
+                 tau_prior=None, learn_weights=True, init="auto", init_gibbs_iter=200, r_dtype="float64",
                  schedule="sequential", n_threads=None, random_state=None, n_iter=DEPRECATED):
         self._store_params(locals())
 
     # -- the batch protocol --------------------------------------------------------
     def _check_params(self):
-        check_int(self.n_components, "n_components", 1)
-        max_iter = check_int(self._renamed("n_iter", "max_iter"), "max_iter", 1)
+        if not (isinstance(self.n_components, str) and self.n_components == "auto"):
+            if isinstance(self.n_components, str):
+                raise ValueError(f"n_components must be 'auto' or a positive integer, got {self.n_components!r}")
+            check_int(self.n_components, "n_components", 1)
+        if self.init not in ("auto", "random", "gibbs"):
+            raise ValueError(f"init must be 'auto', 'gibbs' or 'random', got {self.init!r}")
+        max_iter = self._renamed("n_iter", "max_iter")
+        if isinstance(max_iter, str):
+            if max_iter != "auto":
+                raise ValueError(f"max_iter must be 'auto' or a positive integer, got {max_iter!r}")
+            max_iter = AUTO_ITER_FROM_SAMPLE if self._starts_from_sample() else AUTO_ITER_RANDOM
+        max_iter = check_int(max_iter, "max_iter", 1)
         for name in ("alpha", "gamma"):
             if getattr(self, name) is not None:
                 check_prior(getattr(self, name), name, bounds=PRODUCT_RANGE, reason=_SQUARED)
         for name in ("alpha_prior", "gamma_prior", "eta_prior"):
             check_gamma_prior(getattr(self, name), name, bounds=PRODUCT_RANGE, reason=_SQUARED)
+        for name, learned in (("alpha_prior", self.alpha is None), ("eta_prior", self.learn_topic_prior)):
+            if learned:     # the updates use G[alpha] = exp(E[log alpha]) = exp(psi(shape)) / rate as the prior
+                shape, rate = getattr(self, name)
+                geometric = float(np.exp(digamma(shape) - np.log(rate)))
+                if geometric < PRODUCT_RANGE[0]:
+                    raise ValueError(f"{name}={getattr(self, name)!r} has the geometric mean exp(psi(shape)) / rate "
+                                     f"= {geometric:g}, below {PRODUCT_RANGE[0]:g}: the updates use it as the "
+                                     "prior, and " + _SQUARED + " (psi(shape) ~ -1 / shape: use a larger shape)")
         check_prior(self.eta_tot, "eta_tot", bounds=PRODUCT_RANGE, reason=_SQUARED)
         if self.tau_prior is not None:
             check_prior(self.tau_prior, "tau_prior")
-        if self.init not in ("random", "gibbs"):
-            raise ValueError(f"init must be 'random' or 'gibbs', got {self.init!r}")
-        check_int(self.init_gibbs_iter, "init_gibbs_iter", 1)
+        check_inner(self.init_gibbs_iter, "init_gibbs_iter", 1)
         if self.r_dtype not in ("float64", "float32"):
             raise ValueError(f"r_dtype must be 'float64' or 'float32', got {self.r_dtype!r}")
         if not self.learn_weights:
@@ -528,7 +634,7 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
             if self.gamma is not None:
                 raise ValueError("gamma has no effect with learn_weights=False (CV-LDA mode: beta_k = 1/K); "
                                  "leave it None")
-            if self.init != "gibbs" and tuple(np.ravel(self.gamma_prior)) != _GAMMA_PRIOR:
+            if self._start() != "gibbs" and tuple(np.ravel(self.gamma_prior)) != _GAMMA_PRIOR:
                 raise ValueError("gamma_prior has no effect with learn_weights=False (CV-LDA mode) unless "
                                  "init='gibbs' (the initial sampler's prior); leave it at its default")
         if self.schedule not in ("sequential", "delayed"):
@@ -536,10 +642,24 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         n_threads = effective_n_threads(self.n_threads)
         return {"max_iter": max_iter, "n_threads": n_threads}
 
+    def _start(self):
+        """The start ``init`` names: "auto" is "gibbs" with ``n_components="auto"``, else "random"."""
+        if self.init != "auto":
+            return self.init
+        return "gibbs" if isinstance(self.n_components, str) else "random"
+
+    def _starts_from_sample(self):
+        return self._start() == "gibbs" or getattr(self, "_init_from", None) is not None
+
     def _init_state(self, X, rng):
         params = {name: getattr(self, name) for name in _STATE_PARAMS}
+        params["init"] = self._start()
         threads = effective_n_threads(self.n_threads) if self.schedule == "delayed" else 1
-        return _CVState(X, dict(params, truncation=self.n_components, sweep_threads=threads), rng, self._init_from)
+        truncation = None if self.n_components == "auto" else self.n_components
+        K = int(truncation or 0)      # r per (document, word) pair; E, V, Z by document and by word
+        check_memory(K * (np.dtype(self.r_dtype).itemsize * X.nnz + 48 * (X.n_docs + X.n_words)),
+                     f"n_components={K}", X)
+        return _CVState(X, dict(params, truncation=truncation, sweep_threads=threads), rng, self._init_from)
 
     def _set_fitted(self, state, X):
         theta, phi = state.predictive()
@@ -550,6 +670,7 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         self.weights_ = state._E_beta[order]
         self.n_components_ = int(state._K)
         self.n_active_ = int((state._E_k >= 1).sum())
+        warn_capacity(self, self.n_active_, self.n_components_, "n_components")
         self.alpha_ = float(h["E_alpha"])
         self.gamma_ = float(h["E_gamma"])
         self.eta_tot_ = float(h["E_eta"])

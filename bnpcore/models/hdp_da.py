@@ -53,11 +53,12 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import digamma, gammaln, polygamma, xlogy
 
 from bnpcore._threads import map_threads
-from bnpcore._validation import (PRODUCT_RANGE, check_int, check_positive, check_prior, check_random_state,
-                                 effective_n_threads)
+from bnpcore._validation import (MAX_DOCUMENTS, PRODUCT_RANGE, check_inner, check_int, check_memory, check_positive,
+                                 check_prior, check_random_state, check_real, effective_n_threads)
 from bnpcore.base import TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
-from bnpcore.inference.batch import BatchEstimator, BatchState, InitFromMixin
+from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, InitFromMixin, Number, OneOf,
+                                     RandomGenerator)
 from bnpcore.inference.online import Minibatch
 from bnpcore.kernels import _dahdp
 from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs
@@ -343,6 +344,49 @@ class DAState(BatchState):
     def n_components(self):
         return self.lam.shape[0]
 
+    def invariants(self, corpus):
+        positive = Number(np.finfo(float).tiny)
+        D = corpus.n_docs
+        if not isinstance(self.settings, dict):
+            raise ValueError("settings must be a dict")
+        specs = {"mode": OneOf("batch", "online"), "merge_prior": OneOf("double", "single"),
+                 "gem_density": OneOf(*GEM_DENSITIES), "batch_size": Number(1, integer=True),
+                 "n_threads": Number(1, integer=True), "max_merges": Number(0, integer=True, optional=True),
+                 **{key: OneOf(True, False) for key in ("split_merge", "bound")},
+                 **{key: Number(0, integer=True) for key in ("max_splits", "split_candidates", "merge_candidates",
+                                                             "restricted_iter", "restricted_sweeps",
+                                                             "estep_max_iter")},
+                 "learning_decay": Number(np.finfo(float).tiny, 1.0), "estep_tol": Number(np.finfo(float).tiny),
+                 **{key: Number(0.0) for key in ("learning_offset", "prune_threshold")},
+                 "merge_threshold": Number()}
+        for key, spec in specs.items():
+            if key not in self.settings:
+                raise ValueError(f"settings has no {key!r}")
+            yield f"settings[{key!r}]", spec, self.settings[key]
+        for key in ("learn", "split_inits"):
+            value = self.settings.get(key)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"settings[{key!r}] must be a tuple of names, got {value!r}")
+        yield "lam", Array("float64", (None, corpus.n_words), np.finfo(float).tiny)
+        K = self.lam.shape[0]
+        if K < 1:
+            raise ValueError("lam has no topics")
+        yield "beta", Array("float64", (K + 1,), 0.0, 1.0)
+        for name in ("alpha", "gamma", "eta"):
+            yield name, positive
+        yield "n_total", Number(1, integer=True)
+        yield "rng", RandomGenerator()
+        yield "updates", Number(0, integer=True)
+        yield "documents", Number(0, integer=True)
+        yield "order", Array("int64", (D,), 0, D - 1, optional=True)
+        yield "position", Number(0, D, integer=True)
+        yield "theta", Array("float64", (D, K + 1), 0.0, optional=True)
+        yield "_last_bound", Number(optional=True), self.__dict__.get("_last_bound")
+
+    def check_counts(self, corpus):
+        if self.order is not None and len(np.unique(self.order)) != corpus.n_docs:
+            raise ValueError("order is not a permutation of the documents")
+
     # -- one iteration ------------------------------------------------------------
     def sweep(self):
         return self.step(self.next_ids())
@@ -377,7 +421,9 @@ class DAState(BatchState):
         scale = self.n_total / S
         batch_mode = cfg["mode"] == "batch"
         merges = self.merge(local, scale) if cfg["split_merge"] else (0, 0)
-        rho = 1.0 if batch_mode else (cfg["learning_offset"] + self.updates) ** (-cfg["learning_decay"])
+        # (tau0 + t)^-kappa at most 1: a learning_offset below 1 would step past the estimate (rho = 1e150 at 1e-300)
+        t = cfg["learning_offset"] + self.updates
+        rho = 1.0 if batch_mode or t <= 1.0 else t ** (-cfg["learning_decay"])
         old_lam, old_beta = self.lam, self.beta
         lam_hat = np.full(self.lam.shape, self.eta)
         lam_hat[:, batch.vocab] += scale * local.stats.T
@@ -974,22 +1020,25 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
     learning_offset, learning_decay : float, default 1.0, 0.5
         tau0 and kappa of rho_t = (tau0 + t)^-kappa ([SM] section 4 uses
         (1 + t)^-0.5 for every online run).
-    max_splits : int, default 1
-        Splits accepted per iteration.
-    max_merges : int or None, default None
+    max_splits : int, default 3
+        Splits accepted per iteration ([SM]: 1).
+    max_merges : int or None, default 0
         Merges accepted per iteration (None: every candidate pair that gains
-        and shares no topic with an accepted one, as the paper). 0 switches
-        merges off. On KOS (30 s of one core, from 1, 10 or 100 topics) the
-        merges follow the bound down to four topics (-7.68 per held-out word);
-        with ``max_merges=0, split_inits=("minibatch", "divide"),
-        max_splits=3, split_candidates=5`` the splits alone grow 50-60 topics
-        and reach -7.445 to -7.452, better than without moves from any start
-        (docs/split_merge.md).
-    split_candidates : int, default 10
+        and shares no topic with an accepted one, as the paper). 0, the
+        default, switches merges off: on KOS (30 s of one core, from 1, 10 or
+        100 topics) the paper's merges follow the bound down to four topics
+        (-7.68 per held-out word); the defaults (``max_merges=0,
+        split_inits=("minibatch", "divide"), max_splits=3,
+        split_candidates=5``) let the splits alone grow 50-60 topics and reach
+        -7.445 to -7.452, better than without moves from any start
+        (docs/split_merge.md). For the paper's moves set ``max_merges=None,
+        max_splits=1, split_candidates=10`` and add "reassign" to
+        ``split_inits``.
+    split_candidates : int in [1, 1000], default 5
         Topics tried as splits per iteration, in decreasing order of their
         minibatch mass (the paper tries every topic; each try costs a pass
         over the minibatch tokens of one topic).
-    merge_candidates : int, default 20
+    merge_candidates : int in [1, 1000], default 20
         Topic pairs tried as merges per iteration, in decreasing covariance.
     merge_threshold : float, default 0.0
         Pairs whose covariance of theta over the minibatch is above this are
@@ -998,7 +1047,7 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         lambda of a merged topic: lambda' + lambda'' (the paper; the exact
         inverse of a split) or lambda' + lambda'' - eta (one eta plus each
         topic's part above eta, where a split half holds less than eta).
-    split_inits : collection of {"minibatch", "divide", "reassign"}, default ("minibatch", "divide", "reassign")
+    split_inits : collection of {"minibatch", "divide", "reassign"}, default ("minibatch", "divide")
         Split proposals tried for each candidate topic. "minibatch": the
         paper's, the halves start as what the model had and what the minibatch
         adds; "divide" (online only): the halves divide the topic's words as a
@@ -1014,9 +1063,9 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         the new half no tokens), with all three 20, as from 20, 40, 50, 80 and
         100 topics; a run takes about twice as long as with two (1.9x from 2
         topics, 2.3x from 20, measured side by side).
-    restricted_iter : int, default 5
+    restricted_iter : int in [0, 1000], default 5
         Rounds of (r, theta) of the restricted iteration per document and pass.
-    restricted_sweeps : int, default 10
+    restricted_sweeps : int in [1, 1000], default 10
         Passes of the restricted iteration over the minibatch; the halves are
         updated after every document (Alg. 1), so that two halves that start
         alike separate (5 passes left more blended topics on bars).
@@ -1029,7 +1078,7 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         of the sticks.
     estep_tol, estep_max_iter : float, int, default 1e-3, 100
         Per-document stopping rule of the E-step: mean absolute change of
-        theta_j.
+        theta_j (estep_max_iter in [1, 1000]).
     compute_bound : bool, optional
         Record the bound (the minibatch estimate, online) as ``bound`` in
         ``history_``. Default: True in batch mode (the stopping rule uses it),
@@ -1065,10 +1114,10 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
 
     def __init__(self, n_components=20, mode="online", split_merge=True, alpha=1.0, gamma=1.0, eta=0.5,
                  learn_hyperparameters=("alpha", "gamma"), batch_size=100, max_iter=10, total_samples=None,
-                 learning_offset=1.0, learning_decay=0.5, max_splits=1, max_merges=None,
-                 split_candidates=10,
+                 learning_offset=1.0, learning_decay=0.5, max_splits=3, max_merges=0,
+                 split_candidates=5,
                  merge_candidates=20, merge_threshold=0.0, merge_prior="double",
-                 split_inits=("minibatch", "divide", "reassign"),
+                 split_inits=("minibatch", "divide"),
                  restricted_iter=5, restricted_sweeps=10,
                  prune_threshold=1.0, gem_density="beta", estep_tol=1e-3, estep_max_iter=100,
                  compute_bound=None, tol=1e-6, n_threads=None, random_state=None):
@@ -1096,20 +1145,20 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         elif isinstance(learn, str) or not all(name in HYPERPARAMETERS for name in learn):
             raise ValueError(f"learn_hyperparameters must be True, False or a collection of {HYPERPARAMETERS}, "
                              f"got {learn!r}")
-        for name in ("batch_size", "max_iter", "max_splits", "split_candidates", "merge_candidates",
-                     "estep_max_iter"):
+        for name in ("batch_size", "max_iter", "max_splits"):
             check_int(getattr(self, name), name, minimum=0 if name in ("max_splits",) else 1)
+        for name in ("split_candidates", "merge_candidates", "estep_max_iter"):
+            check_inner(getattr(self, name), name)
         inits = self.split_inits
         if isinstance(inits, str) or not inits or not all(init in SPLIT_INITS for init in inits):
             raise ValueError(f"split_inits must be a non-empty collection of {SPLIT_INITS}, got {inits!r}")
-        check_int(self.restricted_iter, "restricted_iter", minimum=0)
-        check_int(self.restricted_sweeps, "restricted_sweeps")
+        check_inner(self.restricted_iter, "restricted_iter", minimum=0)
+        check_inner(self.restricted_sweeps, "restricted_sweeps")
         if self.total_samples is not None:
-            check_int(self.total_samples, "total_samples")
+            check_int(self.total_samples, "total_samples", maximum=MAX_DOCUMENTS)
         if self.max_merges is not None:
             check_int(self.max_merges, "max_merges", minimum=0)
-        if not np.isfinite(self.merge_threshold):
-            raise ValueError(f"merge_threshold must be finite, got {self.merge_threshold!r}")
+        check_real(self.merge_threshold, "merge_threshold")
         if self.merge_prior not in ("double", "single"):
             raise ValueError(f"merge_prior must be 'double' or 'single', got {self.merge_prior!r}")
         if self.gem_density not in GEM_DENSITIES:
@@ -1148,6 +1197,8 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         alpha, gamma = self.alpha, self.gamma
         if start is None:
             K, W = int(self.n_components), X.n_words
+            # lambda and its step's copies (K x W each), the documents' proportions and responsibilities
+            check_memory(8 * K * (5 * W + 2 * X.n_docs), f"n_components={K}", X)
             # [SM] leaves the initial topics open: lambda = eta + Gamma(1, 1) * 100 D / (K W)
             lam = self.eta + rng.gamma(1.0, 1.0, size=(K, W)) * (100.0 * n_total / (K * W))
             beta = np.full(K + 1, 1.0 / (K + 1))
@@ -1163,10 +1214,12 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
                                self._init_from)
 
     def _set_fitted(self, state, X):
-        lam = state.lam
-        self.components_ = lam.copy()
+        # the fitted view lists the topics by size (ResultsMixin), the state by beta* (_sort)
+        order = np.argsort(-state.lam.sum(axis=1), kind="stable")
+        lam = state.lam[order]
+        self.components_ = lam
         self.topics_ = lam / lam.sum(axis=1, keepdims=True)
-        self.weights_ = state.beta[:-1].copy()
+        self.weights_ = state.beta[:-1][order]
         self.rest_weight_ = float(state.beta[-1])
         self.alpha_, self.gamma_, self.eta_ = state.alpha, state.gamma, state.eta
         self.n_components_ = state.n_components
@@ -1207,7 +1260,7 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         X = self._check_input(X) if fitted else as_corpus(X)
         if X.n_tokens == 0:
             raise ValueError("the documents have no tokens")
-        total = next((check_int(v, "total_samples") for v in (total_samples, self.total_samples) if v is not None),
+        total = next((check_int(v, "total_samples", maximum=MAX_DOCUMENTS) for v in (total_samples, self.total_samples) if v is not None),
                      None)
         if fitted:      # the fitted attributes are the whole online state
             state = DAState(X, settings, self.components_.copy(), np.append(self.weights_, self.rest_weight_),

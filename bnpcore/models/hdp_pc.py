@@ -13,13 +13,19 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import gammaln
 
-from bnpcore._validation import PRIOR_RANGE, check_int, check_prior, effective_n_threads
-from bnpcore.inference.batch import BatchState
+from bnpcore._defaults import check_burn_in, warn_capacity
+from bnpcore._validation import PRIOR_RANGE, check_inner, check_int, check_memory, check_prior, effective_n_threads
+from bnpcore.inference.batch import Array, BatchState, Number, OneOf, RandomGenerator, same_counts
 from bnpcore.kernels import _pchdp, _pclda
-from bnpcore.models.hdp_gibbs import DirectAssignmentGibbs, check_gamma_prior, in_prior_range, resample_alpha
+from bnpcore.models.hdp_gibbs import (DirectAssignmentGibbs, check_gamma_prior, in_prior_range, resample_alpha,
+                                      settings_invariants)
 from bnpcore.models.lda_pc import count_labels, draw_labels, label_dtype, token_blocks
 
 __all__ = ["PartiallyCollapsedGibbs", "resample_gamma_sticks"]
+
+
+# Largest max_topics (see the max_topics parameter: the serial steps of a sweep are O(max_topics)).
+MAX_TOPICS = 100_000
 
 
 def resample_gamma_sticks(gamma, tables, prior, rng, n_rounds=1):
@@ -200,6 +206,32 @@ class PartiallyCollapsedHDPState(BatchState):
         self.doc_lengths = np.asarray(corpus.doc_lengths, dtype=np.int64)
         self.tok_ptr = np.concatenate([[0], np.cumsum(self.doc_lengths)]).astype(np.int64)
         self._allocate()
+
+    def invariants(self, corpus):
+        positive = Number(np.finfo(float).tiny)
+        for name in ("eta", "alpha", "gamma"):
+            yield name, positive
+        yield "max_topics", Number(1, integer=True)
+        yield "ppu", OneOf(True, False)
+        yield from settings_invariants(self.settings)
+        yield "rng", RandomGenerator()
+        yield "n_threads", Number(1, integer=True)
+        yield "key", Number(0, 2 ** 63 - 1, integer=True)
+        yield "n_sweeps", Number(0, integer=True)
+        yield "nk", Array("int64", (None,), 0)
+        slots = len(self.nk)
+        if not 1 <= slots <= self.max_topics:
+            raise ValueError(f"nk has {slots} topic slots, outside 1..max_topics = {self.max_topics}")
+        yield "nwk", Array("int32", (corpus.n_words, slots), 0)
+        yield "labels", Array(label_dtype(self.max_topics), (corpus.n_tokens,), 0, slots - 1)
+        yield "sticks", Array("float64", (self.max_topics,), 0.0, 1.0)
+
+    def check_counts(self, corpus):
+        nwk, nk = np.zeros_like(self.nwk), np.zeros_like(self.nk)
+        count_labels(corpus, np.concatenate([[0], np.cumsum(corpus.doc_lengths)]).astype(np.int64), self.labels,
+                     nwk, nk)
+        same_counts("nwk", self.nwk, nwk)
+        same_counts("nk", self.nk, nk)
 
     def _allocate(self):
         """The dense Phi and alias tables (the urn's Phi is drawn sparse each sweep)."""
@@ -515,15 +547,21 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
 
     Parameters
     ----------
-    n_components : int, default 1
+    n_components : int, default 100
         Number of topics the tokens start in, uniformly at random (more than
-        the corpus needs mixes faster: see Mixing above).
-    max_topics : int, default 1000
+        the corpus needs mixes faster: see Mixing above; on KOS after 200
+        sweeps -7.43 per held-out word from 100 topics, -7.72 from one,
+        ``benchmarks/results/bench_defaults_kos.txt``).
+    max_topics : int in [2, 100000], default 1000
         Truncation of the stick: topics 0..max_topics-1 (the cap of K; the
-        sampler allocates only the topics it uses).
-    max_iter : int, default 200
-    burn_in : int, default 100
-        Sweeps before samples enter the predictive average (must be < max_iter).
+        sampler allocates only the topics it uses). The serial steps of a
+        sweep draw every stick, O(max_topics): at 10**6 a sweep of 30
+        documents took seconds, hence the limit (``max_seconds`` is checked
+        between sweeps).
+    max_iter : int, default 500
+    burn_in : int or "auto", default "auto"
+        Sweeps before samples enter the predictive average (an integer must be
+        < max_iter); "auto": half of ``max_iter``, so any ``max_iter`` works.
     eta : float, default 0.01
         Symmetric topic-word prior per word (the paper's beta = 0.01).
     alpha, gamma : float or None, default None
@@ -534,7 +572,7 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     phi : {"ppu", "dirichlet"}, default "ppu"
         Poisson Polya urn (approximate, sparse) or
         exact Dirichlet topics.
-    n_concentration_rounds : int, default 5
+    n_concentration_rounds : int in [1, 1000], default 5
         Auxiliary-variable / slice rounds per sweep for each resampled concentration.
     random_state : int, numpy.random.Generator or None
     n_threads : int or None, default None
@@ -567,20 +605,19 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     max_steps = None            # DirectAssignmentGibbs's step budget and paper preset do not apply here
     paper_preset = None
 
-    def __init__(self, n_components=1, max_topics=1000, max_iter=200, burn_in=100, eta=0.01, alpha=None,
+    def __init__(self, n_components=100, max_topics=1000, max_iter=500, burn_in="auto", eta=0.01, alpha=None,
                  gamma=None, alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), phi="ppu", n_concentration_rounds=5,
                  random_state=None, n_threads=None, store_doc_topic=True):
         self._store_params(locals())
 
     def _check_params(self):
         self._k0 = check_int(self.n_components, "n_components", 1)
-        max_topics = check_int(self.max_topics, "max_topics", 2)
+        max_topics = check_int(self.max_topics, "max_topics", 2, maximum=MAX_TOPICS,
+                               reason="the serial steps of a sweep draw every stick, O(max_topics)")
         if self._k0 >= max_topics:
             raise ValueError(f"n_components={self._k0} must be smaller than max_topics={max_topics}")
         max_iter = check_int(self.max_iter, "max_iter", 1)
-        burn_in = check_int(self.burn_in, "burn_in", 0)
-        if burn_in >= max_iter:
-            raise ValueError(f"burn_in={burn_in} must be smaller than max_iter={max_iter}")
+        burn_in = check_burn_in(self.burn_in, max_iter)
         check_prior(self.eta, "eta")
         for name in ("alpha", "gamma"):
             if getattr(self, name) is not None:
@@ -589,7 +626,7 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
         check_gamma_prior(self.gamma_prior, "gamma_prior")
         if self.phi not in ("ppu", "dirichlet"):
             raise ValueError(f"phi must be 'ppu' or 'dirichlet', got {self.phi!r}")
-        check_int(self.n_concentration_rounds, "n_concentration_rounds", 1)
+        check_inner(self.n_concentration_rounds, "n_concentration_rounds", 1)
         if not isinstance(self.store_doc_topic, (bool, np.bool_)):
             raise TypeError(f"store_doc_topic must be True or False, got {self.store_doc_topic!r}")
         self._n_threads = effective_n_threads(self.n_threads)
@@ -602,5 +639,12 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
             fixed = getattr(self, name)
             settings[name + "_prior"] = (shape, rate) if fixed is None else None
             start[name] = shape / rate if fixed is None else float(fixed)
+        # labels and their document offsets; the stick arrays; word counts of 2 K topic slots, Phi and alias tables
+        check_memory(8 * X.n_tokens + 16 * X.n_docs + 48 * int(self.max_topics) + 48 * self._k0 * X.n_words,
+                     f"n_components={self._k0}, max_topics={self.max_topics}", X)
         return PartiallyCollapsedHDPState(X, self._k0, float(self.eta), start["alpha"], start["gamma"],
                                           int(self.max_topics), self.phi == "ppu", settings, rng, self._n_threads)
+
+    def _set_fitted(self, state, X):
+        super()._set_fitted(state, X)
+        warn_capacity(self, self.n_components_, int(self.max_topics), "max_topics")

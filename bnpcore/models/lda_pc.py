@@ -12,6 +12,7 @@ label per token and nothing per document.
 import numpy as np
 
 from bnpcore._validation import check_int, effective_n_threads
+from bnpcore.inference.batch import Array, Number, OneOf, same_counts
 from bnpcore.kernels import _pclda
 from bnpcore.models.lda import _ATTRS, _DOC, _LDA, CollapsedGibbs, _State
 
@@ -90,6 +91,24 @@ class PartiallyCollapsedState(_State):
         self.prob = np.empty((W, K))
         self.alias = np.empty((W, K), dtype=np.int32)
         self.mass = np.empty(W)
+
+    def invariants(self, corpus):
+        yield from super().invariants(corpus)
+        K, W = self.n_components, corpus.n_words
+        yield "n_threads", Number(1, integer=True)
+        yield "doc_topic", OneOf(True, False)
+        yield "ppu", OneOf(True, False), self.__dict__.get("ppu", False)    # older checkpoints: none
+        yield "key", Number(0, 2 ** 63 - 1, integer=True)
+        yield "n_sweeps", Number(0, integer=True)
+        yield "z", Array(label_dtype(K), (corpus.n_tokens,), 0, K - 1)
+        yield "nwk", Array("int32", (W, K), 0)
+        yield "nk", Array("int64", (K,), 0)
+
+    def check_counts(self, corpus):
+        nwk, nk = np.zeros_like(self.nwk), np.zeros_like(self.nk)
+        count_labels(corpus, np.concatenate([[0], np.cumsum(corpus.doc_lengths, dtype=np.int64)]), self.z, nwk, nk)
+        same_counts("nwk", self.nwk, nwk)
+        same_counts("nk", self.nk, nk)
 
     def draw_phi(self):
         """Phi | z: dense (W, K) with the alias tables of alpha_k phi_kw, or with

@@ -25,7 +25,7 @@ from bnpcore.base import DEPRECATED, BaseEstimator, TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
 from bnpcore.inference import moves
-from bnpcore.inference.batch import BatchEstimator, BatchState
+from bnpcore.inference.batch import Array, BatchEstimator, BatchState, Number, OneOf, RandomGenerator, same_counts
 from bnpcore.inference.moves import Components
 from bnpcore.kernels import _nrm
 from bnpcore.results import ResultsMixin
@@ -492,13 +492,13 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
         return mixture_log_predictive(lw[keep], lam[keep], docs, multinomial_coef=multinomial_coef,
                                       n_threads=self.n_threads)
 
-    def save(self, path):
+    def save(self, path, *, doc_topic=False):
         """Save parameters, fitted attributes and the streaming state (``bnpcore.load``
         restores a model that ``partial_fit`` continues exactly)."""
         if hasattr(self, "_state"):
             self._clusters = self._state.to_dict()
         try:
-            return super().save(path)
+            return super().save(path, doc_topic=doc_topic)
         finally:
             self.__dict__.pop("_clusters", None)
 
@@ -587,7 +587,7 @@ class ADF(_StreamingBase):
         model fitted on the documents absorbed so far.
         """
         fitted = hasattr(self, "_state")
-        docs = as_corpus(X, n_words=self.n_features_in_ if fitted else None)
+        docs = self._check_input(X) if fitted else as_corpus(X)     # _check_input: the model's words, also from text
         p = self._prior()
         if not fitted:
             self._start(docs)
@@ -699,6 +699,35 @@ class EP(_StreamingBase, BatchEstimator):
         return self._n_docs
 
 
+def _restored_settings(p, corpus, ep):
+    """The specs of a restored NGGP state's settings ``p`` (``_EPState`` with ``ep``)."""
+    if not isinstance(p, dict):
+        raise ValueError("p must be a dict")
+    tiny = np.finfo(float).tiny
+    specs = {"a": Number(tiny), "sigma": Number(0.0, 1.0), "tau": Number(0.0), "eta": Number(tiny),
+             "n_words": OneOf(corpus.n_words)}
+    if ep:
+        specs.update(epsilon=Number(tiny), expected_k=OneOf("exact", "K"), u_posterior=OneOf("corrected", "paper"),
+                     merge=OneOf(True, False), merge_every=Number(1, integer=True), merge_threshold=Number(),
+                     min_responsibility=Number(0.0, 1.0))
+    for key, spec in specs.items():
+        if key not in p:
+            raise ValueError(f"p has no {key!r}")
+        yield f"p[{key!r}]", spec, p[key]
+
+
+def _restored_scalars(scalars, capacity, site_capacity=None):
+    """The specs of a restored NGGP scalar record (``_nrm.new_state``) for ``capacity``
+    slots (and ``site_capacity`` stored sites: the kernels write from ``n_sites`` on)."""
+    yield "scalars", Array(_nrm.new_state().dtype, (1,)), scalars
+    n_slots = int(scalars["n_slots"][0])
+    yield "scalars['n_slots']", Number(0, capacity, integer=True), n_slots
+    yield "scalars['n_alive']", Number(0, n_slots, integer=True), int(scalars["n_alive"][0])
+    yield "scalars['n_sites']", Number(0, site_capacity, integer=True), int(scalars["n_sites"][0])
+    for name in ("n_obs", "position"):
+        yield f"scalars[{name!r}]", Number(0, integer=True), int(scalars[name][0])
+
+
 class _EPState(BatchState):
     """EP-NRM: the clusters, the stored sites, and one epoch per sweep (the first
     is the ADF pass that creates the sites)."""
@@ -716,6 +745,35 @@ class _EPState(BatchState):
     def state_dict(self):
         return {"p": self.p, "epoch": self.epoch, "order": self.order, "clusters": self.clusters.to_dict(),
                 "sites": {"ptr": self.sites.ptr, "k": self.sites.k, "q": self.sites.q}}
+
+    def invariants(self, corpus):
+        D, W = corpus.n_docs, corpus.n_words
+        yield from _restored_settings(self.p, corpus, ep=True)
+        yield "epoch", Number(0, integer=True)
+        yield "order", Array("int64", (D,), 0, D - 1, optional=True)
+        c, sites = self.clusters, self.sites
+        if not isinstance(c, dict) or not {"scalars", *_Clusters._FIELDS} <= set(c):
+            raise ValueError(f"clusters must be a dict of scalars and {', '.join(_Clusters._FIELDS)}")
+        if not isinstance(sites, dict) or not {"ptr", "k", "q"} <= set(sites):
+            raise ValueError("sites must be a dict of ptr, k and q")
+        yield "clusters['lam']", Array("float64", (None, W), 0.0), c["lam"]
+        n = len(c["lam"])
+        yield "sites['k']", Array("int32", (None,), 0, max(n - 1, 0)), sites["k"]
+        yield from _restored_scalars(c["scalars"], n, len(sites["k"]))
+        if int(c["scalars"]["n_slots"][0]) != n:
+            raise ValueError(f"clusters hold {n} slots, their scalars say {int(c['scalars']['n_slots'][0])}")
+        for name in ("lam_tot", "S", "logP"):
+            yield f"clusters[{name!r}]", Array("float64", (n,)), c[name]
+        yield "clusters['alive']", Array("uint8", (n,), 0, 1), c["alive"]
+        yield "sites['ptr']", Array("int64", (D + 1,), 0), sites["ptr"]
+        yield "sites['q']", Array("float64", (len(sites["k"]),), 0.0, 1.0), sites["q"]
+
+    def check_counts(self, corpus):
+        ptr = self.sites["ptr"]
+        if ptr[0] != 0 or np.any(np.diff(ptr) < 0) or ptr[-1] > len(self.sites["k"]):
+            raise ValueError("sites['ptr'] must rise from 0 to at most the number of stored sites")
+        if self.order is not None and len(np.unique(self.order)) != corpus.n_docs:
+            raise ValueError("order is not a permutation of the documents")
 
     def restore(self, corpus):
         super().restore(corpus if self.order is None else corpus[self.order])
@@ -780,10 +838,12 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
     max_iter : int, default 215
         Sweeps through the documents ([NRM]: 215; called ``n_sweeps`` before
         bnpcore 0.2, still accepted with a ``FutureWarning``).
-    n_samples : int, default 50
+    n_samples : int or "auto", default "auto"
         The states of the last ``n_samples`` sweeps are kept; ``score`` and
         ``score_samples`` average the predictive log-likelihood over them
         ("averaging the predictive log-likelihood for the last 50 samples").
+        "auto": 50, or half of ``max_iter`` when that is fewer, so that any
+        ``max_iter`` (and the command line's ``--iterations``) works.
         When a reporting callback stops the fit early, the states kept so far
         are used, or the last state alone if none was kept yet.
     random_state : int, Generator or None
@@ -837,7 +897,7 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
     _persist = BatchEstimator._persist + ("_samples_z", "_samples_u", "_train_indptr", "_train_indices",
                                           "_train_counts")
 
-    def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, max_iter=215, n_samples=50, random_state=None,
+    def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, max_iter=215, n_samples="auto", random_state=None,
                  n_threads=None, n_sweeps=DEPRECATED):
         self._store_params(locals())
 
@@ -845,7 +905,12 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
     def _check_params(self):
         self._p = _check_prior(self)
         max_iter = check_int(self._renamed("n_sweeps", "max_iter"), "max_iter", minimum=1)
-        n_samples = check_int(self.n_samples, "n_samples", minimum=1)
+        if isinstance(self.n_samples, str):
+            if self.n_samples != "auto":
+                raise ValueError(f"n_samples must be 'auto' or a positive integer, got {self.n_samples!r}")
+            n_samples = min(50, max_iter - max_iter // 2)
+        else:
+            n_samples = check_int(self.n_samples, "n_samples", minimum=1)
         if n_samples > max_iter:
             raise ValueError(f"n_samples={n_samples} exceeds max_iter={max_iter}")
         return {"max_iter": max_iter, "burn_in": max_iter - n_samples}
@@ -962,6 +1027,38 @@ class _GibbsState(BatchState):
         saved = super().state_dict()
         saved["clusters"] = {name: self.clusters.arrays[name] for name in ("nk", "C", "Ctot")}
         return saved
+
+    def invariants(self, corpus):
+        D, W = corpus.n_docs, corpus.n_words
+        yield from _restored_settings(self.p, corpus, ep=False)
+        yield "rng", RandomGenerator()
+        c = self.clusters
+        if not isinstance(c, dict) or not {"nk", "C", "Ctot"} <= set(c):
+            raise ValueError("clusters must be a dict of nk, C and Ctot")
+        yield "clusters['nk']", Array("int64", (None,), 0), c["nk"]
+        cap = len(c["nk"])
+        yield "clusters['C']", Array("float64", (cap, W), 0.0), c["C"]
+        yield "clusters['Ctot']", Array("float64", (cap,), 0.0), c["Ctot"]
+        yield from _restored_scalars(self.scalars, cap)
+        yield "z", Array("int32", (D,), 0, max(int(self.scalars["n_slots"][0]) - 1, 0))
+        for name in ("samples_z", "samples_u"):
+            if not isinstance(getattr(self, name), list):
+                raise ValueError(f"{name} must be a list")
+        for i, z in enumerate(self.samples_z):
+            yield f"samples_z[{i}]", Array("int32", (D,), 0), z
+        for i, u in enumerate(self.samples_u):
+            if not isinstance(u, float):
+                raise ValueError(f"samples_u[{i}] must be a number, got {u!r}")
+
+    def check_counts(self, corpus):
+        n, c = int(self.scalars["n_slots"][0]), self.clusters
+        same_counts("clusters['nk']", c["nk"], np.bincount(self.z, minlength=len(c["nk"])))
+        if int(self.scalars["n_alive"][0]) != int(np.count_nonzero(c["nk"][:n])):
+            raise ValueError("scalars['n_alive'] disagrees with the cluster sizes")
+        D = corpus.n_docs
+        member = sp.csr_matrix((np.ones(D), (self.z, np.arange(D))), shape=(len(c["nk"]), D))
+        same_counts("clusters['C']", c["C"], (member @ corpus.matrix).toarray(), rtol=1e-9)
+        same_counts("clusters['Ctot']", c["Ctot"], c["C"].sum(axis=1), rtol=1e-9)
 
     def restore(self, corpus):
         super().restore(corpus)

@@ -186,7 +186,10 @@ def test_save_load_round_trip(fitted, tiny_corpus, tmp_path):
     loaded = load(path)
     assert type(loaded) is type(fitted)
     assert loaded.get_params() == fitted.get_params()
-    assert public_state(loaded).keys() == public_state(fitted).keys()
+    assert public_state(loaded).keys() == public_state(fitted).keys() - {"doc_topic_"}   # saved only if asked
+    if hasattr(fitted, "doc_topic_"):
+        fitted.save(path, doc_topic=True)
+        np.testing.assert_array_equal(load(path).doc_topic_, fitted.doc_topic_)
     assert_same_predictions(loaded, fitted, tiny_corpus)
     np.testing.assert_equal(loaded.history_, fitted.history_)
     if hasattr(fitted, "partial_fit"):   # streaming estimators resume where they stopped

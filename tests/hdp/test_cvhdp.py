@@ -397,10 +397,15 @@ def test_warm_start_from_gibbs(small_fit):
 
 def test_save_load(small_fit, tmp_path):
     model, train, test = small_fit
-    loaded = base.load(model.save(tmp_path / "cv.npz"))
+    loaded = base.load(model.save(tmp_path / "cv.npz", doc_topic=True))
     np.testing.assert_array_equal(loaded.topics_, model.topics_)
     assert loaded.heldout_log_likelihood(train, test) == model.heldout_log_likelihood(train, test)
     assert loaded.score(test) == model.score(test)
+    light = base.load(model.save(tmp_path / "light.npz"))     # without doc_topic_: the training documents by transform
+    assert not hasattr(light, "doc_topic_")
+    assert light.score(test) == model.score(test)
+    assert light.heldout_log_likelihood(train, test) == pytest.approx(model.heldout_log_likelihood(train, test),
+                                                                      abs=0.05)
 
 
 @pytest.mark.parametrize("params, match", [
@@ -408,7 +413,7 @@ def test_save_load(small_fit, tmp_path):
     ({"r_dtype": "float16"}, "r_dtype"), ({"learn_weights": False}, "fixed alpha"),
     ({"eta_prior": (0, 1)}, "eta_prior"),
     ({"learn_weights": False, "alpha": 1.0, "gamma": 2.0}, "gamma has no effect"),
-    ({"learn_weights": False, "alpha": 1.0, "gamma_prior": (2.0, 1.0)}, "gamma_prior has no effect"),
+    ({"n_components": 5, "learn_weights": False, "alpha": 1.0, "gamma_prior": (2.0, 1.0)}, "gamma_prior has no effect"),
     ({"schedule": "async"}, "schedule"), ({"n_threads": 0}, "n_threads"), ({"n_threads": -2}, "n_threads"),
     ({"n_threads": 1.5}, "n_threads"),
 ])

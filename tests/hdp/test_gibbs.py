@@ -174,7 +174,7 @@ def test_fitted_attributes(small_fit):
     model, train, test = small_fit
     K = model.n_components_
     assert model.topics_.shape == (K, 100) and np.allclose(model.topics_.sum(1), 1)
-    assert np.all(np.diff(model.weights_) <= 0)
+    assert np.all(np.diff(model.topic_sizes_) <= 0)          # largest first (bnpcore.results)
     assert np.isclose(model.weights_.sum() + model.beta_new_, 1)
     assert len(model.history_) == 30 and model.history_[-1]["n_components"] == K
     assert model.heldout_log_likelihood(train, test) == model.heldout_loglik_ == model.history_[-1]["heldout_loglik"]
@@ -196,7 +196,7 @@ def test_reproducible_and_save_load(small_fit, tmp_path):
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"max_iter": 0}, "max_iter"), ({"burn_in": 300}, "burn_in"), ({"eta_tot": -1.0}, "eta_tot"),
+    ({"max_iter": 0}, "max_iter"), ({"burn_in": 500}, "burn_in"), ({"eta_tot": -1.0}, "eta_tot"),
     ({"alpha": 0.0}, "alpha"), ({"gamma_prior": (1.0, 0.0)}, "gamma_prior"), ({"n_components": 0}, "n_components"),
     ({"max_steps": 0}, "max_steps"),
 ])
@@ -213,10 +213,11 @@ def test_paper_preset_parameters_are_the_documented_ones():
     doc = " ".join(DirectAssignmentGibbs.paper_preset.__doc__.split())
     for name, value in documented.items():
         assert f"``{name}={value!r}``" in doc, name
-    # the rest are the defaults; the first argument and keywords override
+    # the rest are the defaults, but n_components (the first argument, 1); keywords override
     defaults = DirectAssignmentGibbs().get_params()
-    assert {k: v for k, v in params.items() if k not in documented} == {k: v for k, v in defaults.items()
-                                                                          if k not in documented}
+    assert params["n_components"] == 1
+    assert {k: v for k, v in params.items() if k not in documented and k != "n_components"} == {
+        k: v for k, v in defaults.items() if k not in documented and k != "n_components"}
     g100 = DirectAssignmentGibbs.paper_preset(100, burn_in=10, random_state=3)
     assert (g100.n_components, g100.burn_in, g100.random_state, g100.max_steps) == (100, 10, 3, 17_500)
 

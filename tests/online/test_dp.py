@@ -251,7 +251,7 @@ def test_stochastic_vb_recovers_well_separated_clusters():
 def test_truncated_baseline_with_one_component_is_the_corpus_dirichlet():
     """K = 1: r_j1 = 1, so one pass with rho_t = S/n_t gives lambda = eta + corpus counts."""
     X, _, _, _ = pitman_yor_corpus(2, n_docs=53)
-    est = mixture.StochasticVB(n_components=1, eta=0.3, batch_size=5, schedule="truncation_free",
+    est = mixture.StochasticVB(n_components=1, eta=0.3, batch_size=5, n_epochs=1, schedule="truncation_free",
                                random_state=0).fit(X)
     np.testing.assert_allclose(est.components_[0], 0.3 + np.asarray(X.matrix.sum(axis=0))[0], rtol=1e-12)
     assert est._state.sizes[0] == pytest.approx(53, rel=1e-12)

@@ -210,7 +210,7 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     counts of the sampled labels, u - 1 = their sizes ([TF] eq 10)."""
     X, _ = random_corpus(5)
     eta, a, seed = 0.2, 1.0, 11
-    est = mixture.TruncationFreeSVI(eta=eta, a=a, batch_size=X.n_docs, local_sweeps=3, random_state=seed,
+    est = mixture.TruncationFreeSVI(eta=eta, a=a, batch_size=X.n_docs, n_epochs=1, local_sweeps=3, random_state=seed,
                                     prune_every=None).fit(X)
     rng = np.random.default_rng(seed)
     order = rng.permutation(X.n_docs)          # the stream's first (and only) permutation
@@ -283,7 +283,7 @@ def test_periodic_checkpoints_and_partial_fit_resume(tmp_path):
             est = bnpcore.base.load(tmp_path / "m.npz")
     assert_same_model(full, est)
     # checkpoint_every writes the file during an uninterrupted fit
-    mixture.TruncationFreeSVI(eta=0.3, batch_size=6, random_state=5).fit(
+    mixture.TruncationFreeSVI(eta=0.3, batch_size=6, n_epochs=1, random_state=5).fit(
         X, checkpoint=tmp_path / "c.npz", checkpoint_every=20)
     assert bnpcore.base.load(tmp_path / "c.npz")._driver["documents"] == 42
 
@@ -342,7 +342,7 @@ def test_early_stopping_logic():
 
 def test_partial_fit_after_fit_keeps_the_corpus_size():
     X, _ = random_corpus(18, n_docs=40)
-    est = mixture.TruncationFreeSVI(batch_size=10, random_state=0).fit(X)
+    est = mixture.TruncationFreeSVI(batch_size=10, n_epochs=1, random_state=0).fit(X)
     est.partial_fit(X[np.arange(10)])
     assert est._driver["total"] == 40 and est._driver["documents"] == 50
     assert est.history_[-1]["iteration"] == 5

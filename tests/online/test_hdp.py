@@ -307,17 +307,18 @@ def test_online_vb_defaults_do_not_collapse():
     largest topic absorbs the others on KOS; the default ranked start keeps
     many topics in use."""
     X = load_kos()[np.arange(1000)]
-    share = word_shares(hdp.OnlineVB(n_components=50, n_epochs=3, random_state=0).fit(X))
+    reference = dict(n_components=50, eta=0.01, gamma=1.0, n_epochs=3, random_state=0)    # [TF] section 3's priors
+    share = word_shares(hdp.OnlineVB(**reference).fit(X))
     assert share.max() < 0.5 and np.sum(share >= 0.01) >= 10, np.sort(share)[::-1][:5]
-    uniform = word_shares(hdp.OnlineVB(n_components=50, n_epochs=3, doc_init="uniform", random_state=0).fit(X))
+    uniform = word_shares(hdp.OnlineVB(doc_init="uniform", **reference).fit(X))
     assert uniform.max() > 0.9
 
 
 def test_online_vb_defaults_recover_the_bars():
-    """Defaults (T = 300) on bars: about as many topics hold 1% of the words as
-    there are bars, and they are the bars."""
+    """[TF] section 3's settings (T = 300, eta = 0.01, gamma = 1) on bars: about as
+    many topics hold 1% of the words as there are bars, and they are the bars."""
     X, truth = bars_corpus(0)
-    est = hdp.OnlineVB(n_epochs=3, random_state=0).fit(X[np.arange(800)])
+    est = hdp.OnlineVB(n_components=300, eta=0.01, gamma=1.0, n_epochs=3, random_state=0).fit(X[np.arange(800)])
     big = word_shares(est) >= 0.01
     assert len(truth) <= big.sum() <= 2 * len(truth), big.sum()
     match = matching(est.topics_[big], truth)
@@ -422,7 +423,7 @@ def test_online_vb_with_one_topic_is_the_corpus_dirichlet():
     """One corpus topic: varphi = 1, so one pass with rho_t = S/n_t gives
     lambda = eta + corpus counts."""
     X, _ = bars_corpus(4, n_docs=37, length=20)
-    est = hdp.OnlineVB(n_components=1, n_atoms=3, eta=0.2, batch_size=5, schedule="truncation_free",
+    est = hdp.OnlineVB(n_components=1, n_atoms=3, eta=0.2, batch_size=5, n_epochs=1, schedule="truncation_free",
                        random_state=0).fit(X)
     np.testing.assert_allclose(est.components_[0], 0.2 + np.asarray(X.matrix.sum(axis=0))[0], rtol=1e-10)
     np.testing.assert_allclose(est._state.sizes, [37 * 3], rtol=1e-10)
@@ -433,7 +434,7 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     samples (their average) and u - 1 = their table counts ([TF] eq 10)."""
     X, _ = bars_corpus(5, n_docs=30, length=15)
     eta, seed = 0.1, 4
-    est = hdp.TruncationFreeSVI(eta=eta, batch_size=X.n_docs, local_sweeps=3, prune_every=None,
+    est = hdp.TruncationFreeSVI(eta=eta, batch_size=X.n_docs, n_epochs=1, local_sweeps=3, prune_every=None,
                                 random_state=seed).fit(X)
     rng = np.random.default_rng(seed)
     order = rng.permutation(X.n_docs)

@@ -169,12 +169,14 @@ def corpus(seed, n_docs=60, n_words=20):
 
 
 ESTIMATORS = {
-    "hdp.TruncationFreeSVI": lambda seed: hdp.TruncationFreeSVI(batch_size=10, heldout_samples=20,
+    "hdp.TruncationFreeSVI": lambda seed: hdp.TruncationFreeSVI(batch_size=10, n_epochs=1, heldout_samples=20,
                                                                 heldout_burnin=5, random_state=seed),
-    "hdp.OnlineVB": lambda seed: hdp.OnlineVB(n_components=6, n_atoms=3, batch_size=10, heldout_samples=20,
-                                              heldout_burnin=5, random_state=seed),
-    "mixture.TruncationFreeSVI": lambda seed: mixture.TruncationFreeSVI(batch_size=10, random_state=seed),
-    "mixture.StochasticVB": lambda seed: mixture.StochasticVB(n_components=6, batch_size=10, random_state=seed),
+    "hdp.OnlineVB": lambda seed: hdp.OnlineVB(n_components=6, n_atoms=3, batch_size=10, n_epochs=1,
+                                              heldout_samples=20, heldout_burnin=5, random_state=seed),
+    "mixture.TruncationFreeSVI": lambda seed: mixture.TruncationFreeSVI(batch_size=10, n_epochs=1,
+                                                                        random_state=seed),
+    "mixture.StochasticVB": lambda seed: mixture.StochasticVB(n_components=6, batch_size=10, n_epochs=1,
+                                                              random_state=seed),
 }
 SEEDS = {"int": lambda: 7, "Generator": lambda: np.random.default_rng(7)}
 

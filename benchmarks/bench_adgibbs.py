@@ -1,0 +1,207 @@
+"""The delayed (AD-LDA / AD-HDP) Gibbs schedules at 2 threads against the sequential
+samplers at 1 thread and tomotopy with ``workers=2``, on KOS, side by side in one run.
+
+Everything fits the same 90% of each KOS document's tokens (``harness.token_split``)
+and is scored by document completion on the other 10%: the current sample's
+predictive (n_jk + prior) / (N_j + total prior) and (n_kw + eta) / (n_k + W eta)
+on the held-out tokens (``bench_pchdp.run``'s callback for bnpcore, the same
+formulas from tomotopy's counts), one sample, scoring time not counted.
+
+* HDP: G-HDP (``hdp.DirectAssignmentGibbs``, 1 thread) for ``--hdp-sweeps``
+  sweeps from ``--init-topics`` topics; AD-HDP (``schedule="delayed"``, 2
+  threads) with each rule for new topics ("match", "separate"); tomotopy
+  ``HDPModel`` with ``workers=2`` (its default parallel scheme). Reported: the
+  time each needs to come within 0.02 per word of G-HDP's held-out after its
+  last sweep, as a fraction of G-HDP's whole run (the issue's target: <= 0.6).
+* LDA, K = ``--lda-topics``: ``lda.CollapsedGibbs`` (1 thread) and AD-LDA
+  (``schedule="delayed"``, 2 threads) for ``--lda-sweeps`` sweeps, tokens/s
+  and held-out after the same sweeps (target: >= 1.7x CGS's tokens/s, held-out
+  within 0.02); tomotopy ``LDAModel`` with ``workers=2`` alongside.
+
+Fit times are the samplers' own (``history_``'s ``fit_seconds``; tomotopy's
+``train`` calls). The machine is shared: the load average is printed at the
+start and end, and CPU tokens/s (per CPU-second of the process, all threads) is
+printed next to the wall-clock rate.
+
+Usage::
+
+    python benchmarks/bench_adgibbs.py [--hdp-sweeps 1000] [--lda-sweeps 300] [--eval-every 50]
+        [--skip hdp,lda,tomotopy] [--out benchmarks/results/bench_adgibbs_kos.txt]
+"""
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_pchdp import run, time_to_reach  # noqa: E402
+from harness import threads_note, token_split  # noqa: E402
+
+from bnpcore.evaluation import token_log_likelihood  # noqa: E402
+from bnpcore.hdp import DirectAssignmentGibbs  # noqa: E402
+from bnpcore.lda import CollapsedGibbs  # noqa: E402
+
+TOLERANCE = 0.02
+
+
+def _tomotopy_docs(mdl, train):
+    words, ptr = train.tokens()
+    names = np.array([str(w) for w in range(train.n_words)])
+    kept = [j for j in range(train.n_docs) if ptr[j + 1] > ptr[j]]
+    for j in kept:
+        mdl.add_doc(names[words[ptr[j]:ptr[j + 1]]].tolist())
+    return kept
+
+
+def _tomotopy_counts(mdl, train, kept, topics):
+    """(n_jk, n_kw) of tomotopy's current sample over ``topics``."""
+    ids = np.array([int(v) for v in mdl.used_vocabs])
+    nkw = np.zeros((len(topics), train.n_words))
+    for i, k in enumerate(topics):
+        nkw[i, ids] = np.rint(np.asarray(mdl.get_topic_word_dist(k, normalize=False), dtype=np.float64) - mdl.eta)
+    ndk = np.zeros((train.n_docs, mdl.k))
+    for j, doc in zip(kept, mdl.docs):
+        ndk[j] = np.bincount(np.asarray(doc.topics), minlength=mdl.k)
+    return ndk[:, topics], np.maximum(nkw, 0.0)
+
+
+def tomotopy_hdp(train, heldout, args, workers=2):
+    import tomotopy as tp
+    W = train.n_words
+    eta = 100.0 / W
+    mdl = tp.HDPModel(initial_k=args.init_topics, alpha=1.0, eta=eta, gamma=1.0, seed=args.seed)
+    kept = _tomotopy_docs(mdl, train)
+    mdl.train(0, workers=workers)
+    trace, secs, cpu = [], 0.0, 0.0
+    for it in range(args.eval_every, args.hdp_sweeps + 1, args.eval_every):
+        t, c = time.perf_counter(), time.process_time()
+        mdl.train(args.eval_every, workers=workers)
+        secs, cpu = secs + time.perf_counter() - t, cpu + time.process_time() - c
+        live = [k for k in range(mdl.k) if mdl.is_live_topic(k)]
+        ndk, nkw = _tomotopy_counts(mdl, train, kept, live)
+        # tomotopy exposes no global weights: n_k / N stands for them (as benchmarks/bench_hdp.py)
+        n_k = ndk.sum(0)
+        theta = (ndk + mdl.alpha * n_k / n_k.sum()) / (ndk.sum(1) + mdl.alpha)[:, None]
+        phi = (nkw + eta) / (nkw.sum(1) + W * eta)[:, None]
+        trace.append((it, secs, token_log_likelihood(theta, phi, heldout, 1), len(live), mdl.alpha, mdl.gamma))
+    tokens = train.n_tokens * args.hdp_sweeps
+    return {"name": "tomotopy HDPModel", "threads": workers, "seconds": secs, "tok_s": tokens / secs / workers,
+            "cpu_tok_s": tokens / cpu, "heldout": trace[-1][2], "topics": trace[-1][3], "alpha": mdl.alpha,
+            "gamma": mdl.gamma}, trace
+
+
+def lda_row(name, est, train, heldout, threads):
+    cpu = time.process_time()
+    est.fit(train)
+    cpu = time.process_time() - cpu
+    secs = est.history_[-1]["fit_seconds"]
+    tokens = train.n_tokens * len(est.history_)
+    return {"name": name, "threads": threads, "seconds": secs, "tok_s": tokens / secs, "cpu_tok_s": tokens / cpu,
+            "heldout": token_log_likelihood(est.doc_topic_, est.topics_, heldout, 1)}
+
+
+def tomotopy_lda(train, heldout, args, alpha, eta, workers=2):
+    import tomotopy as tp
+    K = args.lda_topics
+    mdl = tp.LDAModel(k=K, alpha=alpha, eta=eta, seed=args.seed)
+    mdl.optim_interval = 0
+    kept = _tomotopy_docs(mdl, train)
+    mdl.train(0, workers=workers)
+    t, c = time.perf_counter(), time.process_time()
+    mdl.train(args.lda_sweeps, workers=workers)
+    secs, cpu = time.perf_counter() - t, time.process_time() - c
+    ndk, nkw = _tomotopy_counts(mdl, train, kept, list(range(K)))
+    theta = (ndk + alpha) / (ndk.sum(1) + K * alpha)[:, None]
+    phi = (nkw + eta) / (nkw.sum(1) + train.n_words * eta)[:, None]
+    tokens = train.n_tokens * args.lda_sweeps
+    return {"name": "tomotopy LDAModel", "threads": workers, "seconds": secs, "tok_s": tokens / secs,
+            "cpu_tok_s": tokens / cpu, "heldout": token_log_likelihood(theta, phi, heldout, 1)}
+
+
+def hdp_part(train, heldout, args):
+    common = dict(n_components=args.init_topics, max_iter=args.hdp_sweeps, burn_in=args.hdp_sweeps - 1,
+                  eta_tot=100.0, random_state=args.seed)
+    results = [run("G-HDP", DirectAssignmentGibbs(n_threads=1, **common), train, heldout, args.eval_every, 1)]
+    births = {}
+    for rule in ("match", "separate"):
+        est = DirectAssignmentGibbs(schedule="delayed", new_topics=rule, n_threads=2, **common)
+        results.append(run(f"AD-HDP {rule}", est, train, heldout, args.eval_every, 2))
+        births[f"AD-HDP {rule}"] = (sum(h["new_topics"] for h in est.history_),
+                                    sum(h["matched_topics"] for h in est.history_))
+    if "tomotopy" not in args.skip:
+        results.append(tomotopy_hdp(train, heldout, args))
+    print(f"\nHDP, {args.hdp_sweeps} sweeps from {args.init_topics} topics (eta = 100 / W; bnpcore resamples "
+          f"alpha and gamma, tomotopy optimises them from 1)")
+    print(f"{'system':<22} {'thr':>3} {'seconds':>8} {'tok/s/thread':>12} {'CPU tok/s':>10} {'held-out':>9} "
+          f"{'topics':>6}")
+    for r, _ in results:
+        print(f"{r['name']:<22} {r['threads']:3d} {r['seconds']:8.1f} {r['tok_s']:12.0f} {r['cpu_tok_s']:10.0f} "
+              f"{r['heldout']:9.4f} {r['topics']:6d}")
+    for name, (born, matched) in births.items():
+        print(f"{name}: {born} new topics born in the blocks over the run, {matched} merged by matching")
+    base = results[0][0]
+    target = base["heldout"] - TOLERANCE
+    print(f"\ntime to come within {TOLERANCE} of G-HDP's held-out after {args.hdp_sweeps} sweeps "
+          f"({base['heldout']:.4f}, so {target:.4f}), against G-HDP's {base['seconds']:.1f} s:")
+    for r, trace in results:
+        it, secs = time_to_reach(trace, target)
+        print(f"  {r['name']:<22} {r['threads']} thr: " + (
+            f"sweep {it}, {secs:.1f} s = {secs / base['seconds']:.2f} x" if it else "not reached"))
+    print("\ntraces: sweep, fit seconds, held-out, topics, alpha, gamma")
+    for r, trace in results:
+        print(f"  {r['name']} ({r['threads']} thr)")
+        for it, secs, ll, k, a, g in trace:
+            print(f"    {it:5d} {secs:8.1f} {ll:9.4f} {k:5d} {a:6.3f} {g:7.3f}")
+
+
+def lda_part(train, heldout, args):
+    alpha, eta, K, S = 0.1, 0.01, args.lda_topics, args.lda_sweeps
+    common = dict(n_components=K, alpha=alpha, eta=eta, max_iter=S, burn_in=S - 1, random_state=args.seed)
+    rows = [lda_row("CGS", CollapsedGibbs(n_threads=1, **common), train, heldout, 1),
+            lda_row("AD-LDA", CollapsedGibbs(schedule="delayed", n_threads=2, **common), train, heldout, 2)]
+    if "tomotopy" not in args.skip:
+        rows.append(tomotopy_lda(train, heldout, args, alpha, eta))
+    print(f"\nLDA, K = {K}, alpha = {alpha}, eta = {eta}, {S} sweeps (held-out: the final sample)")
+    print(f"{'system':<22} {'thr':>3} {'seconds':>8} {'tokens/s':>11} {'CPU tok/s':>10} {'held-out':>9} "
+          f"{'x CGS tok/s':>11}")
+    for r in rows:
+        print(f"{r['name']:<22} {r['threads']:3d} {r['seconds']:8.2f} {r['tok_s']:11.0f} {r['cpu_tok_s']:10.0f} "
+              f"{r['heldout']:9.4f} {r['tok_s'] / rows[0]['tok_s']:11.2f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hdp-sweeps", type=int, default=1000)
+    ap.add_argument("--lda-sweeps", type=int, default=300)
+    ap.add_argument("--lda-topics", type=int, default=50)
+    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--init-topics", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip", default="", help="comma-separated: hdp, lda, tomotopy")
+    ap.add_argument("--out", default=None, help="also write the output to this file")
+    args = ap.parse_args(argv)
+    args.skip = set(filter(None, args.skip.split(",")))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf) if args.out else contextlib.nullcontext():
+        corpus, train, heldout = token_split("kos")
+        print(f"KOS: {train.n_docs} documents, {train.n_words} words, {train.n_tokens} training tokens; "
+              f"{threads_note()}; load average {os.getloadavg()[0]:.1f} at the start")
+        if "lda" not in args.skip:
+            lda_part(train, heldout, args)
+        if "hdp" not in args.skip:
+            hdp_part(train, heldout, args)
+        print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    if args.out:
+        text = buf.getvalue()
+        sys.stdout.write(text)
+        with open(args.out, "w") as f:
+            f.write(f"# python benchmarks/bench_adgibbs.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+                    f"   ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n" + text)
+
+
+if __name__ == "__main__":
+    main()
