@@ -19,12 +19,15 @@ and takes the stick term in expectation under q(gamma).
 #     two divisions per topic) and computes Z and the entropy in the same pass; CVB0
 #     needs one division and no logarithm per topic, and one count array per side
 #     where (15) keeps E, V and Z: the 3x target is not met.
+import warnings
+
 import numpy as np
 from scipy.special import digamma, gammaln
 
 from bnpcore._threads import map_rows
-from bnpcore._defaults import warn_capacity
-from bnpcore._validation import PRODUCT_RANGE, check_inner, check_int, check_memory, check_prior, effective_n_threads
+from bnpcore._defaults import CapacityWarning, warn_capacity
+from bnpcore._validation import (PRODUCT_RANGE, check_inner, check_int, check_memory, check_prior, effective_n_threads,
+                                 memory_limit)
 from bnpcore.base import DEPRECATED, TopicMixin
 from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, InitFromMixin, Items, Number, OneOf,
                                      same_counts)
@@ -145,9 +148,21 @@ RANDOM_TRUNCATION = 40
 AUTO_ITER_FROM_SAMPLE, AUTO_ITER_RANDOM = 10, 100
 
 
-def auto_truncation(n_found):
-    """Truncation K for a start from a sample with ``n_found`` topics: 10% more, at least 5 more."""
-    return int(n_found + max(5, -(-n_found // 10)))
+def auto_truncation(n_found, X=None, r_dtype="float64"):
+    """Truncation K for a start from a sample with ``n_found`` topics: 10% more, at
+    least 5 more, and no more than the arrays of a quarter of the memory a fit may
+    have hold (``_state_bytes``; at least RANDOM_TRUNCATION)."""
+    K = int(n_found + max(5, -(-n_found // 10)))
+    limit = None if X is None else memory_limit()
+    if limit is not None:
+        K = min(K, max(RANDOM_TRUNCATION, int(limit // 4 // _state_bytes(X, 1, r_dtype))))
+    return K
+
+
+def _state_bytes(X, K, r_dtype):
+    """Bytes of CV-HDP's arrays at truncation K: r per (document, word) pair, E, V, Z
+    of the counts by document and by word."""
+    return K * (np.dtype(r_dtype).itemsize * X.nnz + 48 * (X.n_docs + X.n_words))
 
 
 class _CVState(BatchState):
@@ -313,11 +328,21 @@ class _CVState(BatchState):
         if (z < 0).any():
             raise ValueError("init_from was pruned: its assignments no longer cover every token")
         found = int(model.n_components_)
-        K = auto_truncation(found) if self.truncation is None else max(int(self.truncation), found)
+        if self.truncation is None:
+            K = auto_truncation(found, X, self.r_dtype)
+            if K < found:
+                warnings.warn(f"CollapsedVB: the arrays of the start's {found} topics would not fit in a quarter of "
+                              f"the memory; keeping its {K} largest (give n_components to choose)", CapacityWarning,
+                              stacklevel=2)
+        else:
+            K = max(int(self.truncation), found)
+        check_memory(_state_bytes(X, K, self.r_dtype), f"n_components={K}", X)
         self._alloc(X, K)
         pair = np.repeat(np.arange(X.nnz), X.counts)
         r = np.zeros((X.nnz, K))
-        np.add.at(r, (pair, z), 1.0)
+        kept = z < K            # the sample's topics are largest first: a smaller K keeps the largest
+        np.add.at(r, (pair[kept], z[kept]), 1.0)
+        np.add.at(r, pair[~kept], 1.0 / K)      # tokens of the topics left out: spread evenly
         r /= X.counts[:, None]
         self._r = np.ascontiguousarray(r, dtype=self.r_dtype)
         self._init_hyper(X.n_words, K)
@@ -329,8 +354,9 @@ class _CVState(BatchState):
             if self.gamma is None:
                 h["E_gamma"], h["Elog_gamma"] = float(model.gamma_), np.log(model.gamma_)
             w = np.zeros(K)
-            w[:model.n_components_] = model.weights_
-            w[model.n_components_:] = model.beta_new_ / max(K - model.n_components_, 1)
+            n = min(K, found)          # the topics kept; the weight of those left out joins the rest
+            w[:n] = model.weights_[:n]
+            w[n:] = (model.beta_new_ + model.weights_[n:].sum()) / max(K - n, 1)
             self._G_beta = np.maximum(w, 1e-300)
             self._E_beta = self._G_beta.copy()
         self._prior_doc = np.maximum(h["G_alpha"] * self._G_beta, _PRIOR_FLOOR)
@@ -657,8 +683,7 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         threads = effective_n_threads(self.n_threads) if self.schedule == "delayed" else 1
         truncation = None if self.n_components == "auto" else self.n_components
         K = int(truncation or 0)      # r per (document, word) pair; E, V, Z by document and by word
-        check_memory(K * (np.dtype(self.r_dtype).itemsize * X.nnz + 48 * (X.n_docs + X.n_words)),
-                     f"n_components={K}", X)
+        check_memory(_state_bytes(X, K, self.r_dtype), f"n_components={K}", X)
         return _CVState(X, dict(params, truncation=truncation, sweep_threads=threads), rng, self._init_from)
 
     def _set_fitted(self, state, X):

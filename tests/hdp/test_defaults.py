@@ -118,6 +118,22 @@ def test_collapsed_vb_default_picks_its_truncation_from_a_sampler_and_keeps_room
     assert model.n_active_ < model.n_components_
 
 
+def test_collapsed_vb_default_truncation_fits_in_memory(bars, monkeypatch):
+    """A corpus whose sample has more topics than a quarter of the memory holds (a
+    50,000-document corpus filled 24 GiB): the largest topics are kept, with a
+    CapacityWarning, and the fit runs."""
+    from bnpcore.models import hdp_collapsed
+    one_topic = hdp_collapsed._state_bytes(bars, 1, "float64")
+    monkeypatch.setattr(hdp_collapsed, "memory_limit", lambda: 4 * one_topic * (hdp_collapsed.RANDOM_TRUNCATION + 3))
+    assert auto_truncation(1000, bars) == hdp_collapsed.RANDOM_TRUNCATION + 3
+    sampler = hdp.DirectAssignmentGibbs(n_components=100, max_iter=5, random_state=0).fit(bars)
+    assert sampler.n_components_ > hdp_collapsed.RANDOM_TRUNCATION + 3
+    with pytest.warns(CapacityWarning, match="keeping its 43 largest"):
+        model = hdp.CollapsedVB(max_iter=2, random_state=0).fit(bars, init_from=sampler)
+    assert model.n_components_ == hdp_collapsed.RANDOM_TRUNCATION + 3
+    assert np.isfinite(model.topics_).all() and np.isfinite(model.score(bars))
+
+
 def test_collapsed_vb_warns_when_every_truncation_slot_holds_a_topic(bars):
     with pytest.warns(CapacityWarning, match="raise n_components"):
         model = hdp.CollapsedVB(n_components=3, init="random", max_iter=5, random_state=0).fit(bars)
