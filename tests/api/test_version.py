@@ -25,9 +25,9 @@ def test_version_matches_the_installed_metadata():
     assert importlib.metadata.version("bnpcore") == bnpcore.__version__
 
 
-def test_command_line_version():
+def test_command_line_version(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bnpcore", "--version"], capture_output=True, text=True,
-                         check=True).stdout
+                         check=True, cwd=tmp_path).stdout      # cwd: not the source tree, which -m would import
     assert out.strip() == f"bnpcore {bnpcore.__version__}"
 
 

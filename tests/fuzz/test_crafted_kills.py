@@ -49,7 +49,7 @@ def wait_for_line(proc, text):
 
 def test_a_killed_save_leaves_a_file_the_next_save_removes(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", CHILD_SAVE, str(tmp_path / "m.npz")], stdout=subprocess.PIPE,
-                            text=True)
+                            text=True, cwd=tmp_path)     # cwd: not the source tree, which -c would import
     try:
         wait_for_line(proc, "saving")
     finally:
@@ -76,7 +76,7 @@ def test_sigterm_during_bnpcore_corpus_removes_the_partial_directory(tmp_path):
     source = tmp_path / "docword.txt"
     source.write_text("2\n3\n3\n1 1 2\n1 2 1\n2 3 4\n")
     proc = subprocess.Popen([sys.executable, "-c", CHILD_CORPUS, str(source), str(tmp_path / "c")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         wait_for_line(proc, "writing")
         assert any(n.endswith(".partial") for n in os.listdir(tmp_path))
@@ -95,7 +95,7 @@ def test_a_killed_corpus_writer_leaves_a_directory_the_next_write_removes(tmp_pa
     source = tmp_path / "docword.txt"
     source.write_text("2\n3\n3\n1 1 2\n1 2 1\n2 3 4\n")
     proc = subprocess.Popen([sys.executable, "-c", CHILD_CORPUS, str(source), str(tmp_path / "c")],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         wait_for_line(proc, "writing")
     finally:
