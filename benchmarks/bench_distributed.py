@@ -80,9 +80,9 @@ def models(args):
         "hdp-ovb": (lambda t: hdp.OnlineVB(n_components=K, eta=0.01, gamma=1.0, batch_size=args.batch_size, n_epochs=1,
                                            random_state=seed, n_threads=t), False),
         "da-online": (lambda t: hdp.DirectAssignmentVB(n_components=K, batch_size=args.batch_size, max_iter=1,
-                                                       random_state=seed, n_threads=t, **PAPER_MOVES), False),
+                                                       random_state=seed, n_threads=t, moves=PAPER_MOVES), False),
         "da-batch": (lambda t: hdp.DirectAssignmentVB(n_components=K, mode="batch", max_iter=n, tol=0.0,
-                                                      random_state=seed, n_threads=t, **PAPER_MOVES), False),
+                                                      random_state=seed, n_threads=t, moves=PAPER_MOVES), False),
     }
 
 
@@ -118,9 +118,9 @@ def main():
         else:
             corpus, name = datasets.load_kos(), "KOS"
         if args.bytes:
-            on_disk = corpus if corpus._path else corpus_module.write(corpus, f"{tmp}/written")
-            sent_bytes(args, {"in memory": Corpus._from_arrays(corpus.indptr, corpus.indices, corpus.counts,
-                                                               corpus.n_words), "on disk": on_disk}, name)
+            on_disk = corpus if corpus.path else corpus_module.write(corpus, f"{tmp}/written")
+            sent_bytes(args, {"in memory": Corpus.from_csr(corpus.indptr, corpus.indices, corpus.counts,
+                                                           corpus.n_words, check=False), "on disk": on_disk}, name)
         else:
             compare(args, corpus, name)
 

@@ -186,8 +186,8 @@ def run_peers(names, observed, heldout, cfg, out=sys.stdout):
 
 
 def run_registered(names, observed, heldout, cfg):
-    """Rows of bnpcore models registered in ``bnpcore.cli.MODELS`` (KOS defaults)."""
-    from bnpcore.cli import get_model
+    """Rows of bnpcore models registered in ``bnpcore.registry`` (KOS defaults)."""
+    from bnpcore.registry import get as get_model
     rows = []
     for name in names:
         spec = get_model(name)

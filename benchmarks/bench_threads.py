@@ -97,7 +97,7 @@ def machine_ceiling(repeat, n=5_000_000):
 def make_estimator(name, threads, cfg):
     """The registered model ``name`` (or a VARIANTS entry) with KOS defaults,
     ``cfg.iterations`` iterations and ``threads`` threads."""
-    from bnpcore.cli import get_model
+    from bnpcore.registry import get as get_model
     base, extra = VARIANTS.get(name, (name, {}))
     spec = get_model(base)
     params = spec.load_class()._param_names()
@@ -208,11 +208,11 @@ def print_rows(rows, out=sys.stdout):
 
 
 def parse_args(argv=None):
-    from bnpcore.cli import MODELS
+    from bnpcore.registry import names
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--path", default="kos", help="a UCI docword file (default: the bundled KOS)")
     p.add_argument("--vocab", help="UCI vocabulary file")
-    p.add_argument("--models", nargs="+", default=sorted(MODELS) + sorted(VARIANTS), metavar="MODEL",
+    p.add_argument("--models", nargs="+", default=names() + sorted(VARIANTS), metavar="MODEL",
                    help="registered models (bnpcore list) and the variants name/delayed, "
                         "hdp-da-batch/no-moves (default: all)")
     p.add_argument("--iterations", type=int, default=20,
@@ -233,7 +233,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    from bnpcore.cli import get_model
+    from bnpcore.registry import get as get_model
     cfg = parse_args(argv)
     corpus, observed, heldout = token_split(cfg.path, cfg.vocab, seed=cfg.seed)
     caption = (f"{cfg.path}: {corpus.n_docs} documents, {corpus.n_words} words, {observed.n_tokens} training "

@@ -57,6 +57,7 @@ scored per word with ``bnpcore.evaluation.token_log_likelihood``.
         --max-splits 3 --split-candidates 5
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -72,6 +73,7 @@ from bnpcore import hdp, lda  # noqa: E402
 from bnpcore.datasets import load_kos, make_bars  # noqa: E402
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
 from bnpcore.inference.online import Minibatch  # noqa: E402
+from bnpcore.models import hdp_da_moves as da_moves  # noqa: E402
 from bnpcore.models.hdp_da import DAState  # noqa: E402
 
 BARS_INITS = (2, 5, 10, 20, 40, 50, 80, 100)
@@ -100,7 +102,7 @@ def run_bars(args):
     per_epoch = math.ceil(data.train.n_docs / args.batch_size)
     for name, K, sm, seed in runs:
         est = hdp.DirectAssignmentVB(n_components=K, split_merge=sm, eta=0.5, batch_size=args.batch_size,
-                                     max_iter=args.epochs, split_inits=args.split_inits, random_state=seed)
+                                     max_iter=args.epochs, moves={"split_inits": args.split_inits}, random_state=seed)
         est.fit(data.train, heldout=data.test, eval_every=range(per_epoch, args.epochs * per_epoch + 1, per_epoch))
         h = est.history_
         trace = []
@@ -121,9 +123,9 @@ def kos_split(seed):
 
 def direct_assignment(K, sm, args):
     return hdp.DirectAssignmentVB(n_components=K, split_merge=sm, eta=args.eta, batch_size=args.batch_size,
-                                  max_iter=10 ** 6, split_inits=args.split_inits, max_splits=args.max_splits,
-                                  max_merges=args.max_merges, split_candidates=args.split_candidates,
-                                  random_state=args.seed)
+                                  max_iter=10 ** 6, random_state=args.seed,
+                                  moves={"split_inits": args.split_inits, "max_splits": args.max_splits,
+                                         "max_merges": args.max_merges, "split_candidates": args.split_candidates})
 
 
 def run_kos(args):
@@ -219,8 +221,8 @@ def merge_path(sampler, train, eta, observed, heldout, args):
         cov = np.cov(theta, rowvar=False)
         i, j = np.triu_indices(K, 1)
         pairs = np.argsort(-cov[i, j], kind="stable")[:60]
-        gain, a, b = max((state._merge_gain(local, 1.0, i[p], j[p]), i[p], j[p]) for p in pairs)
-        state._apply_merge(local, a, b)
+        gain, a, b = max((da_moves.merge_gain(state, local, 1.0, i[p], j[p]), i[p], j[p]) for p in pairs)
+        da_moves.apply_merge(state, local, a, b)
         record = state.update(local)
         for _ in range(args.refits):
             record = state.sweep()
@@ -231,10 +233,11 @@ class _AuditedState(DAState):
     proposals; a "reassign" split is not audited) and the first accepted merge
     of each iteration, also measures the move's change of the bound of the
     whole training set (every document's E-step under the globals before and
-    after): the quantity the minibatch estimate stands for."""
+    after): the quantity the minibatch estimate stands for. The moves call
+    ``hdp_da_moves.apply_split`` and ``merge_gain``: ``audited_moves`` wraps them."""
 
     def _whole(self, lam, beta):
-        local = self._refit(Minibatch(self.corpus, np.arange(self.corpus.n_docs), self._word_map), lam, beta)
+        local = self.refit(Minibatch(self.corpus, np.arange(self.corpus.n_docs), self._word_map), lam, beta)
         return local, sum(self.bound(local, 1.0, lam, beta).values())
 
     def _first(self, kind):
@@ -242,22 +245,34 @@ class _AuditedState(DAState):
         self.audit_seen[kind] = self.updates
         return not done
 
-    def _apply_split(self, local, k, proposal):
-        if self._first("split"):
-            lam1, lam2 = proposal["lam"]
-            lam = np.vstack([self.lam, lam2[None]])
-            lam[k] = lam1
-            change = self._whole(lam, proposal["beta"])[1] - self._whole(self.lam, self.beta)[1]
-            self.audit.append(("split", self.updates, self.n_components, proposal["gain"], change))
-        super()._apply_split(local, k, proposal)
 
-    def _merge_gain(self, local, scale, ka, kb):
-        gain = super()._merge_gain(local, scale, ka, kb)
-        if gain > 0.0 and self._first("merge"):
-            whole = self._whole(self.lam, self.beta)[0]
-            self.audit.append(("merge", self.updates, self.n_components, gain,
-                               super()._merge_gain(whole, 1.0, ka, kb)))
+@contextlib.contextmanager
+def audited_moves():
+    """``hdp_da_moves.apply_split`` and ``merge_gain`` that audit an ``_AuditedState``'s moves."""
+    apply_split, merge_gain = da_moves.apply_split, da_moves.merge_gain
+
+    def audited_split(state, local, k, proposal):
+        if isinstance(state, _AuditedState) and state._first("split"):
+            lam1, lam2 = proposal["lam"]
+            lam = np.vstack([state.lam, lam2[None]])
+            lam[k] = lam1
+            change = state._whole(lam, proposal["beta"])[1] - state._whole(state.lam, state.beta)[1]
+            state.audit.append(("split", state.updates, state.n_components, proposal["gain"], change))
+        apply_split(state, local, k, proposal)
+
+    def audited_gain(state, local, scale, ka, kb):
+        gain = merge_gain(state, local, scale, ka, kb)
+        if isinstance(state, _AuditedState) and gain > 0.0 and state._first("merge"):
+            whole = state._whole(state.lam, state.beta)[0]
+            state.audit.append(("merge", state.updates, state.n_components, gain,
+                                merge_gain(state, whole, 1.0, ka, kb)))
         return gain
+
+    da_moves.apply_split, da_moves.merge_gain = audited_split, audited_gain
+    try:
+        yield
+    finally:
+        da_moves.apply_split, da_moves.merge_gain = apply_split, merge_gain
 
 
 def run_audit(args):
@@ -269,8 +284,9 @@ def run_audit(args):
     state.__class__ = _AuditedState
     state.audit, state.audit_seen = [], {}
     start = time.perf_counter()
-    while time.perf_counter() - start < args.seconds:
-        state.sweep()
+    with audited_moves():
+        while time.perf_counter() - start < args.seconds:
+            state.sweep()
     print(f"# KOS: oHDP-SM from 1 topic, eta {args.eta:g}, minibatch {args.batch_size}, {state.updates} iterations "
           f"in {args.seconds:g} s (with the audit); the first accepted split and merge of each iteration; "
           f"{state.n_components} topics at the end")
@@ -298,7 +314,7 @@ def run_start(args):
     for name, sm in (("oHDP", False), ("oHDP-SM", True)):
         for offset in args.offsets:
             est = hdp.DirectAssignmentVB(eta=eta, split_merge=sm, learning_offset=offset, batch_size=args.batch_size,
-                                         max_iter=10 ** 6, split_inits=args.split_inits, random_state=args.seed)
+                                         max_iter=10 ** 6, moves={"split_inits": args.split_inits}, random_state=args.seed)
             est.fit(train, init_from=sampler, max_seconds=args.seconds)
             print(f"{name:8} {offset:6g} {est.n_components_:4d} {len(est.history_):6d} "
                   f"{est.heldout_log_likelihood(observed, heldout):9.4f}", flush=True)

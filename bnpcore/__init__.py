@@ -32,7 +32,8 @@ from bnpcore.corpus import Corpus, as_corpus
 __all__ = ["Corpus", "as_corpus", "load", "NotFittedError", "CapacityWarning", "get_include", "__version__",
            "lda", "hdp", "mixture", "bayesnet", "datasets", "evaluation"]
 
-_SUBMODULES = {"lda", "hdp", "mixture", "bayesnet", "datasets", "evaluation", "corpus", "base", "cli", "plot", "text"}
+_SUBMODULES = {"lda", "hdp", "mixture", "bayesnet", "datasets", "evaluation", "corpus", "base", "cli", "plot", "text",
+               "registry"}
 
 
 def __getattr__(name):

@@ -6,10 +6,8 @@ evaluated block of rows by block of rows on a thread pool runs in parallel and
 gives the values of one call over all rows, bit for bit. The training loops use
 this for their O((documents + words) x topics) steps between two parallel
 kernels (digammas and log-gammas of the counts, bound terms), which on one
-thread capped the speed-up of a whole iteration (StandardVB on a NIPS-sized
-corpus, K = 50, two threads: 48 ms of such steps against a 166 ms kernel; in
-blocks the 2-thread iteration took 196 ms against 209 ms, alternating A/B
-runs). Arrays too small to gain are evaluated in one call. ``map_threads``
+thread capped the speed-up of a whole iteration. Arrays too small to gain are
+evaluated in one call. ``map_threads``
 runs independent calls whose heavy part releases the GIL (the split
 proposals of ``hdp.DirectAssignmentVB``).
 """
@@ -19,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 
 # the smallest block worth a thread: an OpenMP worker still spins for a while after a parallel
-# kernel returns, and a pool thread started then shares its core. Measured (StandardVB, two threads):
-# blocks of 34,000 numbers (KOS, K = 10) made an iteration slower, 32 ms against 28 ms with no blocks;
-# blocks of 310,000 (NIPS-sized corpus, K = 50) faster, 208 ms against 232-243 ms
+# kernel returns, and a pool thread started then shares its core, so small blocks made an
+# iteration slower and large ones faster; 2^18 lies between the two sizes measured
+# (benchmarks/results/design_choices.txt)
 _MIN_ELEMENTS = 1 << 18
 _pool = None            # (size, ThreadPoolExecutor), kept between calls: an iteration makes several
 

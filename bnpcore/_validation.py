@@ -65,7 +65,7 @@ def blas_limited():
             from threadpoolctl import ThreadpoolController
         except ImportError:
             _controller = False
-        else:   # scanning the loaded libraries takes ~30 ms, a limit from the scan ~0.3 ms
+        else:   # built once: scanning the loaded libraries costs far more than a limit from the scan
             _controller = ThreadpoolController()
     return _controller.limit(limits=1, user_api="blas") if _controller else contextlib.nullcontext()
 
@@ -131,6 +131,32 @@ def check_prior(value, name, allow_zero=False, bounds=PRIOR_RANGE, reason=None):
         why = reason or "beyond it the kernels' reciprocals, logs and sums leave double precision"
         raise ValueError(f"{name}={value:g} is outside [{low:g}, {high:g}]: {why} (see docs/numerics.md)")
     return value
+
+
+def check_dirichlet(value, shape, name, bounds=None, reason=None):
+    """A Dirichlet prior as a C-contiguous float64 array of ``shape``, from a
+    number (symmetric), an array of the last axis's size (the same for every
+    row) or an array of ``shape``: positive and finite, and inside ``bounds``
+    when given (a number by :func:`check_prior`, an array by its extreme
+    entries), else ValueError/TypeError naming ``name``."""
+    shape = tuple(int(n) for n in shape)
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a number or an array, got a bool")
+    if bounds is not None and np.ndim(value) == 0:
+        return np.full(shape, check_prior(value, name, bounds=bounds, reason=reason))
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a number or an array of numbers, got dtype {arr.dtype}")
+    if arr.shape not in ((), shape[-1:], shape):
+        allowed = f"an array of shape {shape}" if len(shape) == 1 else f"shape {shape[-1:]} or shape {shape}"
+        raise ValueError(f"{name} must be a number or {allowed}, got shape {arr.shape}")
+    arr = np.array(np.broadcast_to(arr.astype(np.float64, copy=False), shape), order="C")    # a writable copy
+    if not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ValueError(f"{name} must be positive and finite")
+    if bounds is not None and arr.size:
+        for v in (arr.min(), arr.max()):
+            check_prior(v, f"{name} (an entry)", bounds=bounds, reason=reason)
+    return arr
 
 
 # Largest integer setting (sizes, sweeps, samples, rounds): the kernels count in
@@ -230,3 +256,25 @@ def check_init_scale(value):
     return check_positive(value, "init_scale", allow_zero=True, maximum=INIT_SCALE_MAX,
                           reason="the initial topics' sums over the vocabulary (about init_scale * n_docs / "
                                  "n_components) would overflow (see docs/numerics.md)")
+
+
+def check_iterable(items, what):
+    """``iter(items)``; a single str or bytes, or a non-iterable, is a TypeError naming ``what``."""
+    if isinstance(items, (str, bytes)):
+        raise TypeError(f"{what} is a single {type(items).__name__}; give a list (or other iterable) of them")
+    try:
+        return iter(items)
+    except TypeError:
+        raise TypeError(f"{what} must be an iterable, got {type(items).__name__}") from None
+
+
+# Word ids are int32 in every kernel: a wider vocabulary would wrap around.
+MAX_WORDS = np.iinfo(np.int32).max
+
+
+def check_n_words(n_words):
+    """``n_words``, a vocabulary size whose word ids fit the kernels' int32, else ValueError."""
+    if n_words > MAX_WORDS:
+        raise ValueError(f"a vocabulary of {n_words} words exceeds the largest supported, {MAX_WORDS} "
+                         "(word ids are 32-bit)")
+    return n_words

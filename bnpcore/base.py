@@ -45,8 +45,8 @@ Every estimator subclasses :class:`BaseEstimator` (topic models also
   (or a Generator in the same state) gives the same fit. ``n_threads`` (where
   present) follows ``bnpcore._validation.effective_n_threads``. The iteration
   parameter is ``max_iter`` (batch) or ``n_epochs`` (online), named by the class
-  attribute ``_iterations``; renamed parameters stay one release as aliases
-  (:meth:`BaseEstimator._renamed`).
+  attribute ``_iterations``; ``transform`` calls its iteration setting
+  ``max_iter`` too (``burn_in`` where it samples).
 * Batch and online estimators do not write these loops themselves: they
   subclass ``bnpcore.inference.batch.BatchEstimator`` or
   ``bnpcore.inference.online.OnlineEstimator`` (docs/architecture.md).
@@ -94,20 +94,16 @@ import os
 import stat
 import tempfile
 import threading
-import warnings
 import zipfile
 import zlib
 
 import numpy as np
 
 from bnpcore._validation import blas_limited
-from bnpcore.corpus import Corpus, as_corpus, remove_stale_leftovers
+from bnpcore.corpus import Corpus, as_corpus
+from bnpcore.corpus_io import remove_stale_leftovers
 
-__all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "exclusive", "FORMAT_VERSION",
-           "DEPRECATED"]
-
-# Default of a renamed parameter kept one release as an alias (``BaseEstimator._renamed``).
-DEPRECATED = "deprecated"
+__all__ = ["BaseEstimator", "TopicMixin", "NotFittedError", "load", "class_key", "exclusive", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 2
 # 1: arrays nested in other values were stored as JSON lists; 2: as arrays of the .npz
@@ -149,7 +145,7 @@ def exclusive(method):
                 result = method(self, *args, **kwargs)
             if owner is None:
                 _keep_text_pipeline(self, args[0] if args else kwargs.get("X"),
-                                    refit=method.__name__ == "fit" and not kwargs.get("resume"))
+                                    refit=method.__name__ in ("fit", "_fit") and not kwargs.get("resume"))
             return result
         finally:
             if owner is None:
@@ -337,16 +333,6 @@ class BaseEstimator:
             digest = hashlib.blake2b(X.indices[lo:hi].tobytes() + X.counts[lo:hi].tobytes(), digest_size=8)
             doc_keys[j] = int.from_bytes(digest.digest(), "little")
         return key, doc_keys
-
-    def _renamed(self, old, new):
-        """The value of parameter ``new``, or of its deprecated alias ``old``
-        (with a ``FutureWarning``) when the caller set ``old``."""
-        value = getattr(self, old)
-        if isinstance(value, str) and value == DEPRECATED:
-            return getattr(self, new)
-        warnings.warn(f"{type(self).__name__}: parameter {old!r} is renamed {new!r}; {old!r} will be removed "
-                      f"in bnpcore 0.3", FutureWarning, stacklevel=3)
-        return value
 
     # -- progress ------------------------------------------------------------
     def _report(self, iteration, **metrics):

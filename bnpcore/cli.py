@@ -1,28 +1,10 @@
 """Command line: ``bnpcore fit | topics | evaluate | infer | corpus | list`` (also ``python -m bnpcore``).
 
-Registering an estimator
-------------------------
-Every algorithm family adds its estimators to ``MODELS``: name -> entry, where
-an entry is either a tuple
-
-    MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"max_iter": 300})
-    MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {"max_iter": 300}, {"max_iter": 5, "n_components": 5})
-
-or the same as a :class:`Model`:
-
-* ``"module:Class"``: the estimator class (imported only when used);
-* ``kwargs``: constructor arguments for the bundled KOS corpus (``bnpcore fit``);
-* ``test_kwargs``: overrides of ``kwargs`` for fast fits on tiny corpora (a
-  second or less on ~40 documents); the contract tests in ``tests/api/`` build
-  every registered model with ``kwargs | test_kwargs``. When absent they use
-  ``kwargs`` with the iteration parameter set to 5, so give ``test_kwargs``
-  whenever other settings depend on it (burn-in, number of samples).
-
-Everything else comes from the estimator protocol (``bnpcore.base``): the
-parameter names (``get_params``), the iteration parameter that
-``--iterations`` sets and the progress bar counts (the class attribute
-``_iterations``: ``max_iter`` for batch estimators, ``n_epochs`` for online
-ones), ``random_state`` (``--seed``) and ``n_threads`` (``--threads``).
+The models are those of the registry (``bnpcore.registry``: the built-in
+estimators, outside packages' entry points of the group ``bnpcore.estimators``
+and the ones added with ``bnpcore.registry.register``). ``--iterations`` sets
+the class attribute ``_iterations``'s parameter (``max_iter`` for batch
+estimators, ``n_epochs`` for online ones), which the progress bar counts.
 
 ``FLAGSHIP`` names the model ``bnpcore fit`` trains when ``--model`` is not given.
 
@@ -34,150 +16,26 @@ environment variable ``BNPCORE_DEBUG=1`` to see the traceback instead).
 import argparse
 import ast
 import contextlib
-import dataclasses
-import importlib
 import inspect
 import os
 import signal
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
-from bnpcore import __version__
+from bnpcore import __version__, registry
 from bnpcore.base import TopicMixin
 from bnpcore.inference.batch import BatchEstimator, InitFromMixin
 from bnpcore.inference.callbacks import Progress
 
-__all__ = ["MODELS", "FLAGSHIP", "Model", "get_model", "load_data", "heldout_score", "main"]
+__all__ = ["FLAGSHIP", "load_data", "heldout_score", "main"]
 
-
-@dataclasses.dataclass(frozen=True)
-class Model:
-    """A registry entry (see the module docstring)."""
-    path: str
-    kwargs: dict = dataclasses.field(default_factory=dict)
-    test_kwargs: dict = None
-
-    def load_class(self):
-        """The estimator class named by ``path`` (``ValueError`` if it cannot be imported)."""
-        module, _, name = self.path.partition(":")
-        try:
-            cls = importlib.import_module(module)
-            for part in name.split("."):
-                cls = getattr(cls, part)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"cannot import {self.path}: {exc}") from None
-        return cls
-
-    def iteration_param(self, cls=None):
-        """The name of the iteration-count parameter (the class's ``_iterations``), or None."""
-        return (cls or self.load_class())._iterations
-
-    def make(self, test=False, **overrides):
-        """An estimator built with the registered keyword arguments (plus
-        ``test_kwargs`` when ``test``) and ``overrides``."""
-        cls = self.load_class()
-        kwargs = dict(self.kwargs)
-        if test:
-            if self.test_kwargs is not None:
-                kwargs.update(self.test_kwargs)
-            elif self.iteration_param(cls) is not None:
-                kwargs[self.iteration_param(cls)] = 5
-        kwargs.update(overrides)
-        unknown = sorted(set(kwargs) - set(cls._param_names()))
-        if unknown:
-            raise ValueError(f"{cls.__name__} has no parameter {', '.join(unknown)}")
-        return cls(**kwargs)
-
-
-# Estimators the command line can train: name -> ("module:Class", default keyword
-# arguments for the bundled KOS corpus). Every algorithm family registers here.
-MODELS = {}
-# An estimator is registered once it passes the contract suite of tests/api
-# (history through BaseEstimator._report, test_kwargs for tiny corpora).
-
-# LDA family ([HYB] Welling, Teh & Kappen 2008, its KOS defaults: K = 10, alpha = eta = 0.1, 300 iterations);
-# third element: overrides for quick fits on tiny corpora.
-_LDA_SAMPLER_TEST = {"max_iter": 5, "burn_in": 2}
-MODELS.update({
-    "lda-cgs": ("bnpcore.lda:CollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
-                _LDA_SAMPLER_TEST),
-    "lda-svb": ("bnpcore.lda:StandardVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
-                {"max_iter": 5}),
-    "lda-cvb": ("bnpcore.lda:CollapsedVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
-                {"max_iter": 5}),
-    "lda-cvb0": ("bnpcore.lda:CollapsedVB", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "order": 0,
-                                             "max_iter": 300}, {"max_iter": 5}),
-    "lda-svb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1, "max_iter": 300},
-                    _LDA_SAMPLER_TEST),
-    "lda-cvb-cgs": ("bnpcore.lda:Hybrid", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
-                                           "variational": "collapsed", "max_iter": 300}, _LDA_SAMPLER_TEST),
-})
-MODELS["lda-pcgs"] = ("bnpcore.lda:PartiallyCollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
-                                                             "max_iter": 300}, _LDA_SAMPLER_TEST)
-# the doubly sparse Poisson Polya urn (Terenin et al. 2019): approximate, a sweep costs O(entries) not O(W K)
-MODELS["lda-pcgs-ppu"] = ("bnpcore.lda:PartiallyCollapsedGibbs", {"n_components": 10, "alpha": 0.1, "eta": 0.1,
-                                                                 "max_iter": 300, "phi": "ppu"}, _LDA_SAMPLER_TEST)
-
-# Truncation-free SVI and its truncated stochastic mean-field baselines ([TF] Wang & Blei 2012, §3 settings).
-MODELS["dp-tf-svi"] = ("bnpcore.mixture:TruncationFreeSVI", {"eta": 0.5, "a": 1.0, "batch_size": 100, "n_epochs": 20},
-                       {"batch_size": 5, "n_epochs": 2})
-MODELS["dp-svb"] = ("bnpcore.mixture:StochasticVB", {"n_components": 300, "eta": 0.5, "a": 1.0, "batch_size": 100,
-                                                     "n_epochs": 20}, {"n_components": 5, "batch_size": 5,
-                                                                       "n_epochs": 2})
-# The HDP estimators at bnpcore's defaults (docs/choosing.md lists them and what they reach on KOS): [TF] §3's
-# TF-SVI settings (eta = 0.01, gamma = 1, one sample) stay at about 18 topics on KOS; the reference start of the
-# online HDP collapses to one topic.
-MODELS["hdp-tf-svi"] = ("bnpcore.hdp:TruncationFreeSVI", {},
-                        {"batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
-MODELS["hdp-online-vb"] = ("bnpcore.hdp:OnlineVB", {},
-                           {"n_components": 5, "n_atoms": 3, "batch_size": 5, "n_epochs": 2, "heldout_samples": 20})
-
-# NGGP mixtures ([NRM] Tank, Foti & Fox 2015, Table 1 on KOS: eta = 0.1; IG prior sigma = 0.5, a = 10, tau = 100).
-# ADF reports once per block of merge_every documents: small blocks give tiny corpora several.
-_NRM_KOS = {"a": 10.0, "sigma": 0.5, "tau": 100.0, "eta": 0.1}
-MODELS["adf-nrm"] = ("bnpcore.mixture:ADF", _NRM_KOS, {"merge_every": 10})
-MODELS["ep-nrm"] = ("bnpcore.mixture:EP", {**_NRM_KOS, "max_iter": 50}, {"max_iter": 3, "merge_every": 10})
-MODELS["gibbs-nrm"] = ("bnpcore.mixture:CollapsedGibbs", {**_NRM_KOS, "max_iter": 215},
-                       {"max_iter": 5, "n_samples": 2})
-
-# HDP by collapsed inference ([CVHDP] Teh, Kurihara & Welling 2007, settings for KOS: eta_tot = 100, tau = 1/W fixed;
-# G-HDP from 100 topics, CV-HDP truncated at 120 topics).
-MODELS["hdp-gibbs"] = ("bnpcore.hdp:DirectAssignmentGibbs",
-                       {"n_components": 100, "max_iter": 500, "eta_tot": 100.0},
-                       {"n_components": 3, "max_iter": 5, "burn_in": 2})
-# PC-HDP at its defaults (the paper's eta = 0.01, from 100 topics), concentrations resampled.
-MODELS["hdp-pcgs"] = ("bnpcore.hdp:PartiallyCollapsedGibbs", {},
-                      {"n_components": 3, "max_iter": 5, "burn_in": 2})
-# CV-HDP at its defaults: started from a G-HDP sample, which also sets the truncation (a fixed K = 120 filled
-# every slot on a corpus of 50,000 documents).
-MODELS["hdp-cvb"] = ("bnpcore.hdp:CollapsedVB", {}, {"max_iter": 3, "init_gibbs_iter": 5})
-
-# Direct-assignment HDP with split-merge moves ([SM] Bryant & Sudderth 2012, section 4: rho_t = (1 + t)^-0.5,
-# alpha = gamma = 1 learned, eta = 0.01 for text; minibatches of 100 documents).
-MODELS["hdp-da-sm"] = ("bnpcore.hdp:DirectAssignmentVB", {"n_components": 10, "max_iter": 10},
-                       {"n_components": 3, "batch_size": 5, "max_iter": 2})
-MODELS["hdp-da-batch"] = ("bnpcore.hdp:DirectAssignmentVB", {"n_components": 10, "mode": "batch", "max_iter": 50},
-                          {"n_components": 3, "max_iter": 3})
 
 # The model ``bnpcore fit`` trains when none is named.
 FLAGSHIP = "hdp-gibbs"
-
-
-def get_model(name):
-    """The registry entry ``name`` as a :class:`Model`."""
-    if name not in MODELS:
-        known = ", ".join(sorted(MODELS)) or "none are registered"
-        raise ValueError(f"unknown model {name!r} (available: {known})")
-    entry = MODELS[name]
-    if isinstance(entry, Model):
-        return entry
-    if isinstance(entry, tuple) and len(entry) in (2, 3) and isinstance(entry[0], str):
-        return Model(*entry)
-    raise ValueError(f"bad registry entry for {name!r}: expected ('module:Class', kwargs[, test_kwargs]) "
-                     f"or Model(...), got {entry!r}")
 
 
 # -- data ----------------------------------------------------------------------
@@ -365,13 +223,27 @@ def _print_score(est, observed, heldout, doc_topic=None):
     return ll
 
 
+def _model_names():
+    """``registry.names()``, its warnings (entry points left out) printed as ``bnpcore: warning:`` lines."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", registry.RegistryWarning)
+        names = registry.names()
+    for w in caught:
+        if issubclass(w.category, registry.RegistryWarning):
+            print(f"bnpcore: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return names
+
+
 def cmd_fit(args):
+    names = _model_names()
     name = args.model or FLAGSHIP
     if name is None:
-        if not MODELS:
+        if not names:
             raise _Error("no models are registered in this bnpcore build")
-        raise _Error(f"no flagship model is set; choose one with --model ({', '.join(sorted(MODELS))})")
-    spec = get_model(name)
+        raise _Error(f"no flagship model is set; choose one with --model ({', '.join(names)})")
+    spec = registry.get(name)
     cls = spec.load_class()
     params = cls._param_names()
     overrides = dict(args.param)
@@ -641,11 +513,12 @@ def _topic_columns(columns):
 
 
 def cmd_list(args):
-    if not MODELS:
+    names = _model_names()
+    if not names:
         print("no models are registered in this bnpcore build")
         return 0
-    for name in sorted(MODELS):
-        spec = get_model(name)
+    for name in names:
+        spec = registry.get(name)
         try:
             doc = " ".join((inspect.getdoc(spec.load_class()) or "").split("\n\n")[0].split())
         except ValueError as exc:

@@ -1,6 +1,9 @@
-"""Raw text to tokens: the default tokenizer, the English stop words,
-reading text files (the way in for :meth:`bnpcore.Corpus.from_texts`) and
-:class:`TextPipeline`, the tokenizer settings and vocabulary that a model
+"""Raw text to word counts: the default tokenizer, the English stop words,
+reading text files, counting texts and token lists into a :class:`bnpcore.Corpus`
+(:func:`count_texts` and :func:`count_token_lists`, which
+:meth:`bnpcore.Corpus.from_texts` and :meth:`bnpcore.Corpus.from_token_lists`
+call) or into an on-disk corpus (:func:`write_texts`, :func:`write_token_lists`),
+and :class:`TextPipeline`, the tokenizer settings and vocabulary that a model
 fitted on text keeps to count new text the same way.
 
 Only the standard library is used, so ``import bnpcore`` needs neither
@@ -9,11 +12,20 @@ exactly, so that the same tokens can be produced elsewhere (scikit-learn's
 ``CountVectorizer(token_pattern=TOKEN_PATTERN, stop_words=sorted(ENGLISH_STOP_WORDS))``
 gives the same vocabulary and counts).
 """
+import array
+import itertools
+import numbers
 import os
 import re
 import unicodedata
 
-__all__ = ["tokenize", "TOKEN_PATTERN", "ENGLISH_STOP_WORDS", "read_texts", "TextPipeline"]
+import numpy as np
+import scipy.sparse as sp
+
+from bnpcore._validation import check_int, check_iterable
+
+__all__ = ["tokenize", "TOKEN_PATTERN", "ENGLISH_STOP_WORDS", "read_texts", "TextPipeline", "count_texts",
+           "count_token_lists", "write_texts", "write_token_lists"]
 
 # A token: a run of Unicode word characters (letters, digits, connector
 # punctuation; Python's ``\w``) of two or more characters between word
@@ -107,8 +119,7 @@ class _RegexTokenizer:
 def _token_lists(texts, tokenizer):
     """The tokens of each text of ``texts`` (an iterable of str, read once),
     refusing items that are not text by position."""
-    from bnpcore.corpus import _iterate
-    for j, text in enumerate(_iterate(texts, "texts")):
+    for j, text in enumerate(check_iterable(texts, "texts")):
         if not isinstance(text, str):
             hint = " (decode bytes first, e.g. with bnpcore.text.read_texts)" if isinstance(
                 text, (bytes, bytearray)) else ""
@@ -185,10 +196,9 @@ class TextPipeline:
     """
 
     def __init__(self, vocabulary, *, lowercase=True, token_pattern=None, stop_words=None, tokenizer=None):
-        from bnpcore.corpus import _iterate, _stop_words
         if isinstance(vocabulary, str):
             raise TypeError("vocabulary must be a sequence of words, not one str")
-        vocabulary = list(_iterate(vocabulary, "vocabulary"))
+        vocabulary = list(check_iterable(vocabulary, "vocabulary"))
         if not all(isinstance(w, str) for w in vocabulary):
             raise TypeError("the vocabulary must hold str words")
         if tokenizer is not None:
@@ -217,9 +227,8 @@ class TextPipeline:
         the vocabulary: tokens, minus stop words, minus words outside the
         vocabulary. Returns a :class:`bnpcore.Corpus` with this vocabulary and
         this pipeline; a text without known words is an empty document."""
-        from bnpcore.corpus import Corpus
-        corpus = Corpus.from_token_lists(_token_lists(texts, self._split), stop_words=self.stop_words,
-                                         vocabulary=self.vocabulary)
+        corpus = count_token_lists(_token_lists(texts, self._split), stop_words=self.stop_words,
+                                   vocabulary=self.vocabulary)
         corpus.text_pipeline = self
         return corpus
 
@@ -261,6 +270,213 @@ class TextPipeline:
         how = f"tokenizer={_name(self.tokenizer)}" if self.tokenizer is not None else \
             f"lowercase={self.lowercase}, token_pattern={self.token_pattern!r}"
         return f"TextPipeline({len(self.vocabulary)} words, {how}, {len(self.stop_words)} stop words)"
+
+
+# -- counting: text and token lists to a Corpus ---------------------------------------
+def count_texts(texts, tokenizer=None, *, min_df=1, max_df=1.0, stop_words="english", max_features=None,
+                vocabulary=None, lowercase=True, token_pattern=None):
+    """Count the words of raw text documents.
+
+    :meth:`bnpcore.Corpus.from_texts` calls this. Each text is tokenized (by
+    default :func:`tokenize`: Unicode NFC, lower case, runs of two or more
+    word characters holding a letter), stop words are removed, and the counts
+    go through :func:`count_token_lists` (vocabulary in sorted order, rare and common
+    words pruned by ``min_df``/``max_df``/``max_features``).
+
+    The corpus keeps how its text was counted as ``text_pipeline`` (a
+    :class:`bnpcore.text.TextPipeline`: tokenizer settings, stop words,
+    vocabulary). A model fitted on it keeps that pipeline (``text_pipeline_``,
+    saved with the model) and then takes new raw text in ``transform``,
+    ``score``, ``document_topics`` and ``partial_fit``.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        One string per document, read once (a generator is fine, e.g.
+        :func:`bnpcore.text.read_texts`). Document j of the corpus is the
+        j-th text, also when it is left empty.
+    tokenizer : callable, optional
+        ``tokenizer(text) -> iterable of str`` replacing the default; it does
+        all the normalising (the default's lower-casing is not applied).
+        A model file cannot hold it (code is never saved): saving a model
+        fitted on this corpus raises ``TypeError`` naming the function;
+        prefer ``token_pattern``/``lowercase``, which are saved.
+    min_df, max_df : int or float, default 1 and 1.0
+        Keep the words found in at least ``min_df`` and at most ``max_df``
+        documents; a float is a fraction of the documents, an int a number
+        of documents (scikit-learn's ``CountVectorizer`` meaning).
+    stop_words : "english", collection of str or None, default "english"
+        Tokens removed before counting; "english" is
+        :data:`bnpcore.text.ENGLISH_STOP_WORDS`.
+    max_features : int, optional
+        Keep only the ``max_features`` words with the most tokens (after
+        ``min_df``/``max_df``; ties go to the alphabetically first word).
+    vocabulary : sequence of str, optional
+        A fixed vocabulary, e.g. a fitted model's ``vocabulary_`` for new
+        documents: tokens outside it are dropped and word ids follow its
+        order; ``min_df``, ``max_df`` and ``max_features`` must be left at
+        their defaults. With a fitted model, ``model.transform(texts)`` does
+        this with the model's own tokenizer settings.
+    lowercase : bool, default True
+        Lower-case the text before matching ``token_pattern`` (default
+        tokenizer only).
+    token_pattern : str, optional
+        Regular expression whose matches are the tokens (default tokenizer
+        only; default :data:`bnpcore.text.TOKEN_PATTERN`).
+
+    Returns
+    -------
+    Corpus
+        With its ``vocabulary`` and ``text_pipeline``.
+
+    Raises
+    ------
+    TypeError
+        An item of ``texts`` that is not a ``str`` (naming its position).
+    ValueError
+        No texts; no tokens at all; pruning that removes every word; bad
+        ``min_df``/``max_df``/``max_features``; a ``token_pattern`` that is
+        not a regular expression; ``lowercase``/``token_pattern`` with a
+        ``tokenizer``.
+
+    See Also
+    --------
+    bnpcore.text.read_texts : texts from a file or a folder.
+
+    Examples
+    --------
+    >>> c = count_texts(["The cat sat.", "The cat and the hat."])
+    >>> c.vocabulary, c.matrix.toarray().tolist()
+    (['cat', 'hat', 'sat'], [[1, 0, 1], [1, 1, 0]])
+    """
+    if tokenizer is None:
+        split = _make_tokenizer(lowercase, token_pattern)
+    elif not callable(tokenizer):
+        raise TypeError(f"tokenizer must be callable, got {type(tokenizer).__name__}")
+    elif lowercase is not True or token_pattern is not None:
+        raise ValueError("lowercase and token_pattern set the default tokenizer; a tokenizer= callable does "
+                         "all the splitting and normalising itself")
+    else:
+        split = tokenizer
+    corpus = count_token_lists(_token_lists(texts, split), min_df=min_df, max_df=max_df, stop_words=stop_words,
+                               max_features=max_features, vocabulary=vocabulary)
+    corpus.text_pipeline = TextPipeline(corpus.vocabulary, lowercase=lowercase, token_pattern=token_pattern,
+                                        stop_words=stop_words, tokenizer=tokenizer)
+    return corpus
+
+
+def count_token_lists(docs, *, min_df=1, max_df=1.0, stop_words=None, max_features=None, vocabulary=None):
+    """Count already tokenized documents (lists of word strings).
+
+    :meth:`bnpcore.Corpus.from_token_lists` calls this. The vocabulary is
+    every token kept, in sorted order, unless ``vocabulary`` fixes it.
+    Parameters as in :func:`count_texts`, except
+    that ``stop_words`` defaults to None (the tokens are taken as given).
+
+    Parameters
+    ----------
+    docs : iterable of iterable of str
+    min_df, max_df, stop_words, max_features, vocabulary
+        See :func:`count_texts`.
+
+    Returns
+    -------
+    Corpus
+
+    Examples
+    --------
+    >>> c = count_token_lists([["b", "a", "b"], ["c"]])
+    >>> c.vocabulary, c.matrix.toarray().tolist()
+    (['a', 'b', 'c'], [[1, 2, 0], [0, 0, 1]])
+    """
+    stop = _stop_words(stop_words)
+    fixed = vocabulary is not None
+    if fixed:
+        if (min_df, max_df, max_features) != (1, 1.0, None):
+            raise ValueError("min_df, max_df and max_features do not apply to a fixed vocabulary")
+        vocabulary = [str(w) for w in vocabulary]
+        index = {w: i for i, w in enumerate(vocabulary)}
+    else:
+        index = {}
+    m = _count_documents(check_iterable(docs, "docs"), stop, index, grow=not fixed)
+    _check_counted(m.shape[0], index, stop)
+    if not fixed:
+        words = np.array(list(index), dtype=object)
+        keep = _prune(np.bincount(m.indices, minlength=m.shape[1]),
+                      np.bincount(m.indices, weights=m.data, minlength=m.shape[1]),
+                      words, m.shape[0], min_df, max_df, max_features)
+        keep = keep[np.argsort(words[keep].astype(str), kind="stable")]
+        m, vocabulary = m[:, keep], words[keep].tolist()
+    from bnpcore.corpus import Corpus
+    return Corpus(m, vocabulary=vocabulary)
+
+
+# -- counting into an on-disk corpus (bnpcore.corpus_io.write) -----------------------------
+def write_texts(writer, source, *, lines=False, tokenizer=None, min_df=1, max_df=1.0, stop_words="english",
+                max_features=None):
+    """Count the text of a file or folder into a :class:`bnpcore.corpus_io.CorpusWriter`
+    and finish it, in two streamed passes: the vocabulary, counts and text
+    pipeline are those of :func:`count_texts` on ``read_texts(source, lines)``.
+
+    The first pass counts document frequencies, the second the kept words;
+    memory is bounded by a block of documents and the vocabulary. Options as
+    in :func:`count_texts` and :func:`read_texts`; :func:`bnpcore.corpus_io.write`
+    calls this for text sources."""
+    stop = _stop_words(stop_words)
+    split = tokenize if tokenizer is None else tokenizer
+    if not callable(split):
+        raise TypeError(f"tokenizer must be callable, got {type(split).__name__}")
+
+    def documents():
+        return (split(text) for text in read_texts(source, lines=lines))
+
+    # pass 1: document frequency and tokens of every word (ids in first-appearance order)
+    index, df, tokens, n_docs = {}, np.zeros(0, np.int64), np.zeros(0, np.float64), 0
+    docs = documents()
+    while True:
+        m = _count_documents(itertools.islice(docs, _WRITE_DOCS), stop, index, grow=True, start=n_docs)
+        if not m.shape[0]:
+            break
+        n_docs += m.shape[0]
+        df = np.bincount(m.indices, minlength=len(index)) + np.pad(df, (0, len(index) - len(df)))
+        tokens = np.bincount(m.indices, weights=m.data, minlength=len(index)) + np.pad(
+            tokens, (0, len(index) - len(tokens)))
+    _check_counted(n_docs, index, stop)
+    words = np.array(list(index), dtype=object)
+    keep = _prune(df, tokens, words, n_docs, min_df, max_df, max_features)
+    vocabulary = sorted(words[keep].tolist())
+    # pass 2: the counts over the kept words
+    index = {w: i for i, w in enumerate(vocabulary)}
+    docs = documents()
+    while True:
+        m = _count_documents(itertools.islice(docs, _WRITE_DOCS), stop, index, grow=False)
+        if not m.shape[0]:
+            break
+        m.sort_indices()
+        writer.add(m.indptr, m.indices, m.data)
+    if writer.n_docs != n_docs:
+        raise ValueError(f"{source} changed between the two passes ({n_docs} then {writer.n_docs} documents)")
+    writer.finish(len(vocabulary), vocabulary,
+                  None if tokenizer is not None else TextPipeline(vocabulary, stop_words=stop))
+
+
+def write_token_lists(writer, docs, *, stop_words=None):
+    """Count documents given as lists of str tokens into a
+    :class:`bnpcore.corpus_io.CorpusWriter` and finish it, in one streamed pass:
+    word ids in order of first appearance, ``stop_words`` removed ("english",
+    a collection of str or None), no pruning (that needs a second pass).
+    :func:`bnpcore.corpus_io.write` calls this for token-list sources."""
+    stop = _stop_words(stop_words)
+    index = {}
+    docs = check_iterable(docs, "source")
+    while True:
+        m = _count_documents(itertools.islice(docs, _WRITE_DOCS), stop, index, grow=True, start=writer.n_docs)
+        if not m.shape[0]:
+            break
+        m.sort_indices()
+        writer.add(m.indptr, m.indices, m.data)
+    _check_counted(writer.n_docs, index, stop)
+    writer.finish(len(index), list(index))
 
 
 def read_texts(path, lines=False):
@@ -352,3 +568,87 @@ def _decode(raw, skip, name, offset, line):
         line += raw[:at].count(b"\n")
         raise ValueError(f"{name}: not valid UTF-8 at byte {offset + at} (line {line}: {exc.reason}, "
                          f"byte {raw[at:at + 1].hex()}); convert the file to UTF-8") from None
+
+
+# -- counting helpers -----------------------------------------------------------------
+_WRITE_DOCS = 10000     # documents per block of write_texts and write_token_lists
+
+
+def _stop_words(stop_words):
+    """The set of stop words: None, "english" or a collection of strings."""
+    if stop_words is None:
+        return frozenset()
+    if isinstance(stop_words, str):
+        if stop_words != "english":
+            raise ValueError(f"stop_words must be 'english', a collection of words or None, got {stop_words!r}")
+        return ENGLISH_STOP_WORDS
+    words = frozenset(check_iterable(stop_words, "stop_words"))
+    if not all(isinstance(w, str) for w in words):
+        raise TypeError("stop_words must hold strings")
+    return words
+
+
+def _document_count(value, name, n_docs):
+    """min_df/max_df as a number of documents: an int >= 0 as is, a float in [0, 1] times n_docs."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+        return value * n_docs
+    raise ValueError(f"{name} must be an int >= 0 (documents) or a float in [0, 1] (fraction), got {value!r}")
+
+
+def _prune(df, tokens, words, n_docs, min_df, max_df, max_features):
+    """Word ids kept by the document-frequency bounds and the max_features most
+    frequent words (ties: alphabetical), given each word's document frequency
+    ``df`` and number of ``tokens`` in a corpus of ``n_docs`` documents."""
+    low, high = _document_count(min_df, "min_df", n_docs), _document_count(max_df, "max_df", n_docs)
+    keep = np.flatnonzero((df >= low) & (df <= high))
+    if max_features is not None:
+        check_int(max_features, "max_features")
+        order = np.lexsort((words[keep].astype(str), -tokens[keep]))
+        keep = keep[order[:max_features]]
+    if keep.size == 0:
+        raise ValueError(f"no words are left: min_df={min_df!r} and max_df={max_df!r} keep the words found in "
+                         f"{low:g} to {high:g} of the {n_docs} documents, and each of the {len(words)} distinct "
+                         f"words is in {df.min()} to {df.max()} (every document would be empty); lower min_df or "
+                         "raise max_df")
+    return keep
+
+
+def _count_documents(docs, stop, index, grow, start=0):
+    """Count the documents of the iterator ``docs`` (lists of str tokens) into a
+    CSR matrix of shape (documents, len(index)) with sorted, summed entries.
+
+    Tokens in ``stop`` are dropped; word ids come from ``index`` (word -> id),
+    which new words join when ``grow`` (first-appearance order) and which
+    otherwise drops them. ``start`` numbers the first document in error messages."""
+    cols, lengths = array.array("q"), array.array("q")
+    for j, doc in enumerate(docs, start):
+        if isinstance(doc, (str, bytes)):
+            raise TypeError(f"document {j} is a {type(doc).__name__}; give each document as a list of tokens")
+        n = len(cols)
+        for tok in check_iterable(doc, f"document {j}"):
+            if not isinstance(tok, str):
+                raise TypeError(f"document {j}: tokens must be str, got {type(tok).__name__} {tok!r}")
+            if tok in stop:
+                continue
+            if grow:
+                cols.append(index.setdefault(tok, len(index)))
+            elif tok in index:
+                cols.append(index[tok])
+        lengths.append(len(cols) - n)
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), np.frombuffer(lengths, dtype=np.int64))
+    m = sp.csr_matrix((np.ones(len(cols), dtype=np.int32), (rows, np.frombuffer(cols, dtype=np.int64))),
+                      shape=(len(lengths), len(index)))
+    m.sum_duplicates()
+    return m
+
+
+def _check_counted(n_docs, index, stop):
+    """The errors of counting no documents, or documents without a single word."""
+    if not n_docs:
+        raise ValueError("no documents: the iterable of documents is empty")
+    if not index:
+        raise ValueError(f"the {n_docs} documents hold no tokens" + (" besides stop words" if stop else ""))

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from bnpcore import cli
+from bnpcore import cli, registry
 from bnpcore.evaluation import coherence
 
 DEFAULT_MODELS = ["lda-cvb0", "hdp-gibbs", "hdp-cvb", "hdp-tf-svi", "hdp-da-sm"]
@@ -38,7 +38,7 @@ def compare(corpus, names, seconds, seed=0, iterations=None):
     observed, heldout = test.split_tokens(0.2, random_state=seed)
     rows = []
     for name in names:
-        spec = cli.get_model(name)
+        spec = registry.get(name)
         model = spec.make(random_state=seed, **{spec.iteration_param(): iterations or 10 ** 6})
         budget = {"max_seconds": seconds} if "max_seconds" in inspect.signature(model.fit).parameters else {}
         start = time.perf_counter()

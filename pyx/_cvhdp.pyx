@@ -10,10 +10,8 @@ sums of the word-major ones. ``r`` may be float32 or float64; statistics are
 always float64.
 
 The per-pair loops are C (below) written without branches so that GCC
-vectorises them, with their own exp and log (the libm calls are scalar): with
-them the sweep and its statistics take half the time they took with libm's
-(on KOS at K = 120, about 1.0 s an iteration against 2.0 s; profile at the top
-of bnpcore/models/hdp_collapsed.py).
+vectorises them, with their own exp and log (the libm calls are scalar, and
+took most of the sweep's time: benchmarks/results/design_choices.txt).
 """
 import numpy as np
 cimport numpy as cnp
@@ -24,6 +22,7 @@ from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy, memset
 
 from bnpcore.kernels.parallel cimport PAD
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 
 cnp.import_array()
 
@@ -38,16 +37,9 @@ cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
-    #if defined(_MSC_VER)
-    #define restrict __restrict
-    #endif
-    /* Compiled for AVX2 and for the baseline ISA, picked at load time (x86-64
-     * Linux); no FMA in either, so both clones give the same bits. */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && defined(__linux__)
-    #define CV_CLONES __attribute__((target_clones("avx2", "default")))
-    #else
-    #define CV_CLONES
-    #endif
+    #include "bnpcore/internal/simd.h"
+    /* The array loops below are compiled for AVX2 and for the baseline ISA
+     * (BNP_SIMD_CLONES); no FMA in either, so both clones give the same bits. */
 
     /* the selects below vectorise only if comparisons may not trap (GCC -ftrapping-math
      * keeps them as branches); the results are the same */
@@ -111,12 +103,12 @@ cdef extern from *:
         return cv__log(u) - ((u - 1.0) + q) * (2.0 - u);
     }
 
-    CV_CLONES
+    BNP_SIMD_CLONES
     static void cv__exp_neg_array(const double *restrict x, double *restrict y, int64_t n) {
         for (int64_t i = 0; i < n; ++i) y[i] = cv__exp_neg(x[i]);
     }
 
-    CV_CLONES
+    BNP_SIMD_CLONES
     static void cv__log_array(const double *restrict x, double *restrict y, int64_t n) {
         for (int64_t i = 0; i < n; ++i) y[i] = cv__log(x[i]);
     }
@@ -126,7 +118,7 @@ cdef extern from *:
      * Ew, Vw, topic totals Ek, Vk); returns their entropy -sum qn log qn, with log qn
      * from the log domain (t: K scratch). Two divisions per topic: 1 / a, and
      * 1 / (b d) for 1 / b and 1 / d. */
-    CV_CLONES
+    BNP_SIMD_CLONES
     static double cv__weights(const double *restrict q, double *restrict qn, double *restrict t,
                               const double *restrict Ej, const double *restrict Vj, const double *restrict Ew,
                               const double *restrict Vw, const double *restrict Ek, const double *restrict Vk,
@@ -162,7 +154,7 @@ cdef extern from *:
     /* Counts after a pair moves from q to qn (c copies): E += c (qn - q), V += c
      * (qn (1 - qn) - q (1 - q)) for the document row, the word row and the topic
      * totals; Z rows += c log(1 - min(qn, 1 - 1e-15)). */
-    CV_CLONES
+    BNP_SIMD_CLONES
     static void cv__apply(const double *restrict q, const double *restrict qn, double c, double *restrict Ej,
                           double *restrict Vj, double *restrict Zj, double *restrict Ew, double *restrict Vw,
                           double *restrict Zw, double *restrict Ek, double *restrict Vk, int64_t K) {
@@ -177,7 +169,7 @@ cdef extern from *:
     }
 
     /* E += c q and V += c q (1 - q) for the document row or the word row of a pair. */
-    CV_CLONES
+    BNP_SIMD_CLONES
     static void cv__moments(const double *restrict q, double c, double *restrict E, double *restrict V,
                             int64_t K) {
         for (int64_t k = 0; k < K; ++k) {
@@ -216,14 +208,16 @@ def fast_math(const double[::1] x, str function):
     return y
 
 
-cdef double _sweep_block(int64_t j0, int64_t j1, const int64_t *indptr, const int32_t *indices,
-                         const int32_t *counts, floating *r, double *E_jk, double *V_jk, double *Z_jk,
-                         double *E_wk, double *V_wk, double *Z_wk, double *E_k, double *V_k,
+cdef double _sweep_block(int64_t j0, int64_t j1, const bnp_csr_t *m, floating *r, double *E_jk, double *V_jk,
+                         double *Z_jk, double *E_wk, double *V_wk, double *Z_wk, double *E_k, double *V_k,
                          const double *prior_doc, const double *prior_word, double prior_topic,
                          double *work, int64_t K) noexcept nogil:
     """Update (15) for the pairs of documents j0..j1-1 in order, against the word
     and topic statistics given (the shared ones, or a block's copies); returns
     their entropy."""
+    cdef const int64_t *indptr = m.indptr
+    cdef const int32_t *indices = m.indices
+    cdef const int32_t *counts = m.counts
     cdef int64_t j, p, k
     cdef int32_t w
     cdef double ent = 0.0
@@ -288,10 +282,8 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
     ``n_threads`` blocks of about equal numbers of pairs, swept in parallel; a
     block sees the word and topic counts of the start of the sweep plus its own
     changes (its own copies of them, so that a pair reads and writes three word
-    rows, as in the sequential sweep: with the shared start and the block's
-    changes apart, five rows, a two-thread sweep at K = 120 took 0.36-0.39 s on
-    KOS and 0.68-0.75 s on a NIPS-sized corpus, against 0.33-0.36 s and
-    0.60-0.69 s), and the changes of all blocks are added after the sweep (in
+    rows, as in the sequential sweep; keeping the shared start and the block's
+    changes apart, five rows, was slower), and the changes of all blocks are added after the sweep (in
     block order: the result depends on ``n_threads`` only).
     """
     cdef int64_t K = r.shape[1], D = indptr.shape[0] - 1, W = E_wk.shape[0], nnz = r.shape[0]
@@ -312,12 +304,13 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
     work = np.empty((T, 3 * K + PAD))
     cdef double[:, ::1] wv = work
     cdef double ent = 0.0
+    cdef bnp_csr_t m = csr_view(indptr, indices, counts, W)
     if T == 1:
         Z_wk[:, :] = 0.0
         with nogil:
-            ent = _sweep_block(0, D, &indptr[0], &indices[0], &counts[0], &r[0, 0], &E_jk[0, 0], &V_jk[0, 0],
-                               &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0], &Z_wk[0, 0], &E_k[0], &V_k[0],
-                               &prior_doc[0], &prior_word[0], prior_topic, &wv[0, 0], K)
+            ent = _sweep_block(0, D, &m, &r[0, 0], &E_jk[0, 0], &V_jk[0, 0], &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0],
+                               &Z_wk[0, 0], &E_k[0], &V_k[0], &prior_doc[0], &prior_word[0], prior_topic,
+                               &wv[0, 0], K)
         return ent
     bounds = _pair_blocks(indptr, T)
     copies = np.empty((3, T, W, K))            # E, V (copied) and Z (zeroed) per block, by the block's thread
@@ -339,10 +332,10 @@ def cv_sweep(const int64_t[::1] indptr,         # IN  (n_docs + 1,) CSR row poin
         memcpy(cp + t * WK, &E_wk[0, 0], WK * sizeof(double))
         memcpy(cp + (T + t) * WK, &V_wk[0, 0], WK * sizeof(double))
         memset(cp + (2 * T + t) * WK, 0, WK * sizeof(double))
-        ev[t] = _sweep_block(bv[t], bv[t + 1], &indptr[0], &indices[0], &counts[0], rp, &E_jk[0, 0],
-                             &V_jk[0, 0], &Z_jk[0, 0], cp + t * WK, cp + (T + t) * WK, cp + (2 * T + t) * WK,
-                             tp + 2 * t * (K + PAD), tp + (2 * t + 1) * (K + PAD), &prior_doc[0], &prior_word[0],
-                             prior_topic, wp + t * (3 * K + PAD), K)
+        ev[t] = _sweep_block(bv[t], bv[t + 1], &m, rp, &E_jk[0, 0], &V_jk[0, 0], &Z_jk[0, 0], cp + t * WK,
+                             cp + (T + t) * WK, cp + (2 * T + t) * WK, tp + 2 * t * (K + PAD),
+                             tp + (2 * t + 1) * (K + PAD), &prior_doc[0], &prior_word[0], prior_topic,
+                             wp + t * (3 * K + PAD), K)
     # the blocks' changes added in block order, words in parallel
     for w in prange(W, nogil=True, num_threads=T, schedule="static"):
         for k in range(K):
@@ -386,9 +379,9 @@ def cv_moments(const int64_t[::1] indptr, const int32_t[::1] indices, const int3
     of its documents or its words to the rows it owns. A pair is read by at
     most two threads, and every sum is added in corpus order, so the result
     does not depend on ``n_threads``. (A pass over the documents, then one over
-    the words, reading the responsibilities twice, ran 1.4x slower on a
-    NIPS-sized corpus at K = 120; word rows summed per block of documents and
-    added up, as in :func:`cv_statistics`, ran at about this speed.)
+    the words, reading the responsibilities twice, was slower; word rows
+    summed per block of documents and added up, as in :func:`cv_statistics`,
+    ran at about this speed.)
     Equivalent NumPy: ``E_jk = A.T @ (c r)``, ``V_jk = A.T @ (c r (1 - r))``
     with A the pair-to-document indicator (the pair-to-word indicator for the
     ``_wk`` arrays).
@@ -424,11 +417,14 @@ def cv_moments(const int64_t[::1] indptr, const int32_t[::1] indices, const int3
                     add_moments(&r[p, 0], counts[p], &E_wk[w, 0], &V_wk[w, 0], K)
 
 
-cdef double _statistics_block(int64_t j0, int64_t j1, const int64_t *indptr, const int32_t *indices,
-                              const int32_t *counts, const floating *r, double *E_jk, double *V_jk, double *Z_jk,
-                              double *E_wk, double *V_wk, double *Z_wk, int64_t K) noexcept nogil:
+cdef double _statistics_block(int64_t j0, int64_t j1, const bnp_csr_t *m, const floating *r, double *E_jk,
+                              double *V_jk, double *Z_jk, double *E_wk, double *V_wk, double *Z_wk,
+                              int64_t K) noexcept nogil:
     """cv_statistics of documents j0..j1-1 in order: writes their document rows, adds
     to the word rows; returns their entropy."""
+    cdef const int64_t *indptr = m.indptr
+    cdef const int32_t *indices = m.indices
+    cdef const int32_t *counts = m.counts
     cdef int64_t j, p, k, dj, dw
     cdef double c, q, qc, lz, ent = 0.0
     for j in range(j0, j1):
@@ -504,18 +500,18 @@ def cv_statistics(const int64_t[::1] indptr, const int32_t[::1] indices, const i
     cdef double[:, :, :, ::1] xv = extra
     cdef double[::1] ev = ents
     cdef double ent = 0.0
+    cdef bnp_csr_t m = csr_view(indptr, indices, counts, W)
     for t in prange(T, nogil=True, num_threads=T, schedule="static", chunksize=1):
         if t == 0:
             memset(&E_wk[0, 0], 0, W * K * sizeof(double))
             memset(&V_wk[0, 0], 0, W * K * sizeof(double))
             memset(&Z_wk[0, 0], 0, W * K * sizeof(double))
-            ev[t] = _statistics_block(bv[0], bv[1], &indptr[0], &indices[0], &counts[0], &r[0, 0], &E_jk[0, 0],
-                                      &V_jk[0, 0], &Z_jk[0, 0], &E_wk[0, 0], &V_wk[0, 0], &Z_wk[0, 0], K)
+            ev[t] = _statistics_block(bv[0], bv[1], &m, &r[0, 0], &E_jk[0, 0], &V_jk[0, 0], &Z_jk[0, 0],
+                                      &E_wk[0, 0], &V_wk[0, 0], &Z_wk[0, 0], K)
         else:
             memset(&xv[t - 1, 0, 0, 0], 0, 3 * W * K * sizeof(double))
-            ev[t] = _statistics_block(bv[t], bv[t + 1], &indptr[0], &indices[0], &counts[0], &r[0, 0],
-                                      &E_jk[0, 0], &V_jk[0, 0], &Z_jk[0, 0], &xv[t - 1, 0, 0, 0],
-                                      &xv[t - 1, 1, 0, 0], &xv[t - 1, 2, 0, 0], K)
+            ev[t] = _statistics_block(bv[t], bv[t + 1], &m, &r[0, 0], &E_jk[0, 0], &V_jk[0, 0], &Z_jk[0, 0],
+                                      &xv[t - 1, 0, 0, 0], &xv[t - 1, 1, 0, 0], &xv[t - 1, 2, 0, 0], K)
     if T > 1:
         for w in prange(W, nogil=True, num_threads=T, schedule="static"):
             for t in range(1, T):
@@ -615,7 +611,7 @@ def cv_fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int3
     ``n_iter`` sequential passes over each document's pairs from
     ``r ∝ prior_k phi_wk``; returns ``theta_jk = (prior_k + E_jk) / (sum(prior) + N_j)``.
     Rows are formed as those products with one exp per topic (the exponents
-    less their largest; 2x faster than logs at K = 40), in log space where
+    less their largest; faster than logs), in log space where
     every product underflows.
     Documents are independent: ``n_threads`` threads give the same bits as one.
     """

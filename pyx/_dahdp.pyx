@@ -24,10 +24,9 @@ cdef double _TINY = 1e-280
 
 
 # responsibilities (pairs x K doubles, 32 MB) held between two document-ordered
-# reductions, each of which waits for the chunk's slowest document (2^15 pairs
-# before: about 40 NIPS-length documents). Measured alone this changed a
-# NIPS-sized 2-thread bHDP fit only within the machine's noise (1.03-1.26x ->
-# 1.13-1.39x one thread); the scratch row of doc_rounds was the real fix
+# reductions, each of which waits for the chunk's slowest document, so a chunk
+# holds many documents; the size matters less for speed than doc_rounds'
+# scratch row (benchmarks/results/design_choices.txt)
 cdef int64_t _CHUNK_DOUBLES = 1 << 22
 
 

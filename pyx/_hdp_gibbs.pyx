@@ -23,7 +23,7 @@ KOS) instead of all K, and the draw is from the identical distribution.
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport exp, log
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from bnpcore.kernels.parallel cimport PAD
@@ -190,6 +190,27 @@ cdef inline int64_t _draw(const int32_t *njk, const int32_t *nwk, const double *
     return -1
 
 
+cdef void _setup(SweepConfig *cfg, double alpha, double gamma, double eta, int64_t n_words, double beta_new,
+                 int64_t k_used, int64_t kcap, bint reuse_holes, const int64_t *n_k, const double *beta,
+                 double *ab, double *inv) noexcept nogil:
+    """The sweep's settings, and alpha beta_k and 1 / (n_k + W eta) of every slot."""
+    cdef int64_t k
+    cfg.alpha = alpha
+    cfg.gamma = gamma
+    cfg.eta = eta
+    cfg.eta_tot = eta * n_words
+    cfg.beta_new = beta_new
+    cfg.k_used = k_used
+    cfg.kcap = kcap
+    cfg.n_free = 0
+    cfg.reuse_holes = reuse_holes
+    for k in range(kcap):
+        ab[k] = alpha * beta[k] if k < k_used else 0.0
+        inv[k] = 1.0 / (n_k[k] + cfg.eta_tot)
+        if k < k_used:
+            cfg.n_free += n_k[k] == 0
+
+
 cdef int64_t _sweep(const int64_t *indptr, const int32_t *indices, const int32_t *counts, int64_t n_docs,
                     int32_t *z, int32_t *njk, int32_t *n_wk, int64_t *n_k, double *beta, double *ab,
                     double *inv, double *cum, SweepConfig *cfg, TopicLists *tl, int64_t start_tok,
@@ -244,20 +265,30 @@ cdef int64_t _sweep(const int64_t *indptr, const int32_t *indices, const int32_t
     return t
 
 
-def word_lists(const int32_t[:, ::1] n_wk, int64_t k_used):
+def word_lists(const int32_t[:, ::1] n_wk, int64_t k_used, int n_threads=1, out=None):
     """The topics of each word with a positive count, ascending: ``(lists, wlen)`` with
     ``lists[0, w, :wlen[w]]`` the topics of word w and ``lists[1, w, k]`` the position
-    of topic k in them; ``gibbs_sweep`` keeps them up to date. Equivalent NumPy:
+    of topic k in them; ``gibbs_sweep`` keeps them up to date. ``out``: a
+    ``(lists, wlen)`` pair of the right shapes to fill instead of new arrays (a
+    sampler rebuilds its lists every sweep: reusing them spares the page faults of
+    fresh memory); words in parallel on ``n_threads``. Equivalent NumPy:
     ``np.flatnonzero(n_wk[w, :k_used])``."""
     cdef int64_t W = n_wk.shape[0], kcap = n_wk.shape[1], w, k
-    lists = np.empty((2, W, kcap), dtype=np.int32)
-    wlen = np.zeros(W, dtype=np.int32)
-    cdef int32_t[:, :, ::1] lv = lists
-    cdef int32_t[::1] nv = wlen
     if not 0 <= k_used <= kcap:
         raise ValueError(f"k_used={k_used} outside [0, {kcap}]")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    if out is None:
+        lists, wlen = np.empty((2, W, kcap), dtype=np.int32), np.zeros(W, dtype=np.int32)
+    else:
+        lists, wlen = out
+        if lists.shape != (2, W, kcap) or wlen.shape != (W,):
+            raise ValueError(f"out must be arrays of shapes (2, {W}, {kcap}) and ({W},)")
+    cdef int32_t[:, :, ::1] lv = lists
+    cdef int32_t[::1] nv = wlen
     with nogil:
-        for w in range(W):
+        for w in prange(W, num_threads=n_threads, schedule="static"):
+            nv[w] = 0
             for k in range(k_used):
                 if n_wk[w, k] > 0:
                     _list_add(&lv[0, w, 0], &lv[1, w, 0], &nv[w], k)
@@ -314,26 +345,13 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
         raise ValueError("word lists disagree with n_wk")
     cdef SweepConfig cfg
     cdef TopicLists tl
-    cfg.alpha = alpha
-    cfg.gamma = gamma
-    cfg.eta = eta
-    cfg.eta_tot = eta * n_words
-    cfg.beta_new = beta_new
-    cfg.k_used = k_used
-    cfg.kcap = kcap
-    cfg.n_free = 0
-    cfg.reuse_holes = True
     scratch = np.empty((3, max(kcap, 1) * 2), dtype=np.float64)
     ilists = np.empty((2, kcap), dtype=np.int32)
     njk = np.zeros(max(kcap, 1), dtype=np.int32)
     cdef double[:, ::1] sv = scratch
     cdef int32_t[:, ::1] iv = ilists
     cdef int32_t[::1] nv = njk
-    for k in range(kcap):
-        sv[0, k] = alpha * beta[k] if k < k_used else 0.0
-        sv[1, k] = 1.0 / (n_k[k] + cfg.eta_tot)
-        if k < k_used:
-            cfg.n_free += n_k[k] == 0
+    _setup(&cfg, alpha, gamma, eta, n_words, beta_new, k_used, kcap, True, &n_k[0], &beta[0], &sv[0, 0], &sv[1, 0])
     tl.wl = &lists[0, 0, 0]
     tl.wpos = &lists[1, 0, 0]
     tl.wlen = &wlen[0]
@@ -576,22 +594,9 @@ cdef void _delayed_block(const int64_t *indptr, const int32_t *indices, const in
     beta_new, k_used and next_tok (the token where it stopped for lack of a slot)."""
     cdef SweepConfig cfg
     cdef TopicLists tl
-    cdef int64_t k
-    cfg.alpha = alpha
-    cfg.gamma = gamma
-    cfg.eta = eta
-    cfg.eta_tot = eta * n_words
-    cfg.beta_new = beta_new[0]
-    cfg.k_used = k_used[0]
-    cfg.kcap = kcap
-    cfg.n_free = 0
-    cfg.reuse_holes = reuse_holes
-    for k in range(kcap):
-        work[k] = alpha * beta[k] if k < cfg.k_used else 0.0
-        work[kcap + k] = 1.0 / (n_k[k] + cfg.eta_tot)
-        if k < cfg.k_used:
-            cfg.n_free += n_k[k] == 0
-        iwork[2 * kcap + k] = 0
+    _setup(&cfg, alpha, gamma, eta, n_words, beta_new[0], k_used[0], kcap, reuse_holes, n_k, beta, work,
+           work + kcap)
+    memset(iwork + 2 * kcap, 0, kcap * sizeof(int32_t))
     tl.wl = wl
     tl.wpos = wpos
     tl.wlen = wlen
@@ -710,15 +715,15 @@ def delayed_merge(int32_t[:, ::1] n_wk,               # IN/OUT (n_words, kcap) s
                   const int32_t[:, :, ::1] n_wk_t,    # IN  (T, n_words, kcap_t) the blocks' counts
                   const int32_t[:, :, :, ::1] lists_t,  # IN  their word lists
                   const int32_t[:, ::1] wlen_t,       # IN
-                  const int64_t[:, ::1] slot_map):    # IN  (T, kcap_t) shared slot of each block slot
+                  const int64_t[:, ::1] slot_map,     # IN  (T, kcap_t) shared slot of each block slot
+                  int n_threads=1):
     """Merge the blocks' word-topic counts after ``delayed_sweep``: for each word and
     shared slot g, ``n_wk[w, g] <- n_wk[w, g] + sum_t sum_{k: slot_map[t, k] = g}
     (n_wk_t[t, w, k] - n_wk[w, g] [k < k_used])``, i.e. the shared count plus every
     block's change, a block's new topics added into the slots ``slot_map`` gives
     them (below the shared ``k_used`` a slot maps to itself). Only the listed
-    topics of each word are touched (on one thread: about 2 ms on KOS, where a
-    parallel loop's start-up cost more on a busy machine). Equivalent NumPy for a
-    map without new topics:
+    topics of each word are touched; words in parallel on ``n_threads``.
+    Equivalent NumPy for a map without new topics:
     ``n_wk += (n_wk_t[:, :, :kcap] - n_wk).sum(0)``."""
     cdef int64_t T = n_wk_t.shape[0], W = n_wk.shape[0], kcap = n_wk.shape[1], kcap_t = n_wk_t.shape[2], w, b
     cdef int32_t i, k
@@ -731,13 +736,15 @@ def delayed_merge(int32_t[:, ::1] n_wk,               # IN/OUT (n_words, kcap) s
     m = np.asarray(slot_map)
     if m.size and m.max() >= kcap:
         raise ValueError(f"slot_map points beyond the shared capacity {kcap}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     for b in range(T):
         for w in range(W):
             for i in range(wlen_t[b, w]):
                 if slot_map[b, lists_t[b, 0, w, i]] < 0:
                     raise ValueError(f"block {b} has counts in a slot without a shared slot")
     with nogil:
-        for w in range(W):
+        for w in prange(W, num_threads=n_threads, schedule="static"):
             for i in range(wlen[w]):
                 k = lists[0, w, i]
                 n_wk[w, k] = n_wk[w, k] * <int32_t>(1 - T)

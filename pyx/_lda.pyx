@@ -5,7 +5,8 @@ Each kernel is one call per sweep over all documents, releases the GIL, and
 updates caller-owned arrays in place. Shapes and types:
 
 * corpus: CSR ``indptr`` (int64, D + 1), ``indices`` (int32 word ids),
-  ``counts`` (int32 > 0); a pair is one non-zero (j, w) with count c_jw.
+  ``counts`` (int32 > 0); a pair is one non-zero (j, w) with count c_jw. The
+  nogil kernels take it as one ``bnp_csr_t`` (``csr_view`` of the three arrays).
 * ``alpha`` (K,) and ``eta`` (W,) are the Dirichlet priors, ``eta_tot = eta.sum()``.
 * sampled counts are integers: ``ndk`` (D, K) int32, ``nwk`` (W, K) int32
   (word-major: a token touches one contiguous row), ``nk`` (K,) int64;
@@ -30,6 +31,7 @@ from libc.string cimport memcpy
 from bnpcore._threads import map_rows
 from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport bitgen_of, bnp_bitgen_t, bnp_rng_uniform, bnp_stream_t, bnp_stream_init
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.special cimport bnp_digamma
 
 cnp.import_array()
@@ -67,19 +69,11 @@ cdef inline int64_t search_cumulative(const double *cum, int64_t n, double u) no
 cdef extern from *:
     """
     #include "bnpcore/bnpcore.h"
-    #if defined(_MSC_VER)
-    #define restrict __restrict
-    #endif
+    #include "bnpcore/internal/simd.h"
 
-    /* The per-pair loops below are compiled twice, for AVX2 and for the baseline
-     * ISA, and picked at load time (GCC/Clang function multiversioning on x86-64
-     * Linux). Without FMA, and with the reduction order written out, both clones
-     * give bit-identical results. */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && defined(__linux__)
-    #define BNP_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-    #else
-    #define BNP_SIMD_CLONES
-    #endif
+    /* The per-pair loops below are compiled for AVX2 and for the baseline ISA
+     * (BNP_SIMD_CLONES); with the reduction order written out, both clones give
+     * bit-identical results. */
 
     /* sum(x[:n]) with four independent partial sums (no serial add chain). */
     static inline double bnp__sum4(const double *x, int64_t n) {
@@ -451,18 +445,20 @@ cdef inline int32_t _sg_draw(SparseGibbs *s, double eta_w, double u01) noexcept 
     return <int32_t>(s.K - 1)
 
 
-cdef inline void _sg_bind(SparseGibbs *s, int32_t[:, ::1] nwk, int64_t[::1] nk, const double[::1] alpha,
-                          double eta_tot, double[::1] scratch, int32_t[::1] iscratch) noexcept nogil:
-    cdef int64_t K = nwk.shape[1], k
+cdef inline void _sg_bind(SparseGibbs *s, int64_t K, int64_t *nk, const double *alpha, double eta_tot,
+                          double *scratch, int32_t *iscratch) noexcept nogil:
+    """Bind the topic totals nk and the scratch (3 K doubles, 2 K int32) to s;
+    the caller sets the document row nd_row."""
+    cdef int64_t k
     s.K = K
-    s.alpha = &alpha[0]
+    s.alpha = alpha
     s.eta_tot = eta_tot
-    s.nk = &nk[0]
-    s.cden = &scratch[0]
-    s.coef = &scratch[K]
-    s.qcum = &scratch[2 * K]
-    s.dlist = &iscratch[0]
-    s.dpos = &iscratch[K]
+    s.nk = nk
+    s.cden = scratch
+    s.coef = scratch + K
+    s.qcum = scratch + 2 * K
+    s.dlist = iscratch
+    s.dpos = iscratch + K
     for k in range(K):
         s.cden[k] = 1.0 / (nk[k] + eta_tot)
 
@@ -516,41 +512,18 @@ def cgs_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
     scratch holds 3 K doubles and 3 K int32.
     """
     _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch, iscratch, 3)
-    cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1], j, p, c, zi = 0, lo, i, k
-    cdef int32_t w, t
+    cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1]
     cdef SparseGibbs s
     cdef bnp_bitgen_t *g = bitgen_of(generator)
+    cdef bnp_csr_t m = csr_view(indptr, indices, counts, nwk.shape[0])
     if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
         raise ValueError("z must hold one topic per token")
     if z.shape[0] and not (0 <= np.min(z) and np.max(z) < K):
         raise ValueError(f"topics in z must lie in [0, {K})")
     with generator.bit_generator.lock, nogil:
-        _sg_bind(&s, nwk, nk, alpha, eta_tot, scratch, iscratch)
+        _sg_bind(&s, K, &nk[0], &alpha[0], eta_tot, &scratch[0], &iscratch[0])
         s.nd_row = &iscratch[2 * K]
-        for k in range(K):
-            s.nd_row[k] = 0
-        for j in range(D):
-            lo = zi
-            for p in range(indptr[j], indptr[j + 1]):
-                for c in range(counts[p]):
-                    s.nd_row[z[zi]] += 1
-                    zi += 1
-            zi = lo
-            _sg_start_doc(&s)
-            for p in range(indptr[j], indptr[j + 1]):
-                w = indices[p]
-                s.wrow = &nwk[w, 0]
-                s.wl = &wtopics[w, 0]
-                s.wlen = &wlen[w]
-                for c in range(counts[p]):
-                    t = z[zi]
-                    _sg_change(&s, t, -1)
-                    t = _sg_draw(&s, eta[w], bnp_rng_uniform(g))
-                    _sg_change(&s, t, 1)
-                    z[zi] = t
-                    zi += 1
-            for i in range(s.nd):                 # clear the row: the document's topics are in its list
-                s.nd_row[s.dlist[i]] = 0
+        _cgs_block(&s, &m, 0, D, &eta[0], &z[0] if z.shape[0] else NULL, &nwk[0, 0], &wtopics[0, 0], &wlen[0], g)
 
 
 def cgs_conditional(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
@@ -588,7 +561,7 @@ def cgs_conditional(const int64_t[::1] indptr, const int32_t[::1] indices, const
             break
     if w < 0:
         raise IndexError(f"token {token} out of range")
-    _sg_bind(&s, nwk, nk, alpha, eta_tot, sv, iv)
+    _sg_bind(&s, K, &nk[0], &alpha[0], eta_tot, &sv[0], &iv[0])
     s.nd_row = &ndk[j, 0]
     _sg_start_doc(&s)
     s.wrow = &nwk[w, 0]
@@ -759,14 +732,18 @@ cdef inline int32_t _cg_token(Sequential *a, int64_t j, int32_t w, int32_t t) no
     return t
 
 
-cdef void _sequential_sweep(Sequential *a, const int64_t *indptr, const int32_t *indices,
-                            const int32_t *counts, int64_t D) noexcept nogil:
-    cdef int64_t j, p, c, row = 0, zi = 0, nnz = indptr[D]
+cdef void _sequential_sweep(Sequential *a, const bnp_csr_t *m, int64_t first, int64_t last) noexcept nogil:
+    """The updates of ``sequential_sweep`` for documents ``first`` to ``last``
+    (excluded) of ``m``; ``a.r`` and ``a.z`` start at the first one's rows and tokens."""
+    cdef const int64_t *indptr = m.indptr
+    cdef const int32_t *indices = m.indices
+    cdef const int32_t *counts = m.counts
+    cdef int64_t j, p, c, row = 0, zi = 0, end = indptr[last]
     cdef int32_t w
-    for j in range(D):
+    for j in range(first, last):
         for p in range(indptr[j], indptr[j + 1]):
             w = indices[p]
-            if p + 1 < nnz:     # the next pair's word row is a random row of a large array
+            if p + 1 < end:     # the next pair's word row is a random row of a large array
                 prefetch_row(a.vb_wk + indices[p + 1] * a.K, a.K)
             if row + 8 < a.n_rows:  # responsibility rows stream in faster when asked for ahead
                 prefetch_row(a.r + (row + 8) * a.K, a.K)
@@ -781,18 +758,36 @@ cdef void _sequential_sweep(Sequential *a, const int64_t *indptr, const int32_t 
                 zi += counts[p]
 
 
-def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
-                     const double[::1] alpha, const double[::1] eta, double eta_tot,                  # IN
-                     int mode, int threshold, bint do_cg, bint do_vb,                                 # IN
+cdef struct SweepSettings:
+    # what one sequential sweep does; from Python, a dict with these keys
+    int mode             # MODE_SVB, MODE_CVB0 or MODE_CVB: the variational update
+    int threshold        # pairs with c_jw <= threshold are sampled, the others variational
+    bint do_cg           # draw the sampled tokens
+    bint do_vb           # update the variational pairs
+
+
+def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
+                     const double[::1] alpha, const double[::1] eta, double eta_tot,                  # IN priors
+                     SweepSettings settings,                                                          # IN
                      double[:, ::1] r, int32_t[::1] z,                                                # IN/OUT
-                     double[:, ::1] vb_dk, double[:, ::1] vb_wk, double[::1] vb_k,                    # IN/OUT
-                     double[:, ::1] var_dk, double[:, ::1] var_wk, double[::1] var_k,                 # IN/OUT
-                     int32_t[:, ::1] cg_dk, int32_t[:, ::1] cg_wk, int64_t[::1] cg_k,                 # IN/OUT
-                     const int32_t[:, :, ::1] st_dk, const int32_t[:, :, ::1] st_wk,                  # IN
-                     const int64_t[:, ::1] st_k, double[::1] work, generator):                        # scratch
+                     tuple expected, tuple variances, tuple sampled,                                  # IN/OUT counts
+                     tuple samples,                                                                   # IN
+                     double[::1] work, generator):                                                    # scratch, rng
     """One sequential sweep, documents and pairs in CSR order: a variational
     update of every pair with c_jw > threshold (if ``do_vb``) and a Gibbs draw of
     every token of the other pairs (if ``do_cg``). Counts change immediately.
+
+    ``settings`` is a dict ``{"mode", "threshold", "do_cg", "do_vb"}`` (every key
+    required). The counts come as triples (document-topic, word-topic, topic):
+
+    * ``expected = (vb_dk, vb_wk, vb_k)``: float64 (D, K), (W, K), (K,), the
+      variational pairs' expected counts;
+    * ``variances = (var_dk, var_wk, var_k)``: their variances, the same shapes
+      (MODE_CVB only; ``(None, None, None)`` otherwise);
+    * ``sampled = (cg_dk, cg_wk, cg_k)``: int32 (D, K), (W, K), int64 (K,), the
+      sampled tokens' live counts;
+    * ``samples = (st_dk, st_wk, st_k)``: int32 (S, D, K), (S, W, K), int64 (S, K),
+      the S samples the variational update averages over (see below).
 
     Variational update of row r_jw by ``mode`` ([HYB] sections 3-5), with
     N = vb + sampled counts and N^- = N minus one copy of the pair:
@@ -816,8 +811,20 @@ def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, cons
     Returns ``(delta, entropy)``: sum over updated pairs of c_jw sum_k |r_new -
     r_old| and (MODE_SVB) ``-sum c_jw r log r`` of the new rows.
     """
+    cdef double[:, ::1] vb_dk, vb_wk, var_dk, var_wk
+    cdef double[::1] vb_k, var_k
+    cdef int32_t[:, ::1] cg_dk, cg_wk
+    cdef int64_t[::1] cg_k
+    cdef const int32_t[:, :, ::1] st_dk, st_wk
+    cdef const int64_t[:, ::1] st_k
+    vb_dk, vb_wk, vb_k = expected
+    var_dk, var_wk, var_k = variances
+    cg_dk, cg_wk, cg_k = sampled
+    st_dk, st_wk, st_k = samples
+    cdef int mode = settings.mode, threshold = settings.threshold
     cdef Sequential a
     cdef int64_t K = vb_dk.shape[1], D = indptr.shape[0] - 1
+    cdef bnp_csr_t m = csr_view(indptr, indices, counts, vb_wk.shape[0])
     if mode not in (MODE_SVB, MODE_CVB0, MODE_CVB):
         raise ValueError(f"unknown mode {mode}")
     if mode == M_CVB0 and st_k.shape[0] > 0:
@@ -836,8 +843,8 @@ def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, cons
     a.K = K
     a.mode = mode
     a.threshold = threshold
-    a.do_cg = do_cg and z.shape[0] > 0
-    a.do_vb = do_vb and r.shape[0] > 0
+    a.do_cg = settings.do_cg and z.shape[0] > 0
+    a.do_vb = settings.do_vb and r.shape[0] > 0
     a.alpha = &alpha[0]
     a.eta = &eta[0]
     a.eta_tot = eta_tot
@@ -871,8 +878,7 @@ def sequential_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, cons
     a.entropy = 0.0
     lock = generator.bit_generator.lock if a.do_cg else nullcontext()
     with lock, nogil:
-        _sequential_sweep(&a, &indptr[0], &indices[0] if indices.shape[0] else NULL,
-                          &counts[0] if counts.shape[0] else NULL, D)
+        _sequential_sweep(&a, &m, 0, D)
     return a.delta, a.entropy
 
 
@@ -899,7 +905,7 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
     ``t q + min(t, D % T)`` on, ``q + (t < D % T)`` of them (q = D // T: the
     blocks of OpenMP's static schedule), swept by ``_sequential_sweep``
     itself, with its prefetches (a per-document loop without them ran a
-    thread 3-11 % slower than the sequential sweep: NIPS-sized input, K = 50).
+    thread slower than the sequential sweep).
     The result does not depend on how many threads OpenMP actually gives.
     Equivalent serial code for block t: ``sequential_sweep`` over its
     documents with ``vb_wk = wk_threads[t]``. Returns ``(delta, entropy=0)``
@@ -941,22 +947,21 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
         a[t].s.eta = &eta[0]
         a[t].s.eta_tot = eta_tot
         a[t].s.r = &r[0, 0] + indptr[first] * K if r.shape[0] else NULL     # the block's rows, from its first pair
-        a[t].s.vb_dk = &vb_dk[0, 0] + first * K
+        a[t].s.vb_dk = &vb_dk[0, 0]
         a[t].s.vb_wk = &wk_threads[t, 0, 0]
         a[t].s.vb_k = &kl[t, 0, 0]
         if mode == M_CVB:
-            a[t].s.var_dk = &var_dk[0, 0] + first * K
+            a[t].s.var_dk = &var_dk[0, 0]
             a[t].s.var_wk = &var_wk_threads[t, 0, 0]
             a[t].s.var_k = &kl[t, 1, 0]
         a[t].s.work = &wv[t, 0]
     starts[T] = D
     for t in range(T):
         a[t].s.n_rows = indptr[starts[t + 1]] - indptr[starts[t]]
-    cdef const int32_t *words = &indices[0] if indices.shape[0] else NULL
-    cdef const int32_t *pair_counts = &counts[0] if counts.shape[0] else NULL
+    cdef bnp_csr_t m = csr_view(indptr, indices, counts, W)
     try:
         for t in prange(T, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
-            _sequential_sweep(&a[t].s, &indptr[starts[t]], words, pair_counts, starts[t + 1] - starts[t])
+            _sequential_sweep(&a[t].s, &m, starts[t], starts[t + 1])
         np.asarray(k_threads)[:] = k_local[:, 0, :K]
         if mode == M_CVB:
             np.asarray(var_k_threads)[:] = k_local[:, 1, :K]
@@ -974,9 +979,7 @@ def cvb_parallel_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, co
 
 cdef struct SVBParallel:
     int64_t K
-    const int64_t *indptr
-    const int32_t *indices
-    const int32_t *counts
+    bnp_csr_t corpus
     const double *ew     # exp(lw), W x K
     const double *ed     # exp(ld), D x K
     const double *lw     # psi(N_kw + eta_w) - psi(N_k + eta_tot) - row max, W x K
@@ -1019,14 +1022,17 @@ cdef void _svb_doc(SVBParallel *a, int64_t j, int tid) noexcept nogil:
     cdef double *x = a.work + tid * (2 * K + PAD)
     cdef double *y = x + K          # the document's new counts
     cdef double *nd = a.ndk + j * K
+    cdef const int64_t *indptr = a.corpus.indptr
+    cdef const int32_t *indices = a.corpus.indices
+    cdef const int32_t *counts = a.corpus.counts
     for k in range(K):
         y[k] = 0.0
-    for p in range(a.indptr[j], a.indptr[j + 1]):
-        w = a.indices[p]
-        c = a.counts[p]
-        if p + 1 < a.indptr[j + 1]:     # the next pair's word rows: random rows of large arrays
-            prefetch_row(a.ew + a.indices[p + 1] * K, K)
-            prefetch_row(a.lw + a.indices[p + 1] * K, K)
+    for p in range(indptr[j], indptr[j + 1]):
+        w = indices[p]
+        c = counts[p]
+        if p + 1 < indptr[j + 1]:     # the next pair's word rows: random rows of large arrays
+            prefetch_row(a.ew + indices[p + 1] * K, K)
+            prefetch_row(a.lw + indices[p + 1] * K, K)
         lz = _svb_row(a, w, j, x, &z)
         # the word pass adds c r[p] itself where c / z could overflow its sums
         a.scale[p] = c / z if z > _SCALED else -1.0
@@ -1066,7 +1072,7 @@ cdef void _svb_word(const SVBParallel *a, const int64_t *word_ptr, const int64_t
                 for k in range(K):
                     rest[k] = 0.0
             _svb_row(a, <int32_t>w, word_docs[i], row, &z)
-            s = a.counts[p]
+            s = a.corpus.counts[p]
             for k in range(K):
                 rest[k] += s * row[k]
     src = a.ew + w * K
@@ -1134,9 +1140,7 @@ def svb_parallel_step(const int64_t[::1] indptr, const int32_t[::1] indices, con
     cdef SVBParallel a
     cdef SVBParallel *ap = &a
     a.K = K
-    a.indptr = &indptr[0]
-    a.indices = &indices[0] if n_pairs else NULL
-    a.counts = &counts[0] if n_pairs else NULL
+    a.corpus = csr_view(indptr, indices, counts, W)
     a.ew = &ewv[0, 0]
     a.ed = &edv[0, 0]
     a.lw = &log_word[0, 0]
@@ -1165,9 +1169,7 @@ cdef struct FoldIn:
     int64_t K
     int mode
     int32_t threshold
-    const int64_t *indptr
-    const int32_t *indices
-    const int32_t *counts
+    bnp_csr_t docs
     const double *alpha
     double A             # sum(alpha)
     const double *vb_log_word
@@ -1220,21 +1222,24 @@ cdef void _fold_in_doc(const FoldIn *f, int64_t j, double *wk, double *rb, int32
     cdef double *log_dk = wk + 6 * K
     cdef double *rr
     cdef double *er
+    cdef const int64_t *indptr = f.docs.indptr
+    cdef const int32_t *indices = f.docs.indices
+    cdef const int32_t *counts = f.docs.counts
     cdef bnp_stream_t stream
     cdef bnp_bitgen_t *g = &stream.bitgen
     bnp_stream_init(&stream, f.key, f.doc_keys[j], 0)
-    for p in range(f.indptr[j], f.indptr[j + 1]):
-        if f.counts[p] > f.threshold:
+    for p in range(indptr[j], indptr[j + 1]):
+        if counts[p] > f.threshold:
             n_vb += 1
     for k in range(K):
         E[k] = 0.0
         V[k] = 0.0
         avg[k] = 0.0
     # initialise
-    for p in range(f.indptr[j], f.indptr[j + 1]):
-        w = f.indices[p]
-        n_j += f.counts[p]
-        if f.counts[p] > f.threshold:
+    for p in range(indptr[j], indptr[j + 1]):
+        w = indices[p]
+        n_j += counts[p]
+        if counts[p] > f.threshold:
             rr = rb + row * K
             er = rb + (n_vb + row) * K
             for k in range(K):
@@ -1242,11 +1247,11 @@ cdef void _fold_in_doc(const FoldIn *f, int64_t j, double *wk, double *rb, int32
             normalise_log(rr, K)
             for k in range(K):
                 er[k] = rr[k]
-                E[k] += f.counts[p] * rr[k]
-                V[k] += f.counts[p] * rr[k] * (1.0 - rr[k])
+                E[k] += counts[p] * rr[k]
+                V[k] += counts[p] * rr[k] * (1.0 - rr[k])
             row += 1
         else:
-            for c in range(f.counts[p]):
+            for c in range(counts[p]):
                 tot = 0.0
                 for k in range(K):
                     tot += f.cg_word[w * K + k]
@@ -1273,17 +1278,17 @@ cdef void _fold_in_doc(const FoldIn *f, int64_t j, double *wk, double *rb, int32
                 log_dk[k] -= m
                 dk[k] = exp(log_dk[k])
                 E[k] = 0.0
-            for p in range(f.indptr[j], f.indptr[j + 1]):
+            for p in range(indptr[j], indptr[j + 1]):
                 rr = rb + row * K
                 if not _fold_product(K, rb + (n_vb + row) * K, dk, rr):
-                    _fold_log(f, f.indices[p], log_dk, rr)
+                    _fold_log(f, indices[p], log_dk, rr)
                 for k in range(K):
-                    E[k] += f.counts[p] * rr[k]
+                    E[k] += counts[p] * rr[k]
                 row += 1
         else:
-            for p in range(f.indptr[j], f.indptr[j + 1]):
-                w = f.indices[p]
-                if f.counts[p] > f.threshold:
+            for p in range(indptr[j], indptr[j + 1]):
+                w = indices[p]
+                if counts[p] > f.threshold:
                     rr = rb + row * K
                     if f.mode == M_SVB:
                         for k in range(K):
@@ -1315,12 +1320,12 @@ cdef void _fold_in_doc(const FoldIn *f, int64_t j, double *wk, double *rb, int32
                     for k in range(K):
                         ro = rr[k]
                         rn = lw[k]
-                        E[k] += f.counts[p] * (rn - ro)
-                        V[k] += f.counts[p] * (rn * (1.0 - rn) - ro * (1.0 - ro))
+                        E[k] += counts[p] * (rn - ro)
+                        V[k] += counts[p] * (rn * (1.0 - rn) - ro * (1.0 - ro))
                         rr[k] = rn
                     row += 1
                 else:
-                    for c in range(f.counts[p]):
+                    for c in range(counts[p]):
                         t = zb[zi]
                         E[t] -= 1.0
                         tot = 0.0
@@ -1370,12 +1375,12 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     Sweeps go pair by pair, N_jk updated after each, except MODE_SVB without
     sampled tokens: there every row comes from the previous sweep's N_j (the
     E-step of Blei, Ng & Jordan 2003, section 5.3), K digammas a sweep instead
-    of K a pair, towards the same fixed point (12x faster on NIPS-sized
-    documents at K = 50). Rows are formed as products of
+    of K a pair, towards the same fixed point (far fewer digammas on long
+    documents). Rows are formed as products of
     ``softmax(vb_log_word[w])`` with the document factor (CVB0:
     ``N^-_jk + alpha_k``, no log or exp per topic; CVB: that times the exp of
-    the correction less its largest value, one exp per topic: 1.6x faster than
-    the log form at K = 50), in log space where every product underflows.
+    the correction less its largest value, one exp per topic, faster than
+    the log form), in log space where every product underflows.
 
     Documents run in parallel (``n_threads``); document j draws from the keyed
     stream ``(key, doc_keys[j], 0)``, so the result does not depend on the
@@ -1411,9 +1416,7 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     f.K = K
     f.mode = mode
     f.threshold = threshold
-    f.indptr = &indptr[0]
-    f.indices = &indices[0] if indices.shape[0] else NULL
-    f.counts = &counts[0] if counts.shape[0] else NULL
+    f.docs = csr_view(indptr, indices, counts, vb_log_word.shape[0])
     f.alpha = &alpha[0]
     f.A = 0.0
     for j in range(K):
@@ -1439,16 +1442,19 @@ cdef enum:
     _SPREAD = 4      # structs between two blocks' (SparseGibbs and bnp_stream_t are over 64 bytes)
 
 
-cdef void _cgs_block(SparseGibbs *s, const int64_t *indptr, const int32_t *indices, const int32_t *counts,
-                     int64_t n_docs, const double *eta, int32_t *z, int32_t *nwk, int32_t *wtopics,
-                     int32_t *wlen, bnp_bitgen_t *g) noexcept nogil:
-    """The loop of ``cgs_sweep`` over ``n_docs`` documents (``indptr`` at the first one's
-    offset, ``z`` at its first token) against the counts, lists and scratch bound in ``s``."""
+cdef void _cgs_block(SparseGibbs *s, const bnp_csr_t *m, int64_t first, int64_t last, const double *eta,
+                     int32_t *z, int32_t *nwk, int32_t *wtopics, int32_t *wlen, bnp_bitgen_t *g) noexcept nogil:
+    """The draws of ``cgs_sweep`` for documents ``first`` to ``last`` (excluded) of ``m``
+    (``z`` at the first one's first token) against the counts ``nwk``, word lists and
+    scratch bound in ``s`` (``_sg_bind``, with the document row ``s.nd_row``)."""
+    cdef const int64_t *indptr = m.indptr
+    cdef const int32_t *indices = m.indices
+    cdef const int32_t *counts = m.counts
     cdef int64_t K = s.K, j, p, c, zi = 0, lo, i, k
     cdef int32_t w, t
     for k in range(K):
         s.nd_row[k] = 0
-    for j in range(n_docs):
+    for j in range(first, last):
         lo = zi
         for p in range(indptr[j], indptr[j + 1]):
             for c in range(counts[p]):
@@ -1468,7 +1474,7 @@ cdef void _cgs_block(SparseGibbs *s, const int64_t *indptr, const int32_t *indic
                 _sg_change(s, t, 1)
                 z[zi] = t
                 zi += 1
-        for i in range(s.nd):
+        for i in range(s.nd):                     # clear the row: the document's topics are in its list
             s.nd_row[s.dlist[i]] = 0
 
 
@@ -1507,19 +1513,26 @@ cdef void _cgs_merge_word(int64_t T, int64_t K, int32_t *row, const int32_t *cop
 
 
 def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
-                      const int64_t[::1] starts,      # IN  (T + 1,) first document of each block, then D
-                      const int64_t[::1] tok_starts,  # IN  (T + 1,) first token of each block, then N
+                      tuple blocks,                    # IN      (starts, tok_starts)
                       const double[::1] alpha, const double[::1] eta, double eta_tot,             # IN priors
-                      int32_t[::1] z,                  # IN/OUT topic of every token
-                      int32_t[:, ::1] nwk, int64_t[::1] nk,                 # IN/OUT shared counts, merged
-                      int32_t[:, ::1] wtopics, int32_t[::1] wlen,           # IN/OUT their word lists
-                      int32_t[:, :, ::1] nwk_t, int64_t[:, ::1] nk_t,       # scratch (T, W, K), (T, K): copies
-                      int32_t[:, :, ::1] wtopics_t, int32_t[:, ::1] wlen_t, # scratch (T, W, K), (T, W)
-                      double[:, ::1] scratch, int32_t[:, ::1] iscratch,     # scratch (T, 3 K + PAD) each
+                      int32_t[::1] z,                  # IN/OUT  topic of every token
+                      tuple shared,                    # IN/OUT  (nwk, nk, wtopics, wlen), merged
+                      tuple copies,                    # scratch (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)
                       uint64_t key, generator, int n_threads):
     """One collapsed Gibbs sweep with delayed updates of the shared counts (AD-LDA,
     Newman, Asuncion, Smyth & Welling 2009, section 3.1): an approximation of
     ``cgs_sweep``.
+
+    The arrays come in three groups:
+
+    * ``blocks = (starts, tok_starts)``, int64 (T + 1,) each: the first document
+      and the first token of each block, then D and N;
+    * ``shared = (nwk, nk, wtopics, wlen)``: the counts and word lists of
+      ``cgs_sweep``, (W, K) int32, (K,) int64, (W, K) int32, (W,) int32;
+    * ``copies = (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)``: scratch,
+      each block's copy of the shared arrays, (T, W, K), (T, K), (T, W, K), (T, W)
+      (unused for T = 1: (1, 0, 0) and (1, 0) will do), and its sampler scratch,
+      (T, 3 K + PAD) float64 and int32.
 
     The documents are cut into T = ``nwk_t.shape[0]`` blocks at ``starts``. Each
     block copies the word-topic counts, topic counts and word lists into its
@@ -1534,7 +1547,19 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
     Equivalent serial code: for each block t, ``cgs_sweep`` over its documents
     with copies of ``nwk, nk, wtopics, wlen``; then the merge.
     """
-    cdef int64_t T = nwk_t.shape[0], K = nwk.shape[1], W = nwk.shape[0], D = indptr.shape[0] - 1, k, w, b
+    cdef const int64_t[::1] starts, tok_starts
+    cdef int32_t[:, ::1] nwk, wtopics
+    cdef int64_t[::1] nk
+    cdef int32_t[::1] wlen
+    cdef int32_t[:, :, ::1] nwk_t, wtopics_t
+    cdef int64_t[:, ::1] nk_t
+    cdef int32_t[:, ::1] wlen_t, iscratch
+    cdef double[:, ::1] scratch
+    starts, tok_starts = blocks
+    nwk, nk, wtopics, wlen = shared
+    nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch = copies
+    cdef int64_t T = nwk_t.shape[0], K = nwk.shape[1], W = nwk.shape[0], D = indptr.shape[0] - 1, w, b
+    cdef bnp_csr_t m = csr_view(indptr, indices, counts, W)
     _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch[0], iscratch[0], 3)
     if T < 1 or starts.shape[0] != T + 1 or tok_starts.shape[0] != T + 1 or nk_t.shape[0] != T \
             or wtopics_t.shape[0] != T or wlen_t.shape[0] != T or scratch.shape[0] != T or iscratch.shape[0] != T:
@@ -1559,16 +1584,13 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
         free(streams)
         raise MemoryError()
     cdef bnp_bitgen_t *g = bitgen_of(generator)
-    cdef const int32_t *words = &indices[0] if indices.shape[0] else NULL
-    cdef const int32_t *pair_counts = &counts[0] if counts.shape[0] else NULL
     cdef int32_t *zp = &z[0] if z.shape[0] else NULL
     try:
         if T == 1:
             with generator.bit_generator.lock, nogil:
-                _sg_bind(&s[0], nwk, nk, alpha, eta_tot, scratch[0], iscratch[0])
+                _sg_bind(&s[0], K, &nk[0], &alpha[0], eta_tot, &scratch[0, 0], &iscratch[0, 0])
                 s[0].nd_row = &iscratch[0, 2 * K]
-                _cgs_block(&s[0], &indptr[0], words, pair_counts, D, &eta[0], zp, &nwk[0, 0], &wtopics[0, 0],
-                           &wlen[0], g)
+                _cgs_block(&s[0], &m, 0, D, &eta[0], zp, &nwk[0, 0], &wtopics[0, 0], &wlen[0], g)
             return
         for b in range(T):
             bnp_stream_init(&streams[_SPREAD * b], key, <uint64_t>b, 0)
@@ -1577,21 +1599,10 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
             memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
             memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
             memcpy(&nk_t[b, 0], &nk[0], K * sizeof(int64_t))
-            s[_SPREAD * b].K = K
-            s[_SPREAD * b].alpha = &alpha[0]
-            s[_SPREAD * b].eta_tot = eta_tot
-            s[_SPREAD * b].nk = &nk_t[b, 0]
-            s[_SPREAD * b].cden = &scratch[b, 0]
-            s[_SPREAD * b].coef = &scratch[b, K]
-            s[_SPREAD * b].qcum = &scratch[b, 2 * K]
-            s[_SPREAD * b].dlist = &iscratch[b, 0]
-            s[_SPREAD * b].dpos = &iscratch[b, K]
+            _sg_bind(&s[_SPREAD * b], K, &nk_t[b, 0], &alpha[0], eta_tot, &scratch[b, 0], &iscratch[b, 0])
             s[_SPREAD * b].nd_row = &iscratch[b, 2 * K]
-            for k in range(K):
-                s[_SPREAD * b].cden[k] = 1.0 / (nk_t[b, k] + eta_tot)
-            _cgs_block(&s[_SPREAD * b], &indptr[starts[b]], words, pair_counts, starts[b + 1] - starts[b],
-                       &eta[0], zp + tok_starts[b], &nwk_t[b, 0, 0], &wtopics_t[b, 0, 0], &wlen_t[b, 0],
-                       &streams[_SPREAD * b].bitgen)
+            _cgs_block(&s[_SPREAD * b], &m, starts[b], starts[b + 1], &eta[0], zp + tok_starts[b], &nwk_t[b, 0, 0],
+                       &wtopics_t[b, 0, 0], &wlen_t[b, 0], &streams[_SPREAD * b].bitgen)
         with nogil:                     # on one thread: a parallel loop's start-up costs more on a busy machine
             for w in range(W):
                 _cgs_merge_word(T, K, &nwk[w, 0], &nwk_t[0, w, 0], W * K, &wtopics[w, 0], &wlen[w],

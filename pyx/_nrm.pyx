@@ -27,23 +27,26 @@ from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_r
 
 cnp.import_array()
 
-cdef extern from "bnpcore/bnpcore.h" nogil:
-    ctypedef struct bnp_nggp_state_t:
-        int64_t n_slots
-        int64_t n_alive
-        int64_t n_obs
-        int64_t n_sites
-        int64_t position
-        double log_u
-        double u_last
-        double change
+# The scalar state of the ADF, EP and Gibbs kernels: everything but the
+# per-cluster arrays, kept by the caller between kernel calls (a call may stop
+# early to let the caller grow the arrays). Eight-byte fields, no padding, so
+# that a NumPy structured dtype mirrors it.
+cdef struct nggp_state_t:
+    int64_t n_slots         # cluster slots in use, alive or dead (Gibbs: highest used + 1)
+    int64_t n_alive         # alive (Gibbs: occupied) clusters
+    int64_t n_obs           # ADF/EP: documents absorbed, m
+    int64_t n_sites         # EP: entries of the new sites written so far
+    int64_t position        # Gibbs: next document of the current sweep
+    double log_u            # V = log U: warm start of the mode of q(U) (ADF/EP), the chain's V (Gibbs)
+    double u_last           # the last Uhat used (NaN for sigma = 0 or no other observation)
+    double change           # EP: summed total-variation change of the sites in the current epoch
 
-# bnp_nggp_state_t as a NumPy record: the Python layer keeps one (``new_state``)
+# nggp_state_t as a NumPy record: the Python layer keeps one (``new_state``)
 # and passes it to every kernel call, which reads and updates it.
 NGGP_STATE_DTYPE = np.dtype([("n_slots", np.int64), ("n_alive", np.int64), ("n_obs", np.int64),
                              ("n_sites", np.int64), ("position", np.int64), ("log_u", np.float64),
                              ("u_last", np.float64), ("change", np.float64)])
-assert NGGP_STATE_DTYPE.itemsize == sizeof(bnp_nggp_state_t)
+assert NGGP_STATE_DTYPE.itemsize == sizeof(nggp_state_t)
 
 
 def new_state(n_slots=0, n_alive=0, log_u=float("nan")):
@@ -321,7 +324,7 @@ cdef inline double doc_tokens(const int32_t *cnt, int64_t nnz) noexcept nogil:
 
 
 cdef nrm_state load_state(double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,
-                          uint8_t[::1] alive, bnp_nggp_state_t *scalars, double[::1] scratch,
+                          uint8_t[::1] alive, nggp_state_t *scalars, double[::1] scratch,
                           int64_t n_words) except *:
     if (lam.shape[1] != n_words or lam_tot.shape[0] != lam.shape[0] or S.shape[0] != lam.shape[0]
             or logP.shape[0] != lam.shape[0] or alive.shape[0] != lam.shape[0]
@@ -341,14 +344,14 @@ cdef nrm_state load_state(double[:, ::1] lam, double[::1] lam_tot, double[::1] S
     return st
 
 
-cdef void store_state(const nrm_state *st, bnp_nggp_state_t *scalars) noexcept:
+cdef void store_state(const nrm_state *st, nggp_state_t *scalars) noexcept:
     scalars.n_slots = st.n_slots
     scalars.n_alive = st.n_alive
     scalars.log_u = st.v_prev
     scalars.u_last = st.u_last
 
 
-cdef bnp_nggp_state_t *scalar_state(bnp_nggp_state_t[::1] state) except NULL:
+cdef nggp_state_t *scalar_state(nggp_state_t[::1] state) except NULL:
     if state.shape[0] != 1:
         raise ValueError("state must be one NGGP_STATE_DTYPE record (new_state())")
     return &state[0]
@@ -357,7 +360,7 @@ cdef bnp_nggp_state_t *scalar_state(bnp_nggp_state_t[::1] state) except NULL:
 def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
             int64_t start, int64_t stop, dict params,                                          # IN
             double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,          # IN/OUT
-            uint8_t[::1] alive, bnp_nggp_state_t[::1] state,                                   # IN/OUT
+            uint8_t[::1] alive, nggp_state_t[::1] state,                                       # IN/OUT
             double[::1] scratch,                                                               # scratch
             int64_t[::1] site_ptr, int32_t[::1] site_k, double[::1] site_q):                   # OUT (optional)
     """ADF-NRM (Alg. 1) over documents start..stop-1, in order.
@@ -380,7 +383,7 @@ def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     """
     cdef nrm_cfg c
     fill_cfg(&c, params)
-    cdef bnp_nggp_state_t *sc = scalar_state(state)
+    cdef nggp_state_t *sc = scalar_state(state)
     cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, sc, scratch, c.n_words)
     cdef bint store = site_ptr.shape[0] > 0
     cdef int64_t site_cap = site_k.shape[0]
@@ -417,7 +420,7 @@ def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
 def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN
            int64_t start, int64_t stop, dict params,                                           # IN
            double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,           # IN/OUT
-           uint8_t[::1] alive, bnp_nggp_state_t[::1] state,                                    # IN/OUT
+           uint8_t[::1] alive, nggp_state_t[::1] state,                                        # IN/OUT
            double[::1] scratch,                                                                # scratch
            const int64_t[::1] old_ptr, const int32_t[::1] old_k, const double[::1] old_q,      # IN
            int64_t[::1] new_ptr, int32_t[::1] new_k, double[::1] new_q):                       # OUT
@@ -447,7 +450,7 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     """
     cdef nrm_cfg c
     fill_cfg(&c, params)
-    cdef bnp_nggp_state_t *sc = scalar_state(state)
+    cdef nggp_state_t *sc = scalar_state(state)
     cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, sc, scratch, c.n_words)
     cdef int64_t n_docs = indptr.shape[0] - 1
     cdef int64_t site_cap = new_k.shape[0], used = sc.n_sites, i, lo, n, e, f, k
@@ -568,7 +571,7 @@ cdef double slice_v(double v0, double n, double k, const nrm_cfg *c, bnp_bitgen_
 def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
               dict params, int64_t n_sweeps, object generator,                                  # IN
               int32_t[::1] z, int64_t[::1] nk, double[:, ::1] C, double[::1] Ctot,              # IN/OUT
-              bnp_nggp_state_t[::1] state, double[::1] scratch,                                 # IN/OUT
+              nggp_state_t[::1] state, double[::1] scratch,                                     # IN/OUT
               int32_t[:, ::1] z_trace, double[::1] u_trace):                                     # OUT (optional)
     """Sweeps of the marginal sampler for NGGP mixtures (Favaro & Teh 2013; [NRM] (5)-(6)).
 
@@ -586,7 +589,7 @@ def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
     cdef nrm_cfg c
     fill_cfg(&c, params)
     cdef int64_t n_docs = indptr.shape[0] - 1, cap = C.shape[0], W = C.shape[1]
-    cdef bnp_nggp_state_t *sc = scalar_state(state)
+    cdef nggp_state_t *sc = scalar_state(state)
     cdef int64_t n_slots = sc.n_slots, n_occ = sc.n_alive, pos = sc.position, done = 0, j, k, lo, n, e
     cdef double v = sc.log_u, n_tok, lw_prior, lw_new
     cdef double *row

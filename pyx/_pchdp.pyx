@@ -42,6 +42,7 @@ from bnpcore.kernels._pclda cimport (BNP_PREFETCH, _alias_pick, _bucket, _bucket
                                     bnp_once_done, label_t)
 from bnpcore.kernels._pclda import check_labels, z_scratch
 from bnpcore.kernels.parallel cimport PAD
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.special cimport bnp_lgamma
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform,
                                   bnp_stream_init, bnp_stream_t)
@@ -190,16 +191,15 @@ def max_candidate(const int64_t[::1] tok_ptr, const double[::1] tail_cdf,   # IN
     return int(best[:, 0].max())
 
 
-cdef void _mark_doc(const int64_t *indptr, const int32_t *indices, const int32_t *counts, int64_t j,
-                    const Tail *t, uint64_t key, uint64_t stream, uint64_t doc, int64_t W,
-                    uint8_t *marks) noexcept nogil:
-    """Mark (candidate, word) of each token of document j, stream (key, stream, doc)."""
+cdef void _mark_doc(const bnp_csr_t *m, int64_t j, const Tail *t, uint64_t key, uint64_t stream, uint64_t doc,
+                    int64_t W, uint8_t *marks) noexcept nogil:
+    """Mark (candidate, word) of each token of document j of m, stream (key, stream, doc)."""
     cdef bnp_stream_t st
     cdef int64_t p, r
     bnp_stream_init(&st, key, stream, doc)
-    for p in range(indptr[j], indptr[j + 1]):
-        for r in range(counts[p]):
-            marks[_tail_pick(t, bnp_rng_uniform(&st.bitgen)) * W + indices[p]] = 1
+    for p in range(m.indptr[j], m.indptr[j + 1]):
+        for r in range(m.counts[p]):
+            marks[_tail_pick(t, bnp_rng_uniform(&st.bitgen)) * W + m.indices[p]] = 1
 
 
 def candidate_words(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
@@ -228,11 +228,11 @@ def candidate_words(const int64_t[::1] indptr, const int32_t[::1] indices, const
     guide = _guide(tail_cdf)
     cdef int64_t[::1] gv = guide
     cdef Tail t = Tail(&tail_cdf[0], &gv[0], M, GUIDE * M)
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, n_words)
     if n:
         with nogil:
             for j in prange(D, num_threads=n_threads, schedule="dynamic", chunksize=16):
-                _mark_doc(&indptr[0], &indices[0], &counts[0], j, &t, key, stream, first_doc + j, n_words,
-                          &pv[threadid(), 0])
+                _mark_doc(&docs, j, &t, key, stream, first_doc + j, n_words, &pv[threadid(), 0])
     return np.bitwise_or.reduce(part[:, :n * n_words], axis=0).reshape(n, n_words)
 
 
@@ -333,9 +333,7 @@ def sample_prior(int64_t first, double eta, uint64_t key, uint64_t stream,   # I
 
 cdef struct ZArgs:
     int64_t C, K                 # capacity (row stride); active topics 0..K-1
-    const int64_t *indptr
-    const int32_t *indices
-    const int32_t *counts
+    bnp_csr_t docs
     const int64_t *tok_ptr
     const int64_t *rows          # NULL: phi, prob, alias dense over 0..K-1; else the urn's CSR rows of ...
     const int32_t *topics        # ... these active topics, with the values vals
@@ -461,18 +459,18 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     # order), so that its phi_cw and the next counts row are fetched while the
     # current token is drawn: these two reads are the z-step's cache misses
     if a.cands.M and zi < end:
-        c_next = _candidate(a, &cst.bitgen, a.indices[a.indptr[j]], &flag_next)
-    for p in range(a.indptr[j], a.indptr[j + 1]):
-        w = a.indices[p]
+        c_next = _candidate(a, &cst.bitgen, a.docs.indices[a.docs.indptr[j]], &flag_next)
+    for p in range(a.docs.indptr[j], a.docs.indptr[j + 1]):
+        w = a.docs.indices[p]
         if listed:                      # the word's row of the dense Phi
             prow = a.phi + w * C
         else:
             b = a.rows[w]
             m = a.rows[w + 1] - b
-        for r in range(a.counts[p]):
+        for r in range(a.docs.counts[p]):
             c, flag = c_next, flag_next
             if zi + 1 < end:
-                w_next = w if r + 1 < a.counts[p] else a.indices[p + 1]
+                w_next = w if r + 1 < a.docs.counts[p] else a.docs.indices[p + 1]
                 if a.cands.M:
                     c_next = _candidate(a, &cst.bitgen, w_next, &flag_next)
                     if flag_next != NULL:
@@ -530,9 +528,9 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
 
 def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
            const int64_t[::1] tok_ptr, int64_t K,                                              # IN (D + 1,), active
-           const double[:, ::1] phi, const double[:, ::1] prob, const int32_t[:, ::1] alias,   # IN Phi, tables
-           const double[::1] mass, const double[::1] ab, double tail,                          # IN
-           const double[::1] tail_cdf, uint64_t key, uint64_t stream, uint64_t cand_stream,    # IN
+           tuple tables,                   # IN      (phi, prob, alias, mass): Phi and its alias tables
+           tuple prior,                    # IN      (ab, tail, tail_cdf)
+           tuple streams,                  # IN      (key, stream, cand_stream)
            label_t[::1] z,                                                                     # IN/OUT labels
            int32_t[:, ::1] nwk, int64_t[::1] nk,                                               # IN/OUT counts
            int n_threads=1, uint64_t first_doc=0):
@@ -548,7 +546,16 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     candidate beyond the columns is a ValueError, its token never taking the
     flag). ``first_doc``:
     the corpus is documents ``first_doc, ...`` of a larger one, whose streams
-    document j uses. Equivalent NumPy for token i of document j, word w, with
+    document j uses.
+
+    The grouped arguments: ``tables = (phi, prob, alias, mass)``, (W, C)
+    float64, (W, C) float64, (W, C) int32, (W,) float64 (``_pclda.build_alias``
+    over the K active topics); ``prior = (ab, tail, tail_cdf)``, alpha Psi_k
+    over the C slots, alpha times the tail's stick mass, and the cumulative Psi
+    of the tail topics; ``streams = (key, stream, cand_stream)``, the keyed
+    streams of the draws and of the candidates.
+
+    Equivalent NumPy for token i of document j, word w, with
     ``ab = alpha Psi`` over all topics (the tail as its candidate, in
     distribution)::
 
@@ -557,6 +564,10 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         p = phi[w] * (ndk + ab);  z[i] = rng.choice(len(p), p=p / p.sum())
         ndk[z[i]] += 1
     """
+    cdef const double[:, ::1] phi, prob
+    cdef const int32_t[:, ::1] alias
+    cdef const double[::1] mass
+    phi, prob, alias, mass = tables
     cdef int64_t W = nwk.shape[0], C = nwk.shape[1]
     if phi.shape[0] != W or phi.shape[1] != C or prob.shape[0] != W or prob.shape[1] != C \
             or alias.shape[0] != W or alias.shape[1] != C or mass.shape[0] != W or W == 0:
@@ -566,20 +577,19 @@ def z_step(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
     a.phi, a.n_rows, a.W = &phi[0, 0], 0, W
     a.rows_out, a.marks, a.rest, a.done = NULL, NULL, NULL, NULL
     a.prob, a.alias, a.mass = &prob[0, 0], &alias[0, 0], &mass[0]
-    _z_run(&a, indptr, indices, counts, tok_ptr, K, ab, tail, tail_cdf, key, stream, cand_stream, z, nwk, nk,
-           n_threads, first_doc)
+    _z_run(&a, indptr, indices, counts, tok_ptr, K, prior, streams, z, nwk, nk, n_threads, first_doc)
 
 
 def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
                 const int64_t[::1] tok_ptr, int64_t K,                                             # IN (D + 1,), active
-                const int64_t[::1] rows, const int32_t[::1] topics, const double[::1] vals,        # IN urn CSR, < K
-                double[:, ::1] tail_phi, const double[::1] ab, double tail,                        # IN tail rows
-                const double[::1] tail_cdf, uint64_t key, uint64_t stream, uint64_t cand_stream,   # IN
+                tuple urn,                      # IN      (rows, topics, vals): the urn's CSR, topics < K
+                double[:, ::1] tail_phi,        # IN(/OUT with completion) tail rows
+                tuple prior,                    # IN      (ab, tail, tail_cdf)
+                tuple streams,                  # IN      (key, stream, cand_stream)
                 label_t[::1] z,                                                                    # IN/OUT labels
                 int32_t[:, ::1] nwk, int64_t[::1] nk,                                              # IN/OUT counts
                 int n_threads=1, uint64_t first_doc=0,
-                const uint8_t[:, ::1] marks=None, const double[::1] rest=None,                     # IN sample_prior's
-                double eta=0.0, uint64_t rest_stream=0):                                           # IN completions
+                tuple completion=None):         # IN      (marks, rest, eta, rest_stream): sample_prior's
     """``z_step`` with the active topics' Phi as the Poisson Polya urn's sparse
     word-major rows (``bnpcore.kernels._pclda.sample_phi_urn`` over the first K
     columns): a token of word w sums ``vals[i] (n_jk + ab_k)``, k = ``topics[i]``,
@@ -592,12 +602,25 @@ def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int
     ``phi[w, topics[rows[w]:rows[w + 1]]] = vals[rows[w]:rows[w + 1]]``, 0
     elsewhere below K, and ``phi[:, K:K + len(tail_phi)] = tail_phi.T``.
 
-    With ``marks`` and ``rest`` (``sample_prior``'s, rows drawn at the words
-    ``candidate_words`` marked with the same streams), a row is completed in
+    ``urn = (rows, topics, vals)``: int64 (W + 1,), int32 and float64 (nnz,);
+    ``prior`` and ``streams`` as in ``z_step``. With ``completion = (marks,
+    rest, eta, rest_stream)``, whose ``marks`` and ``rest`` are
+    ``sample_prior``'s (rows drawn at the words ``candidate_words`` marked with
+    the same streams; None for none), a row is completed in
     place when a token first takes its topic (``_complete_row``: prior eta,
     stream (key, rest_stream, K + i)), as the document's later tokens read it
     at any word; the result does not depend on which thread completes it.
     """
+    cdef const int64_t[::1] rows
+    cdef const int32_t[::1] topics
+    cdef const double[::1] vals
+    cdef const uint8_t[:, ::1] marks = None
+    cdef const double[::1] rest = None
+    cdef double eta = 0.0
+    cdef uint64_t rest_stream = 0
+    rows, topics, vals = urn
+    if completion is not None:
+        marks, rest, eta, rest_stream = completion
     cdef int64_t W = rows.shape[0] - 1, nnz = topics.shape[0]
     if W != nwk.shape[0] or rows[W] != nnz or vals.shape[0] != nnz:
         raise ValueError(f"rows must have {nwk.shape[0] + 1} entries, ending at the {nnz} entries of topics "
@@ -632,16 +655,19 @@ def z_step_rows(const int64_t[::1] indptr, const int32_t[::1] indices, const int
         if a.n_rows:
             a.rows_out, a.marks, a.rest, a.done = &tail_phi[0, 0], &marks[0, 0], &rest[0], &dv[0]
         a.eta, a.rest_stream = eta, rest_stream
-    _z_run(&a, indptr, indices, counts, tok_ptr, K, ab, tail, tail_cdf, key, stream, cand_stream, z, nwk, nk,
-           n_threads, first_doc)
+    _z_run(&a, indptr, indices, counts, tok_ptr, K, prior, streams, z, nwk, nk, n_threads, first_doc)
 
 
 cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
-            const int64_t[::1] tok_ptr, int64_t K, const double[::1] ab, double tail,
-            const double[::1] tail_cdf, uint64_t key, uint64_t stream, uint64_t cand_stream,
+            const int64_t[::1] tok_ptr, int64_t K, tuple prior, tuple streams,
             label_t[::1] z, int32_t[:, ::1] nwk, int64_t[::1] nk, int n_threads, uint64_t first_doc):
     """The checks and the parallel loop shared by ``z_step`` and ``z_step_rows``
     (``a`` holds the active topics' Phi or tables)."""
+    cdef const double[::1] ab, tail_cdf
+    cdef double tail
+    cdef uint64_t key, stream, cand_stream
+    ab, tail, tail_cdf = prior
+    key, stream, cand_stream = streams
     cdef int64_t D = indptr.shape[0] - 1, C = nwk.shape[1], M = tail_cdf.shape[0], j
     if tok_ptr.shape[0] != D + 1 or z.shape[0] != tok_ptr[D]:
         raise ValueError("tok_ptr and z do not match the corpus")
@@ -661,7 +687,8 @@ cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, con
     cdef int32_t[:, ::1] nv = nds, lv = lists, pv = pos
     cdef int64_t[:, ::1] kv = parts
     a.C, a.K, a.stride = C, K, C + PAD
-    a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
+    a.docs = csr_view(indptr, indices, counts, nwk.shape[0])
+    a.tok_ptr = &tok_ptr[0]
     a.ab, a.tail = &ab[0], tail
     guide = _guide(tail_cdf) if M else np.zeros(1, dtype=np.int64)
     cdef int64_t[::1] gv = guide
@@ -696,8 +723,8 @@ def word_log_likelihood(const int32_t[:, ::1] nwk, int64_t K, double eta,    # I
     """Per word w, ``sum_{k < K, n_wk > 0} lgamma(n_wk + eta) - lgamma(eta)``,
     words in parallel (the topic-word part of the collapsed log p(x | z);
     summed over words by the caller, in word order, so the total is the same
-    for any thread count). Replaces NumPy's boolean selection of the positive
-    counts, serial: 6 ms of a 70 ms two-thread PC-HDP sweep on KOS at the time.
+    for any thread count), where NumPy's boolean selection of the positive
+    counts ran serially and took a noticeable share of a two-thread sweep.
     Equivalent NumPy: ``out[:] = np.where(nwk[:, :K] > 0, gammaln(nwk[:, :K] +
     eta) - gammaln(eta), 0).sum(axis=1)``."""
     cdef int64_t W = nwk.shape[0], C = nwk.shape[1], w, k, n
@@ -708,7 +735,7 @@ def word_log_likelihood(const int32_t[:, ::1] nwk, int64_t K, double eta,    # I
         raise ValueError(f"eta must be positive, got {eta}")
     if n_threads < 1:
         raise ValueError(f"n_threads must be positive, got {n_threads}")
-    # most counts are small: their terms from a table (bnp_lgamma costs ~50 ns)
+    # most counts are small: their terms from a table, cheaper than a bnp_lgamma call each
     small = np.array([bnp_lgamma(i + eta) - base for i in range(SMALL_COUNT)])
     cdef double[::1] sv = small
     with nogil:

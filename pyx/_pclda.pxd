@@ -10,9 +10,8 @@ cdef inline double _log_gamma_small(bnp_bitgen_t *g, double a) noexcept nogil:
     """log of a Gamma(a, 1) draw for 0 < a < 1: Ahrens & Dieter's (1974) GS
     rejection sampler in log space. The Phi step's zero counts with eta < 1
     take this path: it halves the Phi step against bnp_rng_log_gamma (whose
-    Gamma(a + 1) U^(1/a) costs a Marsaglia-Tsang draw, a normal and three logs):
-    measured 3.4 s -> 1.6 s for a KOS-sized step (W = 6906, K = 1000, eta = 0.01,
-    one thread of a loaded machine), the bottleneck of a sweep at that K.
+    Gamma(a + 1) U^(1/a) costs a Marsaglia-Tsang draw, a normal and three logs),
+    the bottleneck of a sweep at large K (benchmarks/results/design_choices.txt).
 
     For x below exp(-38) < 2^-54, exp(-x) rounds to 1: the acceptance test of a
     draw this small always passes and is skipped."""
@@ -63,11 +62,13 @@ ctypedef fused label_t:
     int32_t
 
 
-cdef extern from "bnpcore/bnpcore.h" nogil:
-    void bnp_atomic_add_i32(int32_t *p, int32_t v)
-    int bnp_once_claim(int32_t *flag)
+cdef extern from "bnpcore/internal/threads.h" nogil:
+    void bnp_atomic_add_i32(int32_t *p, int32_t v)        # atomic under OpenMP
+    int bnp_once_claim(int32_t *flag)                    # 1: the caller does the work, then bnp_once_done
     void bnp_once_done(int32_t *flag)
-    void BNP_PREFETCH(const void *p)
+
+cdef extern from "bnpcore/internal/simd.h" nogil:
+    void BNP_PREFETCH(const void *p)                     # cache hint, no effect on results
 
 
 # A document's counts and topic list in the z-steps, rebuilt from its labels (the

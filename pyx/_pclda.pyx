@@ -43,6 +43,7 @@ from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 from libc.string cimport memmove
 
 from bnpcore.kernels.parallel cimport PAD
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bnp_rng_log_gamma, bnp_rng_uniform, bnp_rng_uniform_pos,
                                   bnp_stream_init, bnp_stream_t)
 
@@ -51,8 +52,8 @@ cnp.import_array()
 # Topics per task of sample_phi: a task owns up to 8 adjacent columns of the
 # word-major arrays (about one cache line of doubles per word) and keeps their
 # streams open, so that its passes over the words touch whole lines; fewer
-# when there are too few topics to give every thread four tasks (KOS, K = 10:
-# blocks of 8 and 2 topics kept the step at 1.24x on two threads).
+# when there are too few topics to give every thread four tasks, which keeps
+# small K's step gaining from a second thread (benchmarks/results/design_choices.txt).
 cdef enum:
     PHI_BLOCK = 8
 
@@ -162,7 +163,6 @@ def sample_phi(const int32_t[:, ::1] nwk, const double[::1] eta,   # IN counts (
     a.nwk, a.eta, a.phi, a.work = &nwk[0, 0], &eta[0], &phi[0, 0], &wv[0, 0, 0]
     a.key, a.stream = key, stream
     # blocks handed out one at a time: with few blocks a static schedule leaves one thread most of them
-    # (K = 50: 7 blocks, 32 topics against 18; the step ran 1.5x on two threads)
     with nogil:
         for b in prange((K + a.width - 1) // a.width, num_threads=n_threads, schedule="dynamic", chunksize=1):
             _phi_block(ap, b, threadid())
@@ -395,9 +395,7 @@ def build_alias(const double[:, ::1] phi, const double[::1] alpha,              
 
 cdef struct ZArgs:
     int64_t K
-    const int64_t *indptr
-    const int32_t *indices
-    const int32_t *counts
+    bnp_csr_t docs
     const int64_t *tok_ptr
     const int64_t *rows      # NULL: phi, prob, alias dense (W, K); else CSR rows of ...
     const int32_t *topics    # ... these topics, phi at the same positions, and alpha (K,)
@@ -443,12 +441,12 @@ cdef void _z_doc(const ZArgs *a, label_t *z, int64_t j, int tid) noexcept nogil:
     else:
         for i in range(zi, a.tok_ptr[j + 1]):
             nd[z[i]] += 1
-    for p in range(a.indptr[j], a.indptr[j + 1]):
-        w = a.indices[p]
+    for p in range(a.docs.indptr[j], a.docs.indptr[j + 1]):
+        w = a.docs.indices[p]
         if a.rows != NULL:
             b = a.rows[w]
             m = a.rows[w + 1] - b
-        for c in range(a.counts[p]):
+        for c in range(a.docs.counts[p]):
             s = <int32_t>z[zi]
             nd[s] -= 1
             if listed:
@@ -580,7 +578,8 @@ cdef _z_run(ZArgs *a, const int64_t[::1] indptr, const int32_t[::1] indices, con
     cdef int32_t[:, ::1] nv = nds, lv = lists, pv = pos
     cdef int64_t[:, ::1] kv = parts
     a.K, a.stride = K, K + PAD
-    a.indptr, a.indices, a.counts, a.tok_ptr = &indptr[0], &indices[0], &counts[0], &tok_ptr[0]
+    a.docs = csr_view(indptr, indices, counts, nwk.shape[0])
+    a.tok_ptr = &tok_ptr[0]
     a.nwk = &nwk[0, 0]
     a.cum, a.nd, a.dlist, a.dpos, a.nk_part = &cv[0, 0], &nv[0, 0], &lv[0, 0], &pv[0, 0], &kv[0, 0]
     a.key, a.sweep, a.first_doc = key, sweep, first_doc

@@ -58,6 +58,29 @@ def _check_size(size):
     return check_int(size, "size", minimum=0)
 
 
+cdef enum Law:
+    GAMMA, BETA, NORMAL
+
+
+cdef _draws(size, random_state, Law law, bint take_log=False, double a=0.0, double b=0.0):
+    """``size`` draws of Gamma(a), Beta(a, b) (or their logs) or the standard normal
+    from the generator of ``random_state``."""
+    out = np.empty(_check_size(size), dtype=np.float64)
+    gen = check_random_state(random_state)
+    cdef double[::1] ov = out.reshape(-1)
+    cdef bnp_bitgen_t *g = bitgen_of(gen)
+    cdef Py_ssize_t i
+    with gen.bit_generator.lock, nogil:
+        for i in range(ov.shape[0]):
+            if law == GAMMA:
+                ov[i] = bnp_rng_log_gamma(g, a) if take_log else bnp_rng_gamma(g, a)
+            elif law == BETA:
+                ov[i] = bnp_rng_log_beta(g, a, b, NULL) if take_log else bnp_rng_beta(g, a, b)
+            else:
+                ov[i] = bnp_rng_normal(g)
+    return out
+
+
 def gamma(shape, size, random_state=None, log=False):
     """Draws of Gamma(shape, 1).
 
@@ -79,17 +102,7 @@ def gamma(shape, size, random_state=None, log=False):
     ndarray of float64, shape ``size``
         Distributed as ``Generator.standard_gamma(shape, size)`` (or its log).
     """
-    cdef double a = check_prior(shape, "shape", reason=_LOG_DRAW)
-    out = np.empty(_check_size(size), dtype=np.float64)
-    gen = check_random_state(random_state)
-    cdef double[::1] ov = out.reshape(-1)
-    cdef bnp_bitgen_t *g = bitgen_of(gen)
-    cdef Py_ssize_t i
-    cdef bint take_log = log
-    with gen.bit_generator.lock, nogil:
-        for i in range(ov.shape[0]):
-            ov[i] = bnp_rng_log_gamma(g, a) if take_log else bnp_rng_gamma(g, a)
-    return out
+    return _draws(size, random_state, GAMMA, log, check_prior(shape, "shape", reason=_LOG_DRAW))
 
 
 def beta(a, b, size, random_state=None, log=False):
@@ -98,17 +111,8 @@ def beta(a, b, size, random_state=None, log=False):
     Parameters as :func:`gamma` (``a``, ``b`` in [1e-300, 1e300]); distributed as
     ``Generator.beta(a, b, size)``, or its log when ``log``.
     """
-    cdef double av = check_prior(a, "a", reason=_LOG_DRAW), bv = check_prior(b, "b", reason=_LOG_DRAW)
-    out = np.empty(_check_size(size), dtype=np.float64)
-    gen = check_random_state(random_state)
-    cdef double[::1] ov = out.reshape(-1)
-    cdef bnp_bitgen_t *g = bitgen_of(gen)
-    cdef Py_ssize_t i
-    cdef bint take_log = log
-    with gen.bit_generator.lock, nogil:
-        for i in range(ov.shape[0]):
-            ov[i] = bnp_rng_log_beta(g, av, bv, NULL) if take_log else bnp_rng_beta(g, av, bv)
-    return out
+    return _draws(size, random_state, BETA, log, check_prior(a, "a", reason=_LOG_DRAW),
+                  check_prior(b, "b", reason=_LOG_DRAW))
 
 
 def dirichlet(alpha, size, random_state=None, log=False):
@@ -160,15 +164,7 @@ def normal(size, random_state=None):
 
     Distributed as ``Generator.standard_normal(size)``.
     """
-    out = np.empty(_check_size(size), dtype=np.float64)
-    gen = check_random_state(random_state)
-    cdef double[::1] ov = out.reshape(-1)
-    cdef bnp_bitgen_t *g = bitgen_of(gen)
-    cdef Py_ssize_t i
-    with gen.bit_generator.lock, nogil:
-        for i in range(ov.shape[0]):
-            ov[i] = bnp_rng_normal(g)
-    return out
+    return _draws(size, random_state, NORMAL)
 
 
 def stream_uniform(key, a, b, size):

@@ -1,6 +1,5 @@
 # Public C-level API: count matrices of include/bnpcore/bnpcore.h.
-# bnp_csr_t borrows its arrays (the caller owns them); bnp_rows_t owns its rows
-# (bnp_rows_free releases them). Nothing here needs the GIL.
+# bnp_csr_t borrows its arrays (the caller owns them). Nothing here needs the GIL.
 from libc.stdint cimport int32_t, int64_t
 
 cdef extern from "bnpcore/bnpcore.h" nogil:
@@ -14,19 +13,6 @@ cdef extern from "bnpcore/bnpcore.h" nogil:
     int64_t bnp_csr_row_total(const bnp_csr_t *m, int64_t j)   # tokens of document j
     # word id of every token into out (caller-sized: total count); row offsets into tok_ptr (n_rows + 1)
     void bnp_csr_expand(const bnp_csr_t *m, int32_t *out, int64_t *tok_ptr)
-
-    ctypedef struct bnp_rows_t:
-        char *data
-        int64_t n_rows
-        int64_t capacity
-        int64_t n_cols
-        size_t elsize
-    void bnp_rows_init(bnp_rows_t *a, int64_t n_cols, size_t elsize)
-    void bnp_rows_free(bnp_rows_t *a)
-    void *bnp_rows_row(const bnp_rows_t *a, int64_t k)    # borrowed; moves when the array grows
-    int bnp_rows_reserve(bnp_rows_t *a, int64_t rows)      # 0, or -1 on allocation failure
-    int64_t bnp_rows_add(bnp_rows_t *a)                    # new zero row's index, or -1
-    int64_t bnp_rows_remove(bnp_rows_t *a, int64_t k)      # last row moves into k; its old index, -1 if k out of range
 
 
 # A bnp_csr_t view of three arrays (inline: memoryviews never cross module boundaries).

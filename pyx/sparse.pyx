@@ -8,12 +8,8 @@ Public names (stable; downstream code may rely on them):
 
 At C level (``cimport bnpcore.kernels.sparse``): ``bnp_csr_t`` (borrows the
 caller's arrays) with ``bnp_csr_row_nnz``, ``bnp_csr_row_total`` and
-``bnp_csr_expand``; the inline ``csr_view(indptr, indices, counts, n_cols)``
-that wraps three memoryviews in a ``bnp_csr_t``; and ``bnp_rows_t``, a growable
-dense component x vocabulary array (``bnp_rows_init``, ``bnp_rows_reserve``,
-``bnp_rows_add`` (a zero row), ``bnp_rows_remove`` (the last row moves into the
-gap), ``bnp_rows_row``, ``bnp_rows_free``) for models whose number of
-components changes while they run.
+``bnp_csr_expand``; and the inline ``csr_view(indptr, indices, counts, n_cols)``
+that wraps three memoryviews in a ``bnp_csr_t``.
 """
 import numpy as np
 cimport numpy as cnp

@@ -9,7 +9,7 @@ import pytest
 
 import bnpcore
 import bnpcore.lda
-from bnpcore import cli
+from bnpcore import cli, registry
 from bnpcore.corpus import Corpus
 from bnpcore.text import read_texts
 
@@ -135,10 +135,10 @@ def test_topics_and_fit_show_print_the_same_table(capsys, texts, tmp_path):
 
 def test_tokens_per_second_counts_the_tokens_processed(capsys, texts, monkeypatch):
     corpus = Corpus.from_texts(read_texts(texts / "folder"), min_df=2, max_df=0.5)
-    online = cli.get_model("hdp-online-vb").make(test=True, random_state=0, batch_size=5, n_epochs=2).fit(corpus)
+    online = registry.get("hdp-online-vb").make(test=True, random_state=0, batch_size=5, n_epochs=2).fit(corpus)
     assert len(online.history_) == 12                             # 6 minibatches an epoch
     assert cli._tokens_processed(online.history_, corpus) == pytest.approx(2 * corpus.n_tokens)
-    batch = cli.get_model("lda-cvb").make(test=True, random_state=0, max_iter=3).fit(corpus)
+    batch = registry.get("lda-cvb").make(test=True, random_state=0, max_iter=3).fit(corpus)
     assert cli._tokens_processed(batch.history_, corpus) == pytest.approx(3 * corpus.n_tokens)
 
     class Clock:                                                  # the command's clock: 4 s for the fit

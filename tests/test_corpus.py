@@ -403,3 +403,26 @@ def test_hypergeometric_reduction_is_exact(counts, k):
     index = {x: i for i, x in enumerate(outcomes)}
     observed = np.bincount([index[tuple(d)] for d in draws], minlength=len(outcomes))
     assert chisquare(observed, n * pmf).pvalue > 1e-6
+
+
+def test_from_csr_validates_unless_told_the_arrays_are_a_corpus():
+    c = Corpus.from_csr([0, 3, 5], [0, 2, 2, 1, 3], [1, 2, 1, 2, 1], 4, vocabulary=["a", "b", "c", "d"])
+    assert c == Corpus([[0, 2, 2, 2], [1, 1, 3]], n_words=4) and c.vocabulary == ["a", "b", "c", "d"]
+    trusted = Corpus.from_csr(c.indptr, c.indices, c.counts, 4, check=False)
+    assert trusted == c and np.shares_memory(trusted.indices, c.indices)
+    for args, message in [(([0, 5], [0], [1], 4), "not a CSR count matrix"),
+                          (([1, 1], [0], [1], 4), "not a CSR count matrix"),
+                          (([0, 1], [4], [1], 4), "not a CSR count matrix"),
+                          (([0, 1], [0], [-1], 4), "non-negative")]:
+        with pytest.raises(ValueError, match=message):
+            Corpus.from_csr(*args)
+
+
+def test_blocks_of_a_small_corpus_in_memory():
+    c = Corpus([[0, 1, 1], [], [2], [3, 3, 0]], n_words=4)
+    blocks = list(c.blocks(n_entries=2))        # 4 documents over 6 entries: one document per block
+    assert [(start, chunk.matrix.toarray().tolist(), tokens) for start, chunk, tokens in blocks] == [
+        (0, [[1, 2, 0, 0]], slice(0, 3)), (1, [[0, 0, 0, 0]], slice(3, 3)), (2, [[0, 0, 1, 0]], slice(3, 4)),
+        (3, [[1, 0, 0, 2]], slice(4, 7))]
+    words, _ = c.tokens()
+    assert np.concatenate([words[tokens] for _, _, tokens in c.blocks(n_entries=3)]).tolist() == words.tolist()

@@ -13,7 +13,9 @@ import pytest
 import scipy.sparse as sp
 
 import bnpcore.corpus as corpus_module
-from bnpcore import cli
+import bnpcore.corpus_io as corpus_io
+import bnpcore.text as text_module
+from bnpcore import registry
 from bnpcore.corpus import Corpus, write
 from bnpcore.datasets import load_kos, write_synthetic
 from bnpcore.inference.online import OnlineEstimator
@@ -34,8 +36,9 @@ def is_memory_mapped(arr):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Tiny read and write blocks, so that documents span blocks of the UCI reader."""
-    monkeypatch.setattr(corpus_module, "_READ_BYTES", 4096)
-    monkeypatch.setattr(corpus_module, "_WRITE_DOCS", 7)
+    monkeypatch.setattr(corpus_io, "_READ_BYTES", 4096)
+    monkeypatch.setattr(corpus_io, "_WRITE_DOCS", 7)
+    monkeypatch.setattr(text_module, "_WRITE_DOCS", 7)
     monkeypatch.setattr(corpus_module, "_BLOCK", 1000)
 
 
@@ -93,7 +96,7 @@ def test_truncated_gzip_is_a_clear_error_and_leaves_nothing(kos_uci, tmp_path, s
     (["1 1 1"], r"the header says NNZ=3 but the body has 1 entries"),
 ])
 def test_bad_uci_input_names_file_and_line_and_leaves_nothing(tmp_path, body, message, monkeypatch):
-    monkeypatch.setattr(corpus_module, "_READ_BYTES", 8)      # every line its own block
+    monkeypatch.setattr(corpus_io, "_READ_BYTES", 8)      # every line its own block
     (tmp_path / "d.txt").write_text("\n".join(["3", "4", "3"] + body) + "\n")
     with pytest.raises(ValueError, match=message):
         write(tmp_path / "d.txt", tmp_path / "c")
@@ -210,17 +213,101 @@ def test_block_by_block_reads_equal_the_whole_arrays(kos_disk, monkeypatch):
     np.testing.assert_array_equal(kos_disk.doc_lengths, expected[1])
     assert (kos_disk.fingerprint(), kos_disk.n_tokens) == expected[2:]
     for ids in (np.array([5, 3, 200, 4, 17]), np.arange(10, 20)):       # any order; a range
-        sub, rows = kos_disk._documents(ids)
+        sub, rows = kos_disk.read_documents(ids)
         assert (sub.matrix[rows] != in_memory.matrix[ids]).nnz == 0
+
+
+def old_block_starts(corpus, n_entries):
+    """The first documents of the blocks the samplers walked before ``Corpus.blocks``:
+    a number of documents per block from the block size in entries."""
+    per_block = max(1, int(n_entries * corpus.n_docs // max(corpus.nnz, 1)))
+    return list(range(0, corpus.n_docs, per_block))
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_blocks_walk_the_corpus_as_the_samplers_did(kos_disk, monkeypatch, on_disk):
+    corpus = kos_disk if on_disk else Corpus(kos_disk.matrix.copy(), vocabulary=kos_disk.vocabulary)
+    monkeypatch.setattr(corpus_module, "_BLOCK", 1000)          # blocks of about 7 documents
+    tok_ptr = np.concatenate([[0], np.cumsum(np.asarray(corpus.matrix.sum(axis=1)).ravel())])
+    labels = np.arange(corpus.n_tokens)         # a per-token array, as the samplers' labels
+    blocks = list(corpus.blocks())
+    assert [start for start, _, _ in blocks] == old_block_starts(corpus, 1000) and len(blocks) > 10
+    for i, (start, chunk, tokens) in enumerate(blocks):
+        stop = blocks[i + 1][0] if i + 1 < len(blocks) else corpus.n_docs
+        assert chunk == corpus[start:stop] and chunk.vocabulary is corpus.vocabulary
+        assert np.shares_memory(chunk.indices, corpus.indices)         # views, not copies
+        np.testing.assert_array_equal(labels[tokens], labels[tok_ptr[start]:tok_ptr[stop]])
+    (start, whole, tokens), = corpus.blocks(n_entries=10 ** 9)
+    assert start == 0 and whole == corpus and tokens == slice(0, corpus.n_tokens)
+    # given bounds (the partitions of a distributed fit), empty blocks included
+    parts = [(start, chunk.n_docs, tokens) for start, chunk, tokens in corpus.blocks(bounds=[0, 0, 120, 120, 300])]
+    t = int(tok_ptr[120])
+    assert parts == [(0, 0, slice(0, 0)), (0, 120, slice(0, t)), (120, 0, slice(t, t)),
+                     (120, 180, slice(t, corpus.n_tokens))]
+    for bad in ([0, 200], [0, 200, 100, 300], [1, 300], [0]):
+        with pytest.raises(ValueError, match="bounds must rise from 0 to n_docs"):
+            next(corpus.blocks(bounds=bad))
+    with pytest.raises(ValueError, match="not both"):
+        next(corpus.blocks(1000, bounds=[0, 300]))
+    with pytest.raises(ValueError, match="n_entries"):
+        next(corpus.blocks(0))
+
+
+def test_opened_corpus_has_its_path_and_reads_documents(kos_disk, tmp_path):
+    assert kos_disk.path == kos_disk_path(kos_disk) and os.path.isabs(kos_disk.path)
+    in_memory = Corpus(kos_disk.matrix.copy())
+    assert in_memory.path is None and kos_disk[:10].path is None
+    ids = np.array([7, 2, 2, 250])
+    source, rows = in_memory.read_documents(ids)
+    assert source is in_memory and rows is ids
+    sub, rows = kos_disk.read_documents(ids)
+    assert not np.shares_memory(sub.indices, kos_disk.indices) and (sub.matrix[rows] != in_memory.matrix[ids]).nnz == 0
+    in_memory.release_pages()       # no-op in memory
+    kos_disk.release_pages()
+    assert kos_disk == in_memory
+
+
+@pytest.mark.parametrize("block, message", [
+    (([1, 2], [0, 1], [1, 1]), "indptr must rise from 0"),
+    (([0, 2, 1], [0, 1], [1, 1]), "indptr must rise from 0"),
+    (([0, 2], [0, 1, 2], [1, 1]), "indptr must rise from 0"),
+    (([0, 2], [1, 1], [1, 1]), "word ids must increase within a document"),
+    (([0, 2], [2, 1], [1, 1]), "word ids must increase within a document"),
+    (([0, 2], [-1, 1], [1, 1]), "word id -1 is outside"),
+    (([0, 2], [0, 1], [1, 0]), "counts must be in 1.."),
+    (([0, 2], [0.5, 1], [1, 1]), "indices must be a 1-d array of integers"),
+])
+def test_corpus_writer_refuses_bad_blocks_and_leaves_nothing(tmp_path, block, message):
+    from bnpcore.corpus_io import CorpusWriter
+    with pytest.raises(ValueError, match=message):
+        with CorpusWriter(tmp_path / "c") as writer:
+            writer.add([0, 1, 1], [3], [2])             # a valid block first (an empty document)
+            writer.add(*block)
+    assert leftovers(tmp_path, set()) == []
+
+
+def test_corpus_writer_writes_what_open_reads(tmp_path):
+    from bnpcore.corpus_io import CorpusWriter
+    with CorpusWriter(tmp_path / "c") as writer:
+        writer.add([0, 2, 2], [0, 3], [1, 4])           # a document, then an empty one
+        writer.add([0, 1], [1], [2])                    # a word id before the previous block's largest
+        with pytest.raises(ValueError, match="word id 3 is outside a vocabulary of n_words=3"):
+            writer.finish(3)
+        writer.finish(4, ["a", "b", "c", "d"])
+    assert Corpus.open(tmp_path / "c") == Corpus([[0, 3, 3, 3, 3], [], [1, 1]], n_words=4)
+    with pytest.raises(ValueError, match="no documents"):
+        with CorpusWriter(tmp_path / "d") as writer:
+            writer.finish(4)
+    assert leftovers(tmp_path, {"c"}) == []
 
 
 def fitted_arrays(est):
     return {k: v for k, v in vars(est).items() if k.endswith("_") and isinstance(v, np.ndarray)}
 
 
-@pytest.mark.parametrize("name", sorted(cli.MODELS))
+@pytest.mark.parametrize("name", registry.names())
 def test_every_estimator_fits_an_opened_corpus_as_the_same_corpus_in_memory(kos_disk, name):
-    spec = cli.get_model(name)
+    spec = registry.get(name)
     in_memory = Corpus(kos_disk.matrix.copy(), vocabulary=kos_disk.vocabulary)
     a = spec.make(test=True, random_state=3).fit(kos_disk)
     b = spec.make(test=True, random_state=3).fit(in_memory)
@@ -238,14 +325,14 @@ def kos_disk_path(corpus):
     return os.path.dirname(arr.filename)
 
 
-ONLINE = sorted(n for n in cli.MODELS if issubclass(cli.get_model(n).load_class(), OnlineEstimator))
+ONLINE = sorted(n for n in registry.names() if issubclass(registry.get(n).load_class(), OnlineEstimator))
 
 
 @pytest.mark.parametrize("name", ONLINE)
 def test_partial_fit_over_chunks_equals_one_partial_fit(kos_disk, name):
     """partial_fit splits its input into minibatches in stream order: chunks of a
     multiple of batch_size give the same minibatches, hence the same model."""
-    spec = cli.get_model(name)
+    spec = registry.get(name)
     one = spec.make(test=True, random_state=1, total_samples=kos_disk.n_docs)
     one.partial_fit(Corpus(kos_disk.matrix.copy(), vocabulary=kos_disk.vocabulary))
     chunked = spec.make(test=True, random_state=1, total_samples=kos_disk.n_docs)
@@ -288,7 +375,7 @@ def test_reading_and_training_an_opened_corpus_allocate_far_less_than_its_size(g
     assert peak_bytes(read) < size / 20
     # the [TF] settings keep the model (K x W statistics) small beside the corpus,
     # so the peak measures what reading the corpus allocates
-    est = cli.get_model("hdp-tf-svi").make(batch_size=200, n_epochs=1, gamma=1.0, eta=0.01, n_samples=1,
+    est = registry.get("hdp-tf-svi").make(batch_size=200, n_epochs=1, gamma=1.0, eta=0.01, n_samples=1,
                                            random_state=0)
     assert peak_bytes(lambda: est.fit(Corpus.open(path))) < size / 4
 
@@ -308,7 +395,7 @@ def test_reading_an_opened_corpus_releases_its_pages(tmp_path):
     data.corpus.fingerprint()
     for chunk in data.corpus.iter_chunks(1000):
         chunk.n_tokens
-    est = cli.get_model("hdp-tf-svi").make(batch_size=500, n_epochs=1, random_state=0)
+    est = registry.get("hdp-tf-svi").make(batch_size=500, n_epochs=1, random_state=0)
     est.fit(data.corpus, max_documents=5000)
     assert resident_file_bytes() - before < size / 4
 

@@ -17,6 +17,7 @@ import bnpcore  # noqa: E402
 from bnpcore import cli, datasets, hdp, lda, mixture  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
 from bnpcore.corpus import Corpus, write  # noqa: E402
+from bnpcore.inference.batch import Partitions  # noqa: E402
 from bnpcore.models import hdp_pc as pc_hdp  # noqa: E402
 
 PARAMS = {"n_components": 5, "max_iter": 8, "tol": None, "random_state": 3}
@@ -154,18 +155,6 @@ def test_partially_collapsed_hdp_equals_local_fit(client, corpus, store_doc_topi
     assert all(0 < h["client_seconds"] <= h["driver_seconds"] <= h["fit_seconds"] for h in dist.history_)
 
 
-class InProcess:
-    """``distributed._Partitions`` without Dask: a plan's tasks run here, partition by partition."""
-
-    def __init__(self, plan, state, bounds):
-        self.parts = [plan.partition(state, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-
-    def step(self, task, *args, documents=True):
-        out = [bnpdist._run_step(task, part, *args, documents=documents) for part in self.parts]
-        self.parts = [new for new, _ in out]
-        return [result for _, result in out]
-
-
 @pytest.mark.parametrize("phi", ["ppu", "dirichlet"])
 @pytest.mark.parametrize("tail_mass", [0.01, 0.5])
 def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus, phi, tail_mass, wide_tail,
@@ -182,9 +171,9 @@ def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus, ph
     local, dist = (est._init_state(corpus, np.random.default_rng(5)) for _ in range(2))
     local.n_threads = 2
     bounds = bnpdist.partition_bounds(corpus.n_docs, 3)
-    parts = InProcess(bnpdist._PartiallyCollapsedHDP, dist, bounds)
+    parts = Partitions(dist, bounds)        # the driver's partitions without Dask: the same ``map``
     for _ in range(PCHDP_PARAMS["max_iter"]):
-        record = bnpdist._PartiallyCollapsedHDP.iterate(dist, parts, False)[0]
+        record = dist.iterate(parts, False)
         assert record.pop("client_seconds") > 0 and record == local.sweep()
         for name in ("nwk", "nk", "sticks", "phi", "alpha", "gamma", "n_sweeps"):
             np.testing.assert_array_equal(getattr(dist, name), getattr(local, name), err_msg=name)
@@ -192,7 +181,7 @@ def test_partially_collapsed_hdp_state_equals_local_after_every_sweep(corpus, ph
         assert local.nk.shape[0] > 16 if phi == "ppu" else local.n_active > 2    # topics were born
     else:
         assert max(wide_tail) > 0       # (the client's labels stay those of the start until gathered)
-    bnpdist._PartiallyCollapsedHDP.gather_into(dist, parts.parts, bounds)
+    parts.gather()
     np.testing.assert_array_equal(dist.labels, local.labels)
 
 
@@ -299,8 +288,8 @@ def test_resume_needs_an_interrupted_fit(client, corpus):
 
 
 def test_unsupported_estimators_are_named(client, corpus):
-    with pytest.raises(TypeError, match=r"cannot fit CollapsedGibbs; it supports bnpcore\.lda\.StandardVB"):
-        bnpdist.fit(lda.CollapsedGibbs(), corpus, client)
+    with pytest.raises(TypeError, match=r"cannot fit Hybrid; it supports bnpcore\.lda\.StandardVB"):
+        bnpdist.fit(lda.Hybrid(), corpus, client)
     with pytest.raises(ValueError, match="schedule='parallel'"):
         bnpdist.fit(lda.StandardVB(schedule="sequential"), corpus, client)
     with pytest.raises(ValueError, match="PartiallyCollapsedGibbs with optimize_hyperparameters=False"):
@@ -318,7 +307,7 @@ def test_cli_scheduler(client, capsys):
         assert cli.main(["fit", "--model", model, "--data", "bars", "--iterations", "2", "--scheduler", address,
                          "-q"]) == 0
         assert "fitted in" in capsys.readouterr().out
-    assert cli.main(["fit", "--model", "lda-cgs", "--data", "bars", "--scheduler", address, "-q"]) == 2
+    assert cli.main(["fit", "--model", "lda-svb-cgs", "--data", "bars", "--scheduler", address, "-q"]) == 2
     err = capsys.readouterr().err
     assert "--scheduler" in err and "StandardVB" in err
 

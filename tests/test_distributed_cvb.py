@@ -106,7 +106,7 @@ def test_errors_name_what_runs(client, corpus):
     with pytest.raises(ValueError, match="runs CollapsedVB with optimize_hyperparameters=False only"):
         bnpdist.fit(cvb(2, optimize_hyperparameters=True), corpus, client)
     with pytest.raises(TypeError, match=r"lda\.CollapsedVB \(schedule='delayed'"):
-        bnpdist.fit(lda.CollapsedGibbs(), corpus, client)
+        bnpdist.fit(lda.Hybrid(), corpus, client)
 
 
 def test_cli_scheduler(client, capsys):

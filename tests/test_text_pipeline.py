@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bnpcore
-from bnpcore import cli, lda
+from bnpcore import lda, registry
 from bnpcore.corpus import Corpus
 from bnpcore.text import ENGLISH_STOP_WORDS, TOKEN_PATTERN, TextPipeline, tokenize
 
@@ -109,15 +109,15 @@ def test_corpus_messages_point_to_from_texts_and_from_token_lists():
 
 def topic_model_names():
     names = []
-    for name in sorted(cli.MODELS):
-        cls = cli.get_model(name).load_class()
+    for name in registry.names():
+        cls = registry.get(name).load_class()
         if issubclass(cls, bnpcore.base.TopicMixin):
             names.append(name)
     return names
 
 
 def make(name, **overrides):
-    spec = cli.get_model(name)
+    spec = registry.get(name)
     if "random_state" in inspect.signature(spec.load_class().__init__).parameters:
         overrides.setdefault("random_state", 0)
     return spec.make(test=True, **overrides)

@@ -17,7 +17,7 @@ from bnpcore._validation import check_int, check_positive, check_random_state, e
 from bnpcore.base import BaseEstimator, exclusive
 from bnpcore.bayesnet.junction import Plan
 from bnpcore.bayesnet.network import Network
-from bnpcore.inference.batch import BatchState, timed_sweep
+from bnpcore.inference.batch import BatchState, run_iterations
 from bnpcore.kernels import _bayesnet
 from bnpcore.kernels.special import digamma
 from bnpcore.models.lda import _RECOUNT_EVERY, _random_rows
@@ -72,6 +72,8 @@ class NetworkState(BatchState):
 
     _transient = ("corpus", "plan", "scratch", "thread_scratch", "vb_threads", "col_threads", "base", "colbase",
                   "counts_layout")
+    # one sweep over the cases (not documents): the sequential schedule's updates read the previous case's counts
+    sequential_sweep = True
 
     def __init__(self, network, data, weights, rng, threshold, schedule="sequential", n_threads=1):
         self.network, self.data, self.weights = network, data, weights
@@ -317,24 +319,25 @@ class _NetworkEstimator(BaseEstimator):
             self.__dict__.pop(name)
         state = self._make_state(data, weights, rng)
         self.history_ = []
-        seconds, log_avg, n_avg = 0.0, None, 0
-        for it in range(1, max_iter + 1):
-            sampling = burn_in is not None and it > burn_in
-            metrics, spent = timed_sweep(state, sampling)
-            seconds += spent
-            record = {"n_cases": it * int(weights.sum()), "fit_seconds": seconds}
-            record.update(metrics)
-            if scorer is not None and (it % eval_every == 0 or it == max_iter):
-                logp = scorer.log_prob(state.log_cpts())
-                if sampling:
-                    log_avg = logp if log_avg is None else np.logaddexp(log_avg, logp)
-                    n_avg += 1
-                    logp = log_avg - math.log(n_avg)
-                loglik = float(np.dot(hweights, logp) / hweights.sum())
-                record.update(heldout_loglik=loglik, perplexity=math.exp(-loglik))
-            stop = self._report(it, **record)
-            if stop or (tol is not None and metrics.get("delta", math.inf) < tol):
-                break
+        average = {"log": None, "n": 0}
+
+        def heldout_scores(it, sampling):
+            if scorer is None or not (it % eval_every == 0 or it == max_iter):
+                return {}
+            logp = scorer.log_prob(state.log_cpts())
+            if sampling:
+                average["log"] = logp if average["log"] is None else np.logaddexp(average["log"], logp)
+                average["n"] += 1
+                logp = average["log"] - math.log(average["n"])
+            loglik = float(np.dot(hweights, logp) / hweights.sum())
+            return {"heldout_loglik": loglik, "perplexity": math.exp(-loglik)}
+
+        def record(it, seconds):
+            return {"n_cases": it * int(weights.sum()), "fit_seconds": seconds}
+
+        # the batch loop of every estimator (records, callbacks, tol), with the cases for the documents
+        it, _, _ = run_iterations(self, state, 0, max_iter, 0.0, burn_in=burn_in, tol=tol, record=record,
+                                  evaluate=heldout_scores)
         self.n_iter_ = it
         self._set_fitted(state)
         return self

@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from bnpcore._validation import check_int, check_random_state
+from bnpcore._validation import check_dirichlet, check_int, check_random_state
 
 __all__ = ["Node", "Network"]
 
@@ -103,7 +103,8 @@ class Network:
         self.states = np.array([self._check_states(node) for node in nodes], dtype=np.int64)
         self.parents = [self._check_parents(node) for node in nodes]
         self.order = self._topological_order()
-        self.priors = [self._check_prior(i) for i in range(len(nodes))]
+        self.priors = [check_dirichlet(node.prior, self.table_shape(i), f"node {node.name!r}: prior")
+                       for i, node in enumerate(self.nodes)]
         self.observed = [node.name for node in nodes if node.observed]
         self.hidden = [node.name for node in nodes if not node.observed]
 
@@ -164,23 +165,6 @@ class Network:
     def table_shape(self, i):
         """Shape ``(*parent_states, n_states)`` of node ``i``'s CPT and counts."""
         return tuple(int(self.states[p]) for p in self.parents[i]) + (int(self.states[i]),)
-
-    def _check_prior(self, i):
-        node, shape = self.nodes[i], self.table_shape(i)
-        value = node.prior
-        if isinstance(value, bool):
-            raise TypeError(f"node {node.name!r}: prior must be a number or an array, got a bool")
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(f"node {node.name!r}: prior must be numeric, got dtype {arr.dtype}")
-        if arr.ndim not in (0, 1, len(shape)) or (arr.ndim == 1 and arr.shape != shape[-1:]) \
-                or (arr.ndim == len(shape) and arr.ndim > 1 and arr.shape != shape):
-            raise ValueError(f"node {node.name!r}: prior must be a number, shape ({shape[-1]},) or shape "
-                             f"{shape}, got shape {arr.shape}")
-        arr = np.broadcast_to(arr.astype(np.float64), shape)
-        if not np.all(np.isfinite(arr) & (arr > 0)):
-            raise ValueError(f"node {node.name!r}: prior must be positive and finite")
-        return np.ascontiguousarray(arr)
 
     # -- data ----------------------------------------------------------------
     def check_rows(self, data, columns=None):

@@ -6,7 +6,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from bnpcore._validation import check_int, check_positive, check_random_state
-from bnpcore.corpus import Corpus, _DiskWriter
+from bnpcore.corpus import Corpus
+from bnpcore.corpus_io import CorpusWriter
 
 __all__ = ["SyntheticData", "make_bars", "make_pitman_yor_mixture", "write_synthetic"]
 
@@ -265,7 +266,7 @@ def write_synthetic(path, n_docs, *, n_words=10000, n_topics=100, model="hdp", m
     else:
         weights = np.full(n_topics, 1.0 / n_topics)
     mu = np.log(mean_length) - length_sigma ** 2 / 2
-    with _DiskWriter(path) as writer:
+    with CorpusWriter(path) as writer:
         for start in range(0, n_docs, _WRITE_BLOCK):
             size = min(_WRITE_BLOCK, n_docs - start)
             lengths = np.maximum(1, np.rint(np.exp(mu + length_sigma * rng.standard_normal(size)))).astype(np.int64)

@@ -5,7 +5,9 @@ scores, stop, checkpoint and resume.
 Every batch estimator (LDA by CGS, SVB, CVB, CVB0 and the hybrids; CV-HDP;
 G-HDP; EP and Gibbs for NGGP mixtures) subclasses :class:`BatchEstimator` and
 supplies a :class:`BatchState`, the algorithm's counts or variational
-parameters with one ``sweep()``; the loop is written once, here:
+parameters with one ``sweep()``; the loop is written once, here
+(:func:`run_iterations`, which ``bnpcore.distributed``, ``mixture.ADF`` and
+the Bayes-net estimators run too):
 
 1. ``state.sweep()`` (timed: ``fit_seconds`` is time in the algorithm only);
 2. past ``burn_in`` (samplers), ``state.collect()`` adds the sample to the
@@ -23,9 +25,31 @@ parameters with one ``sweep()``; the loop is written once, here:
 A checkpoint is an ordinary model file (``save``/``bnpcore.load``) that also
 holds the state; ``fit(X, resume=True)`` on the same corpus continues the
 interrupted run exactly as if it had not stopped (same random numbers).
+
+The state protocol (docs/architecture.md). An iteration is either
+
+* one **sequential sweep** (``BatchState.sequential_sweep = True``): the
+  algorithm visits the documents in order and each update reads the ones
+  before it (collapsed Gibbs, G-HDP, CV-HDP, CVB's sequential schedule, EP),
+  so the state implements ``sweep()`` and nothing more; or
+* a **local step** on blocks of documents and a **global step**: ``local_step``
+  maps a partition (its documents and its rows of the per-document
+  parameters) to a :class:`~bnpcore.inference.stats.SuffStats`, the blocks'
+  statistics are summed, and ``global_step(stats, rho)`` sets the global
+  parameters. The batch loop runs it over all documents as one block
+  (``BatchState.sweep``); the online loop (``bnpcore.inference.online``) runs
+  the local step on a minibatch and the global step with rho_t; and
+  ``bnpcore.distributed.fit`` runs the local steps on the partitions that Dask
+  workers hold and the global step on the client. A state whose iteration has
+  several rounds, or reduces its blocks otherwise than by a sum (a merge of
+  copies, a maximum), writes its iteration once as ``iterate(parts,
+  sampling)`` with ``parts.map`` (:class:`Partitions` here, the Dask driver's
+  partitions there).
 """
+import functools
 import math
 import numbers
+import operator
 import time
 
 import numpy as np
@@ -36,8 +60,8 @@ from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import PredictiveAverage, token_log_likelihood
 from bnpcore.inference.callbacks import progress_bar
 
-__all__ = ["BatchState", "BatchEstimator", "timed_sweep", "Array", "Number", "OneOf", "Items",
-           "RandomGenerator", "same_counts"]
+__all__ = ["BatchState", "BatchEstimator", "Partitions", "block_bounds", "run_iterations", "timed_sweep", "total",
+           "Array", "Number", "OneOf", "Items", "RandomGenerator", "same_counts"]
 
 # "module:qualname" -> BatchState subclass: checkpoints name their state class,
 # and only classes from here are rebuilt.
@@ -154,17 +178,80 @@ class BatchState:
     ``layout`` numbers the saved attributes: a subclass that changes them
     increments it, so that resuming a checkpoint written before is a clear
     error rather than a fit that fails half-way.
+
+    **Local and global steps** (the module docstring). A state whose
+    iteration is not a sequential sweep implements
+
+    * ``partition(start, stop) -> dict``: what the documents [start, stop)
+      keep between iterations, such as their rows of the document-topic
+      counts (default: nothing); the driver adds the documents themselves as
+      ``indptr`` (from 0), ``indices`` and ``counts``;
+    * ``local_step(part, *shared) -> (part, SuffStats)``, a static method: one
+      block's step, a pure function of the partition and the ``broadcast()``
+      values (a Dask worker runs it), returning the partition's new rows and
+      its additive statistics;
+    * ``broadcast() -> tuple``: the global values the local steps read;
+    * ``global_step(stats, rho=1.0) -> dict``: the new global parameters from
+      the statistics summed over all blocks, moved by the step size ``rho``
+      (1 in batch); returns the iteration's diagnostics;
+    * ``gather(parts, bounds)``: copy the partitions' rows back into the state
+      (before a checkpoint and at the end; default: nothing);
+    * optionally ``iterate(parts, sampling) -> dict``: the iteration in terms of
+      ``parts.map`` (several rounds, or a reduction other than the sum), and
+      ``for_partitions(n_partitions) -> BatchState``: the state to run on that
+      many blocks when the algorithm depends on them (default: itself).
     """
 
     _transient = ("corpus",)
     layout = 1
+    #: The iteration is one sequential sweep (``sweep()``), not local and global steps.
+    sequential_sweep = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _STATE_CLASSES[class_key(cls)] = cls
 
     def sweep(self):
+        """One iteration over all documents: the local step on them as one
+        block, then the global step (a sequential state overrides it)."""
+        if self.sequential_sweep or type(self).local_step is BatchState.local_step:
+            raise NotImplementedError(f"{type(self).__name__} implements neither sweep() nor local_step()")
+        parts = Partitions(self, np.array([0, self.corpus.n_docs]))
+        metrics = self.iterate(parts, False)
+        parts.gather()
+        return metrics
+
+    # -- local and global steps (the class docstring) --------------------------------
+    def partition(self, start, stop):
+        """The per-document values of documents [start, stop) a local step reads and updates."""
+        return {}
+
+    @staticmethod
+    def local_step(part, *shared):
         raise NotImplementedError
+
+    def broadcast(self):
+        """The global values every local step of this iteration reads."""
+        return ()
+
+    def global_step(self, stats, rho=1.0):
+        raise NotImplementedError
+
+    def gather(self, parts, bounds):
+        """Copy the partitions' per-document values back into the state."""
+
+    def iterate(self, parts, sampling=False):
+        """One iteration over the partitions ``parts``: the local step on each,
+        their statistics summed, the global step, and past burn-in
+        (``sampling``) ``collect``; its diagnostics."""
+        metrics = self.global_step(total(parts.map(type(self).local_step, *self.broadcast())))
+        if sampling:
+            self.collect()
+        return metrics
+
+    def for_partitions(self, n_partitions):
+        """The state that runs on ``n_partitions`` blocks (itself, unless the algorithm depends on the blocks)."""
+        return self
 
     def predictive(self):
         raise NotImplementedError(f"{type(self).__name__} has no point predictive")
@@ -206,7 +293,8 @@ class BatchState:
         if key not in _STATE_CLASSES:
             raise ValueError(f"the checkpoint holds an unknown state class {key!r}")
         cls = _STATE_CLASSES[key]
-        if cls.sweep is BatchState.sweep:
+        if cls.sweep is BatchState.sweep and cls.local_step is BatchState.local_step and \
+                cls.iterate is BatchState.iterate:
             raise ValueError(f"the checkpoint names {key!r}, a base class of states that does not sweep")
         if layout != cls.layout:
             raise ValueError(f"the checkpoint holds a {cls.__name__} of layout {layout}, written by another "
@@ -234,6 +322,60 @@ def same_counts(name, saved, recounted, rtol=0.0):
         raise ValueError(f"{name} disagrees with the counts of the labels and the corpus")
 
 
+def block_bounds(n_docs, n_blocks):
+    """First document of each of ``n_blocks`` contiguous blocks and the end:
+    OpenMP's static schedule (the first ``n_docs % n_blocks`` blocks one
+    document longer)."""
+    q, extra = divmod(int(n_docs), int(n_blocks))
+    sizes = [q + 1] * extra + [q] * (int(n_blocks) - extra)
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def total(stats):
+    """The sum, in order, of the blocks' statistics (``SuffStats`` or arrays)."""
+    return functools.reduce(operator.add, stats)
+
+
+class Partitions:
+    """Blocks of documents of a state, in this process: ``bounds`` (the first
+    document of each block and the end), ``parts`` (each block's
+    ``state.partition`` with its documents) and ``map``. The Dask driver's
+    partitions offer the same ``bounds`` and ``map``, so an iteration written
+    with them (``BatchState.iterate``) runs there unchanged."""
+
+    def __init__(self, state, bounds):
+        c, self.state, self.bounds = state.corpus, state, np.asarray(bounds, dtype=np.int64)
+        self.parts = []
+        for start, stop in zip(self.bounds[:-1], self.bounds[1:]):
+            lo, hi = int(c.indptr[start]), int(c.indptr[stop])
+            docs = {"indptr": np.asarray(c.indptr[start:stop + 1]) - lo, "indices": c.indices[lo:hi],
+                    "counts": c.counts[lo:hi]}
+            self.parts.append(dict(state.partition(start, stop), **docs))
+        self.seconds = np.zeros(len(self.parts))
+
+    def map(self, step, *shared, documents=True, each=None, updates=True):
+        """``step(part, *shared, *each[p])`` on every block p (with ``each``, a
+        dict: on its blocks only, in block order); the blocks take the new
+        partitions, and the outputs are returned in block order. ``documents``
+        False: the step reads no documents (the Dask driver then does not read
+        an on-disk partition); ``updates`` False: the step returns its
+        partition unchanged (the Dask driver then keeps the partition's task)."""
+        out = []
+        for p in (range(len(self.parts)) if each is None else sorted(each)):
+            tick = time.perf_counter()
+            self.parts[p], result = step(self.parts[p], *shared, *(() if each is None else each[p]))
+            self.seconds[p] += time.perf_counter() - tick
+            out.append(result)
+        return out
+
+    def gather(self):
+        """Copy the blocks' per-document values into the state."""
+        self.state.gather(self.parts, self.bounds)
+
+    def root(self):
+        """Nothing to restart in one process (the Dask driver restarts its task lineage here)."""
+
+
 def timed_sweep(state, sampling):
     """One iteration: ``state.sweep()``, then ``state.collect()`` for a sampler past
     its burn-in; returns (the sweep's diagnostics, seconds spent)."""
@@ -242,6 +384,48 @@ def timed_sweep(state, sampling):
     if sampling:
         state.collect()
     return metrics, time.perf_counter() - tick
+
+
+def run_iterations(estimator, state, start, max_iter, seconds, *, burn_in=None, tol=None, record, evaluate=None,
+                   after=None, parts=None):
+    """The batch loop, written once (``BatchEstimator.fit``, ``bnpcore.distributed``
+    through it, the Bayes-net estimators): iterations ``start + 1`` to
+    ``max_iter`` of ``state``, each
+
+    1. ``timed_sweep`` (past ``burn_in``: and ``collect``), or on the
+       partitions ``parts`` ``state.iterate(parts, sampling)``, whose record
+       also gets ``driver_seconds`` (the time outside the slowest partition);
+    2. the record ``record(it, seconds)`` (``seconds``: the algorithm's time so
+       far), the iteration's diagnostics and ``evaluate(it, sampling)`` (a dict:
+       held-out scores), reported by ``estimator._report`` (callbacks);
+    3. stop when ``delta`` falls below ``tol``, or when a callback (or
+       ``after(it, seconds, stopped) -> stopped``: time budget, checkpoints) asks.
+
+    Returns (the last iteration, whether a callback or ``after`` stopped it, seconds)."""
+    stopped, it = False, start
+    for it in range(start + 1, max_iter + 1):
+        sampling = burn_in is not None and it > burn_in
+        if parts is None:
+            metrics, spent = timed_sweep(state, sampling)
+        else:
+            parts.seconds[:] = 0.0
+            tick = time.perf_counter()
+            metrics = state.iterate(parts, sampling)
+            spent = time.perf_counter() - tick
+            metrics = {"driver_seconds": spent - parts.seconds.max(), **metrics}
+        seconds += spent
+        entry = record(it, seconds)
+        entry.update(metrics)
+        if evaluate is not None:
+            entry.update(evaluate(it, sampling))
+        stopped = estimator._report(it, **entry)
+        if tol is not None and metrics.get("delta", math.inf) < tol:
+            break
+        if after is not None:
+            stopped = after(it, seconds, stopped)
+        if stopped:
+            break
+    return it, stopped, seconds
 
 
 class BatchEstimator(BaseEstimator):
@@ -257,13 +441,23 @@ class BatchEstimator(BaseEstimator):
       (called at the end of a fit and before every checkpoint);
     * optionally ``_check_heldout(heldout, X)`` and ``_evaluate(state,
       heldout)`` when held-out data mean something else than held-out
-      tokens of the training documents (mixtures score new documents).
+      tokens of the training documents (mixtures score new documents);
+    * ``partitioned = True`` when its state implements the local and global
+      steps (``BatchState``), with ``check_partitioned()`` refusing the
+      settings under which it does not: ``bnpcore.distributed.fit`` then runs
+      it on a Dask cluster.
     """
 
     _iterations = "max_iter"
     _persist = ("_resume",)
     # False for models that can be fitted to empty documents (mixtures cluster them)
     _requires_tokens = True
+    #: The state implements the local and global steps (``bnpcore.distributed`` runs it).
+    partitioned = False
+
+    def check_partitioned(self):
+        """Raise ValueError naming the setting under which the state's iteration
+        is a sequential sweep (nothing here: every setting has the steps)."""
 
     # -- hooks ---------------------------------------------------------------------
     def _check_params(self):
@@ -341,7 +535,21 @@ class BatchEstimator(BaseEstimator):
         -------
         self
         """
-        X = as_corpus(X)
+        return self._fit(as_corpus(X), heldout=heldout, eval_every=eval_every, progress=progress,
+                         checkpoint=checkpoint, checkpoint_every=checkpoint_every, max_seconds=max_seconds,
+                         resume=resume)
+
+    @exclusive
+    def _fit(self, X, *, heldout=None, eval_every=1, progress=False, checkpoint=None, checkpoint_every=None,
+             max_seconds=None, resume=False, partitions=None):
+        """``fit`` on the Corpus ``X``. ``partitions(state) -> (state, parts)``
+        (``bnpcore.distributed``): every iteration is ``state.iterate(parts,
+        sampling)`` on those partitions, and its record also holds
+        ``driver_seconds`` (the time outside the slowest partition's local
+        steps); the partitions are gathered into the state before every
+        checkpoint and at the end, and their lineage restarts from it every
+        ``checkpoint_every`` iterations (``parts.root()``), with or without
+        ``checkpoint``."""
         if X.n_tokens == 0 and self._requires_tokens:
             raise ValueError("the training corpus has no tokens")
         loop = self._loop_settings(X)
@@ -359,28 +567,35 @@ class BatchEstimator(BaseEstimator):
         if heldout is not None:
             heldout = self._check_heldout(heldout, X)
         state, start, seconds = self._start_or_resume(X, resume, heldout, burn_in)
+        parts = None
+        if partitions is not None:
+            state, parts = partitions(state)
         self.n_features_in_ = X.n_words
         start_seconds = seconds
         self._batch_state = state           # callbacks may inspect the state during the fit
-        stopped, it = False, start
+
+        def record(it, seconds):
+            return {"n_documents": it * X.n_docs, "fit_seconds": seconds, "n_components": int(state.n_components)}
+
+        def heldout_scores(it, sampling):
+            return self._evaluate(state, heldout, sampling) if heldout is not None and evaluate(it) else {}
+
+        def after(it, seconds, stopped):    # the time budget and the checkpoints
+            stopped = stopped or (max_seconds is not None and seconds - start_seconds >= max_seconds)
+            periodic = checkpoint_every and it % checkpoint_every == 0
+            if parts is not None and (stopped or periodic):
+                parts.gather()
+            if checkpoint is not None and (stopped or periodic):
+                self._checkpoint(state, X, it, seconds, checkpoint)
+            if parts is not None and periodic and not stopped:
+                parts.root()        # the lineage restarts at the gathered state
+            return stopped
+
         with progress_bar(self, progress, max_iter, initial=start):
-            for it in range(start + 1, max_iter + 1):
-                sampling = burn_in is not None and it > burn_in
-                metrics, spent = timed_sweep(state, sampling)
-                seconds += spent
-                record = {"n_documents": it * X.n_docs, "fit_seconds": seconds,
-                          "n_components": int(state.n_components)}
-                record.update(metrics)
-                if heldout is not None and evaluate(it):
-                    record.update(self._evaluate(state, heldout, sampling))
-                stopped = self._report(it, **record)
-                if tol is not None and metrics.get("delta", math.inf) < tol:
-                    break
-                stopped = stopped or (max_seconds is not None and seconds - start_seconds >= max_seconds)
-                if checkpoint is not None and (stopped or (checkpoint_every and it % checkpoint_every == 0)):
-                    self._checkpoint(state, X, it, seconds, checkpoint)
-                if stopped:
-                    break
+            it, stopped, seconds = run_iterations(self, state, start, max_iter, seconds, burn_in=burn_in, tol=tol,
+                                                  record=record, evaluate=heldout_scores, after=after, parts=parts)
+        if parts is not None:
+            parts.gather()
         self.n_iter_ = it
         resumable = stopped and it < max_iter
         if resumable:

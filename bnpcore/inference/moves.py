@@ -17,18 +17,15 @@ Two layouts:
   are reused, so a large (K, W) array is never copied to reorder it.
 
 Fields may hold a prior ``offset`` on top of their statistics (e.g. a Dirichlet
-parameter ``eta + counts``): a merge then counts the prior once, and a split
-gives the new component ``offset + part``.
+parameter ``eta + counts``): a merge then counts the prior once.
 
 Every move that renumbers components returns ``mapping``, an int64 array from
-old to new indices (-1 for a removed component); :func:`relabel` applies it to
+old to new indices (-1 for a removed component); ``mapping[labels]`` renumbers
 assignments (topic indicators of tokens, cluster labels of documents).
 """
 import numpy as np
 
-from bnpcore.inference.stats import SuffStats
-
-__all__ = ["Components", "relabel", "prune", "reorder", "compact", "merge_pairs"]
+__all__ = ["Components", "prune", "reorder", "compact", "merge_pairs"]
 
 
 class Components:
@@ -109,12 +106,6 @@ class Components:
         index[axis] = slice(0, self.n)
         return arr[tuple(index)]
 
-    def stats(self):
-        """The statistics over the components in use as :class:`SuffStats` (offsets
-        removed, flags left out)."""
-        names = [k for k in self.arrays if k not in self.flags]
-        return SuffStats({k: self[k] - self.offsets.get(k, 0) for k in names}, axes={k: self.axes[k] for k in names})
-
     def _slice(self, name, pos):
         """Index tuple selecting physical position(s) ``pos`` of field ``name``."""
         index = [slice(None)] * self.arrays[name].ndim
@@ -132,8 +123,8 @@ class Components:
         if capacity <= old:
             return
         new = old
-        while new < capacity:     # powers of two times the start: measured on KOS (online VB,
-            new *= 2              # T = 150), an exact 150-row table ran 20% slower than 256 rows
+        while new < capacity:     # powers of two times the start: an exact-size table ran slower than
+            new *= 2              # a power of two (benchmarks/results/design_choices.txt)
         for name, arr in self.arrays.items():
             shape = list(arr.shape)
             shape[self.axes[name]] = new
@@ -185,7 +176,9 @@ class Components:
         if m == n and np.array_equal(order, np.arange(n)):
             return
         for name, arr in self.arrays.items():
-            arr[self._slice(name, slice(0, m))] = arr[self._slice(name, order)]
+            # np.take without its bounds check (order holds valid positions): a sampler's (W, K)
+            # counts are reordered every sweep, and fancy indexing along axis 1 is several times slower
+            arr[self._slice(name, slice(0, m))] = np.take(arr, order, axis=self.axes[name], mode="clip")
         self._reset(np.arange(m, n))
         self.slots = np.arange(m, dtype=np.int64)
 
@@ -194,14 +187,16 @@ class Components:
         returns the mapping (``k`` maps to the new index of ``j``)."""
         return merge_pairs(self, [(j, k)])
 
-    def split(self, k, part):
-        """Move the statistics ``part`` (dict of field -> values of one component,
-        offsets excluded) out of component ``k`` into a new last component;
-        returns its index. Fields not in ``part`` keep their value in ``k`` and
-        start at their offset in the new component."""
+    def split(self, k, first, second):
+        """Component ``k`` becomes two: ``first`` (dict of field -> values of one
+        component) replaces its values and ``second`` is appended as a new last
+        component; returns the new component's index. Flags are copied; other
+        fields not given keep their value in ``k`` and start at their offset in
+        the new component. (To move a part of ``k`` out, pass ``k - part`` and
+        ``offset + part``.)"""
         if not 0 <= k < self.n:
             raise IndexError(f"component {k} out of range for {self.n}")
-        unknown = set(part) - set(self.arrays)
+        unknown = (set(first) | set(second)) - set(self.arrays)
         if unknown:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         src = self.slots[k]
@@ -209,22 +204,15 @@ class Components:
         for name in self.flags:
             arr = self.arrays[name]
             arr[self._slice(name, new)] = arr[self._slice(name, src)]
-        for name, value in part.items():
-            arr = self.arrays[name]
-            arr[self._slice(name, src)] -= value
-            arr[self._slice(name, new)] += value
+        for pos, values in ((src, first), (new, second)):
+            for name, value in values.items():
+                self.arrays[name][self._slice(name, pos)] = value
         return self.n - 1
 
 
 def _filled(shape, value, dtype):
     # np.zeros for zero: pages of unused spare capacity are never touched
     return np.zeros(shape, dtype) if value == 0 else np.full(shape, value, dtype)
-
-
-def relabel(labels, mapping):
-    """Assignments ``labels`` renumbered by a move's ``mapping`` (same dtype)."""
-    labels = np.asarray(labels)
-    return np.asarray(mapping, dtype=labels.dtype)[labels]
 
 
 def reorder(comp, key):

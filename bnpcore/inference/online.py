@@ -32,6 +32,11 @@ checkpoints, ``history_`` and the fitted attributes. The local step is a
 function of the minibatch, the global state and the random generator only, so
 ``bnpcore.distributed`` runs the same hook on a Dask worker that holds the
 minibatch's documents and this loop applies the global step.
+
+In the terms of the state protocol (``bnpcore.inference.batch``): the online
+loop is the local step on a minibatch (``_local_step``: documents to
+``SuffStats``), then the global step with the step size rho_t
+(``_global_step``: ``StickState.update``, reorder, prune).
 """
 import functools
 import math
@@ -332,9 +337,19 @@ class Minibatch:
 
     def __init__(self, corpus, doc_ids, word_map):
         self.doc_ids = np.ascontiguousarray(doc_ids, dtype=np.int64)
-        source, rows = corpus._documents(self.doc_ids)      # an on-disk corpus: read, not mapped
+        source, rows = corpus.read_documents(self.doc_ids)      # an on-disk corpus: read, not mapped
         self.ptr, self.words, self.counts, self.vocab = gather_batch(
             source.indptr, source.indices, source.counts, np.ascontiguousarray(rows, dtype=np.int64), word_map)
+
+    @classmethod
+    def from_arrays(cls, indptr, indices, counts, rows, word_map):
+        """The documents ``rows`` (in that order) of the CSR arrays ``indptr``,
+        ``indices``, ``counts`` (a block of a corpus, as a local step gets it);
+        ``word_map``: work space of the vocabulary size, all -1."""
+        out = object.__new__(cls)
+        out.doc_ids = np.ascontiguousarray(rows, dtype=np.int64)
+        out.ptr, out.words, out.counts, out.vocab = gather_batch(indptr, indices, counts, out.doc_ids, word_map)
+        return out
 
     @property
     def n_docs(self):
@@ -540,6 +555,7 @@ class OnlineEstimator(BaseEstimator):
         return self._fit(as_corpus(X), None, heldout, eval_every, progress, checkpoint, checkpoint_every,
                          max_documents, max_seconds, resume)
 
+    @exclusive
     def _fit(self, X, stats_of, heldout=None, eval_every=None, progress=False, checkpoint=None, checkpoint_every=None,
              max_documents=None, max_seconds=None, resume=False):
         """``fit`` on the Corpus ``X``, with the local step of the minibatch of
@@ -661,7 +677,7 @@ class OnlineEstimator(BaseEstimator):
     def _stats_here(self, X, ids):
         """The local step on the documents ``ids`` of ``X`` in this process."""
         n_new, stats = self._local_step(Minibatch(X, ids, self._word_map), self._state, self._rng)
-        X._drop_pages()     # an opened on-disk corpus: keep only the next minibatch's pages resident
+        X.release_pages()     # an opened on-disk corpus: keep only the next minibatch's pages resident
         return n_new, stats, {}
 
     def _global_step(self, S, n_new, stats):
@@ -686,7 +702,7 @@ class OnlineEstimator(BaseEstimator):
 
     def _prune(self):
         """Remove components whose size (``_size_key``) is below ``prune_threshold``
-        ([TF] §3: fewer than one document / word, measured on the corpus-scaled
+        ([TF] §3: fewer than one document / word, counted in the corpus-scaled
         expected statistics); a truncated model keeps
         its largest component."""
         moves.prune(self._state.table, self._size_key(), self.prune_threshold, keep_largest=self._state.truncated)

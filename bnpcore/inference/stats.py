@@ -5,10 +5,10 @@ A local step (a kernel over a minibatch, a thread's share of a corpus, a Dask
 worker's partition) returns a :class:`SuffStats`; a global step consumes one.
 Because they are additive, statistics of disjoint pieces of data are reduced by
 summing (``sum(parts)`` works), stochastic updates scale them
-(``stats.scale(n / S)``), memoized updates subtract a batch's old statistics
-and add its new ones, and the component moves of :mod:`bnpcore.inference.moves`
-act on them through ``select``, ``permute``, ``merge`` and ``pad`` (bnpy's
-``SuffStatBag``; gensim's ``LdaState.merge``).
+(``stats.scale(n / S)``), and the component moves of
+:mod:`bnpcore.inference.moves` have their counterparts here: ``select``,
+``permute``, ``merge`` and ``split`` (bnpy's ``SuffStatBag``; gensim's
+``LdaState.merge``).
 
 Each field is an array whose component axis is given by ``axes`` (default 0;
 ``None`` for a field without one, such as a document count). Word statistics of
@@ -31,7 +31,7 @@ class SuffStats:
     ----------
     fields : dict of str -> array-like
         The statistics. Arrays are stored as float64 or int64 (integer fields
-        stay integers under ``+``, ``-``, ``select``, ``merge``; ``scale``
+        stay integers under ``+``, ``select``, ``merge``, ``split``; ``scale``
         makes them float).
     axes : dict of str -> int or None, optional
         Component axis of each field; fields not listed use axis 0, or None
@@ -45,7 +45,7 @@ class SuffStats:
     --------
     >>> a = SuffStats({"words": [[1., 2.], [0., 3.]], "sizes": [1., 2.], "n_docs": 4})
     >>> b = a.scale(0.5)
-    >>> ((a + b) - b).allclose(a)
+    >>> (a + b).allclose(a.scale(1.5))
     True
     >>> a.permute([1, 0])["sizes"]
     array([2., 1.])
@@ -127,9 +127,6 @@ class SuffStats:
     def copy(self):
         return self._map(lambda a, axis: a.copy())
 
-    def zeros_like(self):
-        return self._map(lambda a, axis: np.zeros_like(a))
-
     # -- algebra ---------------------------------------------------------------------
     def _aligned(self, other):
         if not isinstance(other, SuffStats):
@@ -164,10 +161,6 @@ class SuffStats:
         if isinstance(other, numbers.Number) and other == 0:     # sum(parts)
             return self.copy()
         return NotImplemented
-
-    def __sub__(self, other):
-        a, b = self._aligned(other)
-        return a._new({k: v - b._fields[k] for k, v in a._fields.items()})
 
     def scale(self, c):
         """Every statistic times ``c`` (float)."""
@@ -206,21 +199,33 @@ class SuffStats:
         def fold(a, axis):
             if axis is None:
                 return a
-            a = np.moveaxis(a.copy(), axis, 0)
-            a[j] += a[k]
-            return np.moveaxis(np.delete(a, k, axis=0), 0, axis)
+            a = a.copy()
+            index = [slice(None)] * a.ndim
+            index[axis] = j
+            into = tuple(index)
+            index[axis] = k
+            a[into] += a[tuple(index)]
+            return np.delete(a, k, axis=axis)
         return self._map(fold)
 
-    def pad(self, n):
-        """``n`` more components at the end, all statistics zero."""
-        def grow(a, axis):
-            if axis is None or n == 0:
-                return a
-            width = [(0, 0)] * a.ndim
-            width[axis] = (0, int(n))
-            return np.pad(a, width)
-        return self._map(grow)
-
-    def component(self, k):
-        """The statistics of component ``k`` as a dict (fields without a component axis left out)."""
-        return {n: np.take(a, k, axis=self._axes[n]) for n, a in self._fields.items() if self._axes[n] is not None}
+    def split(self, k, first, second):
+        """Component ``k`` replaced by ``first`` and ``second`` appended last (dicts
+        of field -> values of one component, for every field with a component axis)."""
+        K = self.n_components
+        if not 0 <= k < K:
+            raise ValueError(f"cannot split component {k} of {K}")
+        fields = {n for n, axis in self._axes.items() if axis is not None}
+        if set(first) != fields or set(second) != fields:
+            raise ValueError(f"a split gives every field with a component axis: {sorted(fields)}")
+        out = {}
+        for name, a in self._fields.items():
+            axis = self._axes[name]
+            if axis is None:
+                out[name] = a
+                continue
+            a = np.insert(a, K, second[name], axis=axis)
+            index = [slice(None)] * a.ndim
+            index[axis] = k
+            a[tuple(index)] = first[name]
+            out[name] = a
+        return self._new(out)

@@ -6,19 +6,13 @@ hyperparameter posteriors (8) and the bound (18), with two corrections to the
 printed text: V+ in (14) squares E+, and (18) gets -KL(q(gamma) || p(gamma))
 and takes the stick term in expectation under q(gamma).
 """
-# Speed (issue 17; KOS training split, K = 120, CPU seconds per iteration after the
-# first, medians; shared 2-core machine at load ~3.5;
-# `OMP_NUM_THREADS=1 python benchmarks/bench_cvhdp.py --k 120 --iters 4`, "before" the
-# same function on the main branch a minute earlier):
-#   before: CV-HDP 2.26 s, CVB0 0.092 s (24.6x CVB0 per token*topic); cProfile: the
-#     sweep (scalar libm log and exp per pair*topic) 46%, the second pass over r for
-#     E, V, Z (log1p and log per pair*topic) 43%, hyperparameter updates and bound 11%.
-#   after: CV-HDP 1.42 s, CVB0 0.103 s (13.8x): sweep ~1.0 s (perf: the weights of
-#     (15) 56%, the count updates with log(1 - r) for Z 35%, the E/V rebuild 9%),
-#     updates and bound ~0.25 s. The sweep is vectorised (own exp/log, no libm calls,
-#     two divisions per topic) and computes Z and the entropy in the same pass; CVB0
-#     needs one division and no logarithm per topic, and one count array per side
-#     where (15) keeps E, V and Z: the 3x target is not met.
+# Speed: the sweep of (15) is vectorised (its own exp and log, no libm calls, two
+# divisions per topic) and computes Z and the entropy in the same pass as the
+# responsibilities, so that no second pass over r is needed for them. It stays
+# several times as costly per token and topic as CVB0, which needs one division and
+# no logarithm per topic and one count array per side where (15) keeps E, V and Z.
+# `benchmarks/bench_cvhdp.py` compares the two; the profiles that led to this layout
+# are in benchmarks/results/design_choices.txt.
 import warnings
 
 import numpy as np
@@ -28,7 +22,7 @@ from bnpcore._threads import map_rows
 from bnpcore._defaults import CapacityWarning, warn_capacity
 from bnpcore._validation import (PRODUCT_RANGE, check_inner, check_int, check_memory, check_prior, effective_n_threads,
                                  memory_limit)
-from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore.base import TopicMixin
 from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, InitFromMixin, Items, Number, OneOf,
                                      same_counts)
 from bnpcore.kernels import _cvhdp
@@ -173,6 +167,7 @@ class _CVState(BatchState):
 
     _transient = ("corpus", "_lengths")
     sweep_threads = 1          # the delayed schedule's threads (states saved before it: sequential)
+    sequential_sweep = True    # update (15) of a pair reads the counts after the previous pair's
 
     def __init__(self, corpus, params, rng, init_from=None):
         self.__dict__.update(params)
@@ -511,11 +506,11 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         When every slot ends holding at least one expected token the fit
         warns (``CapacityWarning``): raise it.
     max_iter : int or "auto", default "auto"
-        Iterations (one sweep over all pairs plus all hyperparameter updates;
-        ``n_iter`` before bnpcore 0.2, still accepted with a ``FutureWarning``).
+        Iterations (one sweep over all pairs plus all hyperparameter updates).
         "auto": 10 from a sampler's state (the Gibbs start or ``init_from``),
-        where the bound and the held-out score settle within a few (KOS:
-        -7.371 per held-out word after 5 and after 10); 100 from a random
+        where the bound and the held-out score settle within a few (on KOS
+        5 and 10 iterations score the same:
+        ``benchmarks/results/bench_defaults_kos.txt``); 100 from a random
         start.
     alpha : float or None, default None
         Fixed document concentration in [1e-100, 1e100]; None learns q(alpha)
@@ -548,9 +543,8 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         ``init_gibbs_iter`` sweeps ([CVHDP] Fig. 3), which also chooses the
         number of topics; "random": r ∝ 1 + U[0, 1] ([CVHDP] section 4),
         which on KOS fills all 40 slots of the old default truncation and
-        stays behind (-7.55 per held-out word after 100 iterations, against
-        -7.37 after 10 from the Gibbs start;
-        ``benchmarks/results/bench_defaults_kos.txt``).
+        after 100 iterations stays behind 10 from the Gibbs start in held-out
+        score (``benchmarks/results/bench_defaults_kos.txt``).
         ``fit(X, init_from=model)`` starts from a given
         :class:`DirectAssignmentGibbs` fitted on the same ``X`` instead (its
         last state); the truncation becomes max(n_components, its topics),
@@ -560,8 +554,7 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         Storage of the responsibilities (statistics stay float64). float32
         halves the largest array of a fit (pairs x K) but costs speed: the
         sweep is bound by its arithmetic, not by reading the rows, and
-        converts every row to double and back (NIPS-sized corpus, K = 120:
-        2.5-2.6 s against 1.6-1.8 s an iteration on one thread).
+        converts every row to double and back (docs/choosing.md, "On several cores").
     schedule : {"sequential", "delayed"}, default "sequential"
         "sequential": update (15) pair after pair, every update seeing all
         the previous ones (exact; one thread). "delayed": the standard
@@ -618,7 +611,7 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
     def __init__(self, n_components="auto", max_iter="auto", alpha=None, gamma=None, alpha_prior=(4.0, 4.0),
                  gamma_prior=_GAMMA_PRIOR, eta_tot=100.0, learn_topic_prior=False, eta_prior=(4.0, 4.0),
                  tau_prior=None, learn_weights=True, init="auto", init_gibbs_iter=200, r_dtype="float64",
-                 schedule="sequential", n_threads=None, random_state=None, n_iter=DEPRECATED):
+                 schedule="sequential", n_threads=None, random_state=None):
         self._store_params(locals())
 
     # -- the batch protocol --------------------------------------------------------
@@ -629,7 +622,7 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
             check_int(self.n_components, "n_components", 1)
         if self.init not in ("auto", "random", "gibbs"):
             raise ValueError(f"init must be 'auto', 'gibbs' or 'random', got {self.init!r}")
-        max_iter = self._renamed("n_iter", "max_iter")
+        max_iter = self.max_iter
         if isinstance(max_iter, str):
             if max_iter != "auto":
                 raise ValueError(f"max_iter must be 'auto' or a positive integer, got {max_iter!r}")
@@ -721,9 +714,9 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         super()._prune_fitted(keep)
         self.n_active_ = int((self.expected_counts_ >= 1).sum())
 
-    def transform(self, X, n_iter=20):
+    def transform(self, X, *, max_iter=20):
         """Topic proportions of new documents, topics held fixed: the document side of
-        (15) iterated ``n_iter`` times per document; rows are
+        (15) iterated ``max_iter`` times per document; rows are
         ``(E[alpha] E[beta_k] + E[n_jk]) / (E[alpha] sum_k E[beta_k] + N_j)``.
         Documents in ``n_threads`` threads, with the same result for any number.
 
@@ -732,9 +725,9 @@ class CollapsedVB(InitFromMixin, ResultsMixin, TrainingPredictive, TopicMixin, B
         ndarray of shape (n_docs, n_components_)
         """
         X = self._check_input(X)
-        check_int(n_iter, "n_iter", 1)
+        check_int(max_iter, "max_iter", 1)
         theta = np.zeros((X.n_docs, self.n_components_))
         prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)
         _cvhdp.cv_fold_in(X.indptr, X.indices, X.counts, np.ascontiguousarray(np.asarray(self.topics_).T),
-                          prior, n_iter, theta, min(effective_n_threads(self.n_threads), max(X.n_docs, 1)))
+                          prior, max_iter, theta, min(effective_n_threads(self.n_threads), max(X.n_docs, 1)))
         return theta

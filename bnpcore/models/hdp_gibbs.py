@@ -8,16 +8,16 @@ from scipy.special import gammaln
 
 from bnpcore._defaults import check_burn_in
 from bnpcore._validation import PRIOR_RANGE, check_inner, check_int, check_memory, check_prior, effective_n_threads
-from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore.base import TopicMixin
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import token_log_likelihood
 from bnpcore.inference import moves
 from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, Items, Number, OneOf, RandomGenerator,
                                      same_counts)
-from bnpcore.kernels import _hdp_gibbs, _lda
+from bnpcore.kernels import _hdp_gibbs, _lda, _pchdp
 from bnpcore.kernels.rng import dirichlet as _log_dirichlet_draw
 from bnpcore.kernels.stirling import StirlingTable, MAX_N as _STIRLING_MAX_N
-from bnpcore.models.lda import token_blocks
+from bnpcore.models.lda import DelayedBlocks
 from bnpcore.results import ResultsMixin
 
 __all__ = ["DirectAssignmentGibbs", "resample_gamma", "resample_alpha", "in_prior_range"]
@@ -131,8 +131,10 @@ class _GibbsState(BatchState):
     rebuild a document's n_jk from its labels when they reach it, so the state
     is 4 bytes per token, 8 per document (offsets) and W x (topic slots)."""
 
-    _transient = ("corpus", "tok_ptr", "table")
+    _transient = ("corpus", "tok_ptr", "table", "lists")
     layout = 2          # 1 kept dense per-document counts n_jk; 2 rebuilds them from the labels
+    n_threads = 1       # the sequential sweep's; the delayed schedule's blocks run in parallel
+    sequential_sweep = True     # each token's draw reads the counts after the previous token's
 
     def __init__(self, corpus, k0, eta_tot, alpha, gamma, settings, rng):
         self.eta, self.eta_tot = eta_tot / corpus.n_words, eta_tot
@@ -171,6 +173,7 @@ class _GibbsState(BatchState):
         lengths = corpus.doc_lengths
         self.tok_ptr = np.concatenate([[0], np.cumsum(lengths)])
         self.table = StirlingTable(int(min(lengths.max(), _STIRLING_MAX_N)))
+        self.lists = None
         self.__dict__.setdefault("steps", 0)     # checkpoints older than max_steps count from here
         saved = getattr(self, "topics", None)
         if isinstance(saved, dict):              # from a checkpoint
@@ -180,9 +183,9 @@ class _GibbsState(BatchState):
 
     def _blocks(self):
         """``(first document, chunk, its labels)`` over the corpus in blocks
-        (``Corpus._doc_blocks``: an on-disk corpus is not left resident)."""
-        for start, chunk in self.corpus._doc_blocks():
-            yield start, chunk, self.z[self.tok_ptr[start]:self.tok_ptr[start + chunk.n_docs]]
+        (``Corpus.blocks``: an on-disk corpus is not left resident)."""
+        for start, chunk, tokens in self.corpus.blocks():
+            yield start, chunk, self.z[tokens]
 
     def state_dict(self):
         saved = super().state_dict()
@@ -221,6 +224,15 @@ class _GibbsState(BatchState):
     def n_components(self):
         return self.topics.n
 
+    def _word_lists(self):
+        """``_hdp_gibbs.word_lists`` of the current counts, in the buffers of the last
+        sweep when the capacity is the same (fresh memory every sweep costs page faults)."""
+        n_wk = self.topics.arrays["n_wk"]
+        if self.lists is not None and self.lists[0].shape[2] != n_wk.shape[1]:
+            self.lists = None
+        self.lists = _hdp_gibbs.word_lists(n_wk, self.topics.n, self.n_threads, self.lists)
+        return self.lists
+
     def _compact(self):
         mapping = moves.compact(self.topics, self.topics["n_k"]).astype(np.int32)
         for start in range(0, len(self.z), _LABEL_BLOCK):        # in place: no second array of labels
@@ -240,7 +252,7 @@ class _GibbsState(BatchState):
             next_tok = 0
             while True:
                 if lists is None:
-                    lists = _hdp_gibbs.word_lists(a["n_wk"], comp.n)
+                    lists = self._word_lists()
                 next_tok, comp.n, beta_new = _hdp_gibbs.gibbs_sweep(
                     chunk.indptr, chunk.indices, chunk.counts, z, a["n_wk"], a["n_k"], a["beta"], beta_new,
                     comp.n, self.alpha, self.gamma, self.eta, next_tok, *lists, rng)
@@ -297,17 +309,17 @@ class _GibbsState(BatchState):
 
     def log_likelihood(self):
         """Collapsed log p(x | z) = sum_k [log DM(n_k. | eta)] of the current sample."""
-        nwk = self.topics["n_wk"]
-        nz = nwk[nwk > 0]
-        return float((gammaln(nz + self.eta) - gammaln(self.eta)).sum()
-                     + (gammaln(self.eta_tot) - gammaln(self.topics["n_k"] + self.eta_tot)).sum())
+        t = self.topics
+        per_word = np.empty(self.corpus.n_words)
+        _pchdp.word_log_likelihood(t.arrays["n_wk"], t.n, self.eta, per_word, self.n_threads)
+        return float(per_word.sum() + (gammaln(self.eta_tot) - gammaln(t["n_k"] + self.eta_tot)).sum())
 
 
 # the "match" rule merges two blocks' new topics whose word counts have at least this cosine similarity
 _MATCH_MIN = 0.5
 
 
-class _DelayedGibbsState(_GibbsState):
+class _DelayedGibbsState(DelayedBlocks, _GibbsState):
     """G-HDP with the delayed schedule (AD-HDP; Newman, Asuncion, Smyth & Welling
     2009, section 4): step 1 of the sweep runs the documents in ``n_threads``
     blocks of about equal numbers of tokens (``token_blocks``), each against its own copy of the topic table
@@ -325,14 +337,7 @@ class _DelayedGibbsState(_GibbsState):
 
     def invariants(self, corpus):
         yield from super().invariants(corpus)
-        yield "n_threads", Number(1, integer=True)
         yield "new_topics", OneOf("match", "separate")
-
-    def restore(self, corpus):
-        super().restore(corpus)
-        starts = token_blocks(self.tok_ptr, self.n_threads)
-        self.blocks = starts, self.tok_ptr[starts].astype(np.int64)
-        self.copies = None
 
     def sweep(self):
         record = super().sweep()
@@ -367,7 +372,7 @@ class _DelayedGibbsState(_GibbsState):
     def _sample_topics(self):
         c, comp, T = self.corpus, self.topics, self.n_threads
         K, n_tok = comp.n, np.diff(self.blocks[1])
-        lists = _hdp_gibbs.word_lists(comp.arrays["n_wk"], K)
+        lists = self._word_lists()
         if T == 1:          # the block's table is the shared one, grown in place
             run = {"beta_new": np.array([self.beta_new]), "k_used": np.array([K], dtype=np.int64),
                    "next_tok": np.zeros(1, np.int64), "streams": np.zeros((1, _hdp_gibbs.STREAM_ROW), np.uint8)}
@@ -382,7 +387,7 @@ class _DelayedGibbsState(_GibbsState):
                 if run["next_tok"][0] == n_tok[0]:
                     break
                 comp.reserve(2 * comp.capacity)
-                lists = _hdp_gibbs.word_lists(comp.arrays["n_wk"], comp.n)
+                lists = self._word_lists()
             self.beta_new = float(run["beta_new"][0])
             self._compact()
             return
@@ -462,7 +467,8 @@ class _DelayedGibbsState(_GibbsState):
         slot_map[:, :K] = np.arange(K)
         for t in range(T):
             slot_map[t, births[t]] = targets[t]
-        _hdp_gibbs.delayed_merge(a["n_wk"], *lists, copies["n_wk"], copies["lists"], copies["wlen"], slot_map)
+        _hdp_gibbs.delayed_merge(a["n_wk"], *lists, copies["n_wk"], copies["lists"], copies["wlen"], slot_map,
+                                 self.n_threads)
         n_k, beta = a["n_k"], a["beta"]
         n_k[:K] = (1 - T) * n_k[:K] + copies["n_k"][:, :K].sum(axis=0)
         for t in range(T):
@@ -499,11 +505,10 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
     on-disk corpus (``Corpus.open``) is read block by block without staying
     resident. At the end of the fit ``doc_topic_`` (D x K doubles) and the
     final topic of every token (4 bytes, for ``CollapsedVB(init_from=...)``)
-    are added unless ``store_doc_topic=False``. Measured as the slope of
-    the peak RSS over generated corpora of 10^4 to 10^6 documents (10^6 to
-    10^8 tokens, K0 = 20, 2 sweeps): 11.3 bytes per token (1,248 MiB at
-    10^8 tokens), 5.3 with ``store_doc_topic=False`` (691 MiB); a held-out
-    evaluation during ``fit`` adds D x K doubles while it runs.
+    are added unless ``store_doc_topic=False``, which about halves the
+    peak; a held-out evaluation during ``fit`` adds D x K doubles while it
+    runs. docs/scaling.md gives the bytes per token on generated
+    corpora of up to 10^8 tokens.
 
     Parameters
     ----------
@@ -511,16 +516,13 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         Initial number of topics: 1, every token starts in one topic (G-HDP1);
         K > 1, tokens assigned uniformly at random to K topics (G-HDP100, the
         default). The sampler creates and deletes topics either way; from 100
-        it mixes faster: on KOS after 200 sweeps -7.35 per held-out word with
-        194 topics, from one topic -7.52 with 51
-        (``benchmarks/results/bench_defaults_kos.txt``). Called
-        ``init_topics`` before bnpcore 0.2 (still accepted, with a
-        ``FutureWarning``).
+        it mixes faster: on KOS after 200 sweeps it scores better held-out
+        and holds more topics than from one topic
+        (``benchmarks/results/bench_defaults_kos.txt``).
     max_iter : int, default 500
-        Number of sweeps (``n_iter`` before bnpcore 0.2, likewise). On KOS
-        (420,000 tokens) 500 sweeps from 100 topics take about 40 s on one
-        core and reach -7.31 per held-out word; the time grows with the
-        tokens and the topics.
+        Number of sweeps. The time
+        of a sweep grows with the tokens and the topics; docs/choosing.md
+        gives the time and held-out score of the default on KOS.
     burn_in : int or "auto", default "auto"
         Sweeps before samples enter the predictive average (an integer must be
         < max_iter); "auto": half of ``max_iter``, so any ``max_iter`` works.
@@ -618,18 +620,14 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
     -----
     The number of topics is not stationary for hundreds of sweeps, and its
     level depends on the rate of ``gamma_prior`` (gamma's posterior rate is
-    that rate plus about log(m.. / gamma), ~8 on KOS). On KOS (90% of each
-    document's tokens, eta_tot = 100, seed 0), after 600 sweeps from 1 / from
-    100 topics: 240 / 316 with the defaults, still rising by 0.2-0.6 topics
-    a sweep; 131 / 251 with ``gamma_prior=(5, 10), alpha_prior=(2, 6)``;
-    543 / 549 with Gamma(1, 1) priors. Teh, Kurihara & Welling (2007) report
-    113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100): with the defaults both
-    are reached after about the same 1.7e4 and 1.6e4 steps (340 and 110 sweeps);
-    with the other two, when one matches the other is off (113 with 149, 113
-    with ~175). :meth:`paper_preset` stops there: over seeds 0-3 it ends with
-    117 ± 2 and 165 ± 4 topics. Longer runs predict held-out tokens better
-    (-7.18 / -7.07 per word after 600 sweeps against -7.32 / -7.19 for the
-    preset).
+    that rate plus about log(m.. / gamma), ~8 on KOS). On KOS the defaults
+    keep adding topics after 600 sweeps, from 1 as from 100 topics; Teh,
+    Kurihara & Welling (2007) report 113.2 ± 11.4 (from 1) and 168.3 ± 3.9
+    (from 100), which the defaults reach after about the same number of
+    steps (topics summed over the sweeps), while other priors match one of
+    the two and miss the other. :meth:`paper_preset` stops there; longer
+    runs predict held-out tokens better (docs/choosing.md;
+    ``benchmarks/results/repro_001_ghdp_presets.txt``).
 
     References
     ----------
@@ -644,7 +642,7 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
     def __init__(self, n_components=100, max_iter=500, burn_in="auto", eta_tot=100.0, alpha=None, gamma=None,
                  alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), n_concentration_rounds=5, max_steps=None,
                  random_state=None, n_threads=None, store_doc_topic=True, schedule="sequential",
-                 new_topics="match", init_topics=DEPRECATED, n_iter=DEPRECATED):
+                 new_topics="match"):
         self._store_params(locals())
 
     _PAPER_PRESET = {"eta_tot": 100.0, "alpha_prior": (4.0, 4.0), "gamma_prior": (7.5, 7.5),
@@ -665,7 +663,7 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
           budget or the number of sweeps; on KOS the defaults' counts reach
           their 113.2 ± 11.4 (from 1) and 168.3 ± 3.9 (from 100) after about
           the same number of steps (calibrated on one seed; 117 ± 2 and
-          165 ± 4 over four: benchmarks/repro_001.py --ghdp-presets). The
+          165 ± 4 over four: benchmarks/results/repro_001_ghdp_presets.txt). The
           counts are not stationary there: longer runs keep adding topics
           (see Notes); ``max_iter=10000`` only bounds the run;
         * ``burn_in=50``: samples after the first 50 sweeps enter the held-out
@@ -683,8 +681,8 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
 
     # -- the batch protocol --------------------------------------------------------
     def _check_params(self):
-        self._k0 = check_int(self._renamed("init_topics", "n_components"), "n_components", 1)
-        max_iter = check_int(self._renamed("n_iter", "max_iter"), "max_iter", 1)
+        self._k0 = check_int(self.n_components, "n_components", 1)
+        max_iter = check_int(self.max_iter, "max_iter", 1)
         burn_in = check_burn_in(self.burn_in, max_iter)
         check_prior(self.eta_tot, "eta_tot")
         for name in ("alpha", "gamma"):
@@ -776,13 +774,13 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         self._beta_new = self.beta_new_
         self.heldout_loglik_ = self._heldout_fingerprint = None     # averaged samples of the unpruned model
 
-    def transform(self, X, n_sweeps=50, burn_in=20):
+    def transform(self, X, *, max_iter=50, burn_in=20):
         """Topic proportions of new documents with the topics held fixed.
 
         Per-document Gibbs sampling of the tokens' topics under
-        ``p(z_i = k) ∝ (n_jk + alpha beta_k) topics_[k, w_i]``; the posterior means
-        ``(n_jk + alpha beta_k) / (N_j + alpha sum_l beta_l)`` of the sweeps after
-        ``burn_in`` are averaged (proportions over the instantiated topics: rows sum
+        ``p(z_i = k) ∝ (n_jk + alpha beta_k) topics_[k, w_i]``, ``max_iter`` sweeps;
+        the posterior means ``(n_jk + alpha beta_k) / (N_j + alpha sum_l beta_l)``
+        of the sweeps after ``burn_in`` are averaged (proportions over the instantiated topics: rows sum
         to 1; an empty document gets the normalised ``weights_``). Documents run
         in parallel (``n_threads``); each document's draws come from its own
         stream, keyed by the model's scoring seed and the document's words:
@@ -794,14 +792,14 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         ndarray of shape (n_docs, n_components_)
         """
         X = self._check_input(X)
-        check_int(n_sweeps, "n_sweeps", 1)
+        check_int(max_iter, "max_iter", 1)
         check_int(burn_in, "burn_in", 0)
-        if burn_in >= n_sweeps:
-            raise ValueError(f"burn_in={burn_in} must be smaller than n_sweeps={n_sweeps}")
+        if burn_in >= max_iter:
+            raise ValueError(f"burn_in={burn_in} must be smaller than max_iter={max_iter}")
         words, tok_ptr = X.tokens()
         prior = self.alpha_ * np.asarray(self.weights_, dtype=np.float64)
         theta = np.zeros((X.n_docs, self.n_components_))
         phi_wk = np.ascontiguousarray(np.asarray(self.topics_).T)
-        _hdp_gibbs.fold_in(words, tok_ptr, phi_wk, prior, n_sweeps, burn_in, *self._document_keys(X), theta,
+        _hdp_gibbs.fold_in(words, tok_ptr, phi_wk, prior, max_iter, burn_in, *self._document_keys(X), theta,
                            effective_n_threads(self.n_threads))
         return theta

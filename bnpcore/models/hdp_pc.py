@@ -8,6 +8,7 @@ alias tables of a dense Phi, z | Phi, Psi), all parallel over documents,
 topics or words, and a few serial O(K) draws (the stick, the concentrations). The estimator shares transform / score and the
 fitted attributes of ``bnpcore.hdp.DirectAssignmentGibbs``.
 """
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -83,16 +84,13 @@ Z, PHI, CANDIDATES, TABLES, URN, REST = range(STREAMS)
 # The z-step's explicit topics are those before the first from which the
 # stick's remaining mass is at most TAIL_MASS: a function of Psi, not of the
 # labels the z-step moves (a split at one past the highest topic with tokens
-# biased the chain toward fewer topics: 0.188 on one topic against the exact
-# 0.181 on a five-token corpus, 400,000 sweeps). With any such split the
-# Dirichlet form is exact; a tail topic is reached only through the
-# candidates, so a smaller mass mixes better: on KOS (alpha 5, gamma 20, 1000
-# sweeps, 3 seeds) the urn ended at -7.280 held-out with 1e-4 against -7.294
-# with 0.01, in the same time (within 4 %); the dense form, one seed, took 25 %
-# more time (106 against 86 s, separate runs) for -7.245 against -7.253: it had
-# more topics (300 sweeps, one thread: 228 against 200 with tables, 309 against
-# 256 slots up to the last with tokens; 49.6 against 36.8 s), and its Phi step,
-# a gamma draw per word and slot, is most of its time (58 % in perf).
+# biased the chain toward fewer topics, against enumeration on a five-token
+# corpus). With any such split the Dirichlet form is exact; a tail topic is
+# reached only through the candidates, so a smaller mass mixes better: on KOS
+# the urn scored better held-out with 1e-4 than with 0.01 in the same time
+# (benchmarks/results/bench_pchdp_kos_fixed.txt). The dense form gains less and
+# takes more time: it keeps more topics, and its Phi step, a gamma draw per word
+# and slot, is most of its time (benchmarks/results/design_choices.txt).
 TAIL_MASS = 1e-4
 
 
@@ -136,15 +134,15 @@ def z_step(documents, K, phi, ab, alpha, tail, key, sweep, z, nwk, nk, n_threads
     ``_pchdp.z_step`` or, with the urn's Phi, ``_pchdp.z_step_rows``. ``phi``
     from ``z_tables``, ``tail`` the cumulative Psi of the tail topics."""
     R = float(tail[-1]) if tail.size else 0.0
-    streams = (key, stream(sweep, Z), stream(sweep, CANDIDATES))
+    prior, streams = (ab, alpha * R, tail), (key, stream(sweep, Z), stream(sweep, CANDIDATES))
     if not isinstance(phi, UrnPhi):
-        _pchdp.z_step(*documents, K, *phi, ab, alpha * R, tail, *streams, z, nwk, nk, n_threads, first_doc)
+        _pchdp.z_step(*documents, K, phi, prior, streams, z, nwk, nk, n_threads, first_doc)
         return
     # the z-step completes the rows of the tail topics taken, in place (a
     # Dask worker's copy: its arguments are read-only)
     rows = phi.tail_rows if phi.tail_rows.flags.writeable else phi.tail_rows.copy()
-    _pchdp.z_step_rows(*documents, K, phi.rows, phi.topics, phi.vals, rows, ab, alpha * R, tail, *streams, z, nwk,
-                       nk, n_threads, first_doc, phi.marks, phi.rest, phi.eta, stream(sweep, REST))
+    _pchdp.z_step_rows(*documents, K, (phi.rows, phi.topics, phi.vals), rows, prior, streams, z, nwk, nk, n_threads,
+                       first_doc, (phi.marks, phi.rest, phi.eta, stream(sweep, REST)))
 
 
 def candidate_marks(blocks, tail, key, sweep, n_words, n_threads=1):
@@ -361,6 +359,81 @@ class PartiallyCollapsedHDPState(BatchState):
             topics, vals = topics[~late], vals[~late]
         return ab, UrnPhi(rows, topics, vals, tail_rows, marks, rest, self.eta)
 
+    # -- on partitions (bnpcore.inference.batch): the sweep in three rounds ------------------
+    def partition(self, start, stop):
+        """The block's topic labels, the number of its first document (whose
+        keyed streams it uses) and its token pointers from 0."""
+        tp = self.tok_ptr
+        return {"first_doc": int(start), "tok_ptr": tp[start:stop + 1] - tp[start],
+                "z": self.labels[tp[start]:tp[stop]]}
+
+    @staticmethod
+    def table_step(part, ab, K, key, stream_):
+        """Step 1 on a block: (the block, its table counts l_k given alpha Psi)."""
+        l_k = np.zeros(K, dtype=np.int64)
+        _pchdp.sample_tables(part["tok_ptr"], part["z"], ab, K, key, stream_, l_k, 1, part["first_doc"])
+        return part, l_k
+
+    @staticmethod
+    def candidate_step(part, tail, key, sweep, n_words, ppu):
+        """Step 3 on a block: (the block, its largest candidate tail index, or
+        with the urn its marks of ``candidate_marks``)."""
+        if ppu:
+            found = candidate_marks([(part["first_doc"], part["indptr"], part["indices"], part["counts"])], tail,
+                                    key, sweep, n_words)
+        else:
+            found = _pchdp.max_candidate(part["tok_ptr"], tail, key, stream(sweep, CANDIDATES), 1, part["first_doc"])
+        return part, found
+
+    @staticmethod
+    def local_step(part, phi, ab, K, alpha, tail, key, sweep):
+        """Steps 5 and 6 on a block (alias tables of a dense Phi, z | Phi,
+        Psi): (the new block, the moves of n_wk and of n_k)."""
+        W, C = len(phi.rows) - 1 if isinstance(phi, UrnPhi) else phi.shape[0], len(ab)
+        z = part["z"].copy()
+        moves, nk_moves = np.zeros((W, C), dtype=np.int32), np.zeros(C, dtype=np.int64)
+        z_step((part["indptr"], part["indices"], part["counts"], part["tok_ptr"]), K, z_tables(phi, ab, K, 1), ab,
+               alpha, tail, key, sweep, z, moves, nk_moves, 1, part["first_doc"])
+        return dict(part, z=z), (moves, nk_moves)
+
+    def iterate(self, parts, sampling=False):
+        """``sweep`` with the labels on ``parts``, in three rounds: the blocks'
+        table counts (summed), their candidate tail topics (the largest, or
+        the union of the urn's marks), their z-step (the count moves summed);
+        the serial draws between the rounds (concentrations, sticks, the topic
+        slots, Phi) here, by ``draw_sticks`` and ``draw_phi``. Every kernel
+        draws from the threaded sampler's stream, the serial draws come from
+        the same generator in the same order, and the reductions are integer
+        sums, a maximum and a union of marks, so the fit equals the local one
+        bit for bit."""
+        t, K, key = self.n_sweeps, self.n_active, self.key
+        # the table counts and the candidates need the labels only, not the documents
+        l_k = np.sum(parts.map(type(self).table_step, self.alpha * self.psi(), K, key, stream(t, TABLES),
+                               documents=False, updates=False), axis=0)
+        tick = time.perf_counter()
+        K, tail = self.draw_sticks(l_k)
+        client = time.perf_counter() - tick
+        candidates = -1
+        if tail.size:       # with the urn, the candidates' words: the documents too
+            found = parts.map(type(self).candidate_step, tail, key, t, self.nwk.shape[0], self.ppu,
+                              documents=self.ppu, updates=False)
+            candidates = merge_marks(found, self.nwk.shape[0]) if self.ppu else max(found)
+        tick = time.perf_counter()
+        ab, phi = self.draw_phi(K, tail, candidates)
+        client += time.perf_counter() - tick
+        for moves, nk_moves in parts.map(type(self).local_step, phi, ab, K, self.alpha, tail, key, t):
+            self.nwk += moves
+            self.nk += nk_moves
+        tick = time.perf_counter()
+        record = self.end_sweep(l_k)
+        record["client_seconds"] = client + time.perf_counter() - tick
+        return record
+
+    def gather(self, parts, bounds):
+        tp = self.tok_ptr
+        for p, part in enumerate(parts):
+            self.labels[tp[bounds[p]]:tp[bounds[p + 1]]] = part["z"]
+
     def end_sweep(self, l_k):
         """Count the sweep (after the z-step); its diagnostics."""
         self.n_sweeps += 1
@@ -493,30 +566,24 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     phi_c, one draw from the prior; with a small eta that draw puts almost
     all its mass on a few random words, so births are much rarer than in
     ``DirectAssignmentGibbs`` (whose new-topic weight uses the prior mean 1/W).
-    On KOS (1000 sweeps from 100 topics, same prior; ``benchmarks/bench_pchdp.py``,
-    a 2-core machine) it ended with 120 topics and -7.273 held-out per word
-    against G-HDP's 416 and -7.201, at 1.24x G-HDP's tokens per second on one
-    thread and in 0.43x G-HDP's time on two (24.7 s against 57.3 s; 1.87x
-    its own one-thread time); G-HDP passed PC-HDP's final held-out after 300
-    sweeps (15.1 s), PC-HDP at two threads after 950 (23.5 s). Since births
-    are rare, start from more topics than the corpus needs and let the sampler
-    empty the extra ones: from 400 topics PC-HDP at 2 threads reached -7.217
-    after 1000 sweeps (44.5 s, 396 topics), G-HDP from 400 -7.163 (99.5 s in
-    the same run). Fixing the concentrations does not close the gap: at alpha = 5,
-    gamma = 20 for all (``bench_pchdp.py --alpha 5 --gamma 20``), G-HDP ended
-    with 430 topics and -7.194 (64 s), ``phi="dirichlet"`` with 282
-    and -7.245 (106 s on two threads; 273 and -7.235 in 124 s when it split
-    at K*) and the urn with 142 and -7.279 (32 s; 137 and -7.287 in 30 s
-    when it split at K*).
+    On KOS (``benchmarks/bench_pchdp.py``, from 100 topics, the same prior)
+    it ends with far fewer topics than G-HDP and a lower held-out score; a
+    sweep costs less than G-HDP's and runs on several threads, but G-HDP
+    passes PC-HDP's final held-out score in less time
+    (``benchmarks/results/bench_pchdp_kos.txt``, docs/choosing.md). Since
+    births are rare, start from more topics than the corpus needs and let the
+    sampler empty the extra ones (``bench_pchdp_kos_init400.txt``). Fixing the
+    concentrations does not close the gap, for either form of Phi
+    (``bench_pchdp_kos_fixed.txt``).
     The urn's topics grow more slowly still: a token can move only to a topic
     whose urn row holds its word, and a word without counts in a topic is
     positive there with probability 1 - exp(-eta) a sweep. Given exact
     Dirichlet rows for every explicit topic, the urn's own z-step grew the
-    topics as the exact form does (KOS, alpha = 5, gamma = 20, 300 sweeps: 202
-    topics against 201); given them only for the topics without tokens (134),
-    or exact draws only for the entries with counts (136; a topic's only
+    topics as the exact form does; given them only for the topics without
+    tokens, or exact draws only for the entries with counts (a topic's only
     token of word w otherwise keeps weight there with probability
-    1 - exp(-(1 + eta)), about 0.64 a sweep), it did not (the urn: 129).
+    1 - exp(-(1 + eta)), about 0.64 a sweep), it did not
+    (``bench_pchdp_kos_fixed.txt``).
     On a corpus of this size, and 2 cores, G-HDP is more accurate for the time. Topics
     that lose their tokens keep their label (relabelling would change the
     stick's prior) and are redrawn every sweep until tokens return.
@@ -536,11 +603,9 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     and the words they are read at (W bytes each). An on-disk corpus (``Corpus.open``) is read block by
     block, not kept resident (with the urn twice a sweep: the candidates'
     words, then the z-step).
-    Measured (``benchmarks/bench_memory.py``, from 20 topics, 3 sweeps,
-    ``store_doc_topic=False``): 2.5 bytes per token (slope of the peak
-    resident memory over 10^4, 10^5 and 10^6 generated documents: 2.46; 28
-    before the labels became the whole state), 339 MiB for 10^6 documents and
-    10^8 tokens, whose files take 439 MiB. ``doc_topic_``
+    The peak memory of a fit stays below the size of the corpus's own files
+    (docs/scaling.md gives the bytes per token found by
+    ``benchmarks/bench_memory.py``). ``doc_topic_``
     (the final sample's proportions, D x K doubles) and the final labels kept
     for ``CollapsedVB(init_from=...)`` (4 bytes per token) are built at the end
     of the fit unless ``store_doc_topic=False``.
@@ -550,7 +615,7 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
     n_components : int, default 100
         Number of topics the tokens start in, uniformly at random (more than
         the corpus needs mixes faster: see Mixing above; on KOS after 200
-        sweeps -7.43 per held-out word from 100 topics, -7.72 from one,
+        sweeps from 100 topics it scores better held-out than from one,
         ``benchmarks/results/bench_defaults_kos.txt``).
     max_topics : int in [2, 100000], default 1000
         Truncation of the stick: topics 0..max_topics-1 (the cap of K; the
@@ -609,6 +674,8 @@ class PartiallyCollapsedGibbs(DirectAssignmentGibbs):
                  gamma=None, alpha_prior=(4.0, 4.0), gamma_prior=(7.5, 7.5), phi="ppu", n_concentration_rounds=5,
                  random_state=None, n_threads=None, store_doc_topic=True):
         self._store_params(locals())
+
+    partitioned = True
 
     def _check_params(self):
         self._k0 = check_int(self.n_components, "n_components", 1)

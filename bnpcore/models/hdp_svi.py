@@ -18,7 +18,7 @@ import numpy as np
 
 from bnpcore._validation import (LOCAL_SWEEPS_MAX, PRODUCT_RANGE, check_init_scale, check_inner, check_int, check_memory,
                                  check_positive, check_prior, effective_n_threads)
-from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore.base import TopicMixin
 from bnpcore.evaluation import hdp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
 from bnpcore.kernels import _lda
@@ -28,7 +28,7 @@ from bnpcore.results import ResultsMixin
 
 __all__ = ["TruncationFreeSVI", "OnlineVB"]
 
-# measured: alpha = 1e-150 gave NaN proportions for a one-token document, 1e-100 finite ones
+# the lower bound of alpha, 1e-100: alpha = 1e-150 gives NaN proportions for a one-token document, 1e-100 finite ones
 _ALPHA_REASON = "the document sticks' digammas psi(alpha) ~ -1/alpha overflow the E-step below it"
 
 
@@ -96,21 +96,19 @@ class TruncationFreeSVI(_OnlineHDP):
     whole-document metric is ``heldout_document_log_likelihood``.
 
     The settings of [TF] §3 are ``TruncationFreeSVI(eta=0.01, gamma=1.0,
-    n_samples=1)``. The defaults differ (a study on KOS at 30 s of one core,
-    document completion: ``benchmarks/bench_online.py study``, table in
-    ``benchmarks/results/tfsvi_study_kos.txt``): with gamma = 1 the
+    n_samples=1)``. The defaults differ (a study on KOS for a fixed time on
+    one core, document completion: ``benchmarks/bench_online.py study``,
+    table in ``benchmarks/results/tfsvi_study_kos.txt``): with gamma = 1 the
     corpus-scaled table counts leave new topics almost no prior mass and the
-    fit stays at about 18 topics (-7.58/word); gamma = 10 keeps 80-100 topics,
-    gamma = 30 about 200, gamma = 100 about 400 (too slow to train in 30 s);
-    averaging 5 samples per minibatch instead of keeping the last one reduces
-    the noise of the statistics; eta = 0.05 helps once there are many topics.
-    The defaults reach -7.44 (the collapsed Gibbs sampler
-    ``hdp.DirectAssignmentGibbs``: -7.33). Batch sizes 20 and 500, and 2
-    burn-in sweeps instead of 5, did worse. A larger document concentration
-    did better on KOS (three seeds: alpha = 1 -7.44, -7.40, -7.38; alpha = 3
-    -7.38, -7.31, -7.33; alpha = 10 -7.36, -7.29, -7.31) but worse on short
-    synthetic documents (bars, 20 tokens: blended topics): set ``alpha``
-    from the length of your documents.
+    fit stays at a few topics; a larger gamma keeps more topics (the largest
+    too slow to train in the study's time); averaging 5 samples per
+    minibatch instead of keeping the last one reduces the noise of the
+    statistics; eta = 0.05 helps once there are many topics. The defaults
+    stay behind the collapsed Gibbs sampler ``hdp.DirectAssignmentGibbs``.
+    Smaller and larger batches, and fewer burn-in sweeps, did worse. A
+    larger document concentration did better on KOS (over three seeds) but
+    worse on short synthetic documents (bars, 20 tokens: blended topics):
+    set ``alpha`` from the length of your documents.
 
     Parameters
     ----------
@@ -223,14 +221,14 @@ class TruncationFreeSVI(_OnlineHDP):
         ``(n_jk + alpha pihat_k) / (N_j + alpha sum_k pihat_k)`` (rows sum to 1;
         an empty document gets the normalised pihat). Deterministic, and each
         document is inferred on its own (``n_threads`` in parallel). The default
-        ``tol`` changes the proportions by at most about 1e-3 against 1e-6, at
-        half the sweeps (KOS: the same held-out score to 1e-4).
+        ``tol`` moves the proportions by about ten times its own size from a
+        tight tolerance's, at half the sweeps, and leaves the held-out score
+        on KOS unchanged (``benchmarks/results/design_choices.txt``).
 
         It approximates the posterior mean of the proportions that the local
-        Gibbs sampler would average over many sweeps: on KOS (the defaults
-        after 30 s of training, document completion) it scores -7.450 per
-        word where the last sample of 50 Gibbs sweeps scored -7.501 and the
-        average over 150 sweeps -7.481.
+        Gibbs sampler would average over many sweeps: on KOS (document
+        completion) it scores better than the last sample of the Gibbs sweeps
+        and than their average (``benchmarks/results/design_choices.txt``).
         """
         X = self._check_input(X)
         max_iter = check_int(max_iter, "max_iter", minimum=1)
@@ -269,11 +267,10 @@ class OnlineVB(_OnlineHDP):
     ``doc_init="ranked"`` avoids. The other defaults are those that did best
     on KOS (document completion, one core; ``benchmarks/bench_defaults.py``,
     ``benchmarks/results/bench_defaults_kos.txt``): T = 100, eta = 0.5 and
-    gamma = 10 reach -7.57 per held-out word after one pass and -7.50 after
-    four, with 25-50 topics in use, where the [TF] settings with the ranked
-    start reach -7.79 after one pass (55 topics of 300). eta = 0.5 for the
-    reason given for ``DirectAssignmentVB``'s eta (mean-field VB needs about
-    0.5 more smoothing than a sampler; eta = 0.1: -7.65 after one pass);
+    gamma = 10, which score better held-out after one pass than the [TF]
+    settings with the ranked start, and use a few dozen topics. eta = 0.5 for
+    the reason given for ``DirectAssignmentVB``'s eta (mean-field VB needs
+    more smoothing than a sampler; eta = 0.1 did worse);
     gamma = 10 rather than 1 leaves new topics prior mass (as for
     ``TruncationFreeSVI``). gensim's ``HdpModel`` defaults
     are ``OnlineVB(n_components=150, doc_init="uniform", learning_offset=65,
@@ -282,8 +279,7 @@ class OnlineVB(_OnlineHDP):
     Parameters
     ----------
     n_components : int, default 100
-        Corpus-level truncation ([TF] §3: 300; gensim's T; ``n_topics`` before
-        bnpcore 0.2, still accepted with a ``FutureWarning``). A document's
+        Corpus-level truncation ([TF] §3: 300; gensim's T). A document's
         iterations cost in proportion to it. When every topic ends holding
         at least one expected word the fit warns (``CapacityWarning``):
         raise it.
@@ -367,14 +363,13 @@ class OnlineVB(_OnlineHDP):
     def __init__(self, n_components=100, n_atoms=15, eta=0.5, gamma=10.0, alpha=1.0, batch_size=100, n_epochs="auto",
                  schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="ranked",
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
-                 total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None,
-                 n_topics=DEPRECATED):
+                 total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None):
         self._store_params(locals())
 
     def _check_params(self):
         self._check_common()
         check_prior(self.alpha, "alpha", bounds=PRODUCT_RANGE, reason=_ALPHA_REASON)
-        self._n_topics = check_int(self._renamed("n_topics", "n_components"), "n_components")
+        self._n_topics = check_int(self.n_components, "n_components")
         check_int(self.n_atoms, "n_atoms")
         if self.doc_init not in ("ranked", "uniform"):
             raise ValueError(f"doc_init must be 'ranked' or 'uniform', got {self.doc_init!r}")

@@ -13,17 +13,19 @@ states below (``BatchState``) own these counts and run one kernel call of
 the bottom are the public classes of ``bnpcore.lda``.
 """
 import warnings
+from copy import deepcopy
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
 
 from bnpcore._threads import map_rows, row_blocks
-from bnpcore._validation import (PRODUCT_RANGE, check_inner, check_int, check_memory, check_positive, check_prior,
-                                 effective_n_threads)
-from bnpcore.base import DEPRECATED, TopicMixin
+from bnpcore._validation import (PRODUCT_RANGE, check_dirichlet, check_inner, check_int, check_memory, check_positive,
+                                 check_prior, effective_n_threads)
+from bnpcore.base import TopicMixin
 from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, Items, Number, OneOf, RandomGenerator,
-                                     same_counts)
+                                     block_bounds, same_counts)
+from bnpcore.inference.stats import SuffStats
 from bnpcore.kernels import _lda
 from bnpcore.kernels.special import digamma, dpsi
 
@@ -32,13 +34,12 @@ __all__ = ["CollapsedGibbs", "StandardVB", "CollapsedVB", "Hybrid", "svb_bound",
 _ALL_SAMPLED = np.iinfo(np.int32).max   # threshold that samples every pair
 _NONE_SAMPLED = -1                      # threshold that samples no pair
 # Sequential sweeps update the expected counts incrementally; rounding drifts them
-# from sum c r. Measured on KOS (K = 20, no recount; SVB, CVB0 and CVB alike): the
-# topic totals drift by ~1e-14 relative per sweep (6e-13 after 60 sweeps), the word
-# counts by ~4e-11 absolute, and counts that should be 0 reach -4e-12 (the kernels
-# clamp E^- at 0, so nothing breaks). Not needed for correctness, then, but the
-# drift grows with the sweeps: recomputing the counts from r every few sweeps (a
-# pass over the nnz x K rows costing about half a CVB0 sweep, so ~5% of a run)
-# keeps it at the level of a few sweeps for runs of any length.
+# from sum c r, by a few units of rounding a sweep, and counts that should be 0 go
+# slightly negative (the kernels clamp E^- at 0, so nothing breaks). Not needed for
+# correctness, then, but the drift grows with the sweeps: recomputing the counts
+# from r every few sweeps (a pass over the nnz x K rows costing about half a CVB0
+# sweep, so ~5% of a run) keeps it at the level of a few sweeps for runs of any
+# length (the drift on KOS: benchmarks/results/design_choices.txt).
 _RECOUNT_EVERY = 10
 
 
@@ -49,23 +50,6 @@ _RECOUNT_EVERY = 10
 # why priors are limited to PRODUCT_RANGE (docs/numerics.md)
 _PRODUCTS = ("the updates multiply and square priors plus counts ((N + eta)(N + alpha), and (N + prior)^2 in "
              "second-order CVB), which under- or overflow beyond it (NaN topics)")
-
-
-def _check_prior(value, size, name):
-    """A prior in [1e-100, 1e100]: a number (symmetric) or an array of ``size`` entries."""
-    if np.ndim(value) == 0:
-        return np.full(size, check_prior(value, name, bounds=PRODUCT_RANGE, reason=_PRODUCTS))
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a number or an array of numbers, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if arr.shape != (size,):
-        raise ValueError(f"{name} must be a number or an array of shape ({size},), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr) & (arr > 0)):
-        raise ValueError(f"{name} must be positive and finite")
-    for v in (arr.min(), arr.max()):
-        check_prior(v, f"{name} (an entry)", bounds=PRODUCT_RANGE, reason=_PRODUCTS)
-    return np.ascontiguousarray(arr)
 
 
 def minka_update(prior, counts, totals, symmetric, n_iter=20, rtol=1e-8):
@@ -178,9 +162,9 @@ def _random_rows(rng, n, K):
 
 
 # Pairs per block of random rows at the start of a parallel-schedule SVB fit (at least W, so that
-# adding a block's W x K word counts costs less than drawing its rows): on a NIPS-sized corpus at
-# K = 50 one draw of all 665,077 rows (266 MB) took 0.7 s on pages new to the process, 0.19 s on
-# reused ones; blocks of 2^16 pairs 0.17-0.20 s either way.
+# adding a block's W x K word counts costs less than drawing its rows): one draw of all rows is
+# slow on pages new to the process, blocks of 2^16 pairs reuse theirs and cost as little as a draw
+# on reused pages (benchmarks/results/design_choices.txt).
 _START_PAIRS = 1 << 16
 
 
@@ -200,10 +184,25 @@ def random_counts(rng, corpus, K):
     return ndk, nwk, nk
 
 
+def gather_labels(state, parts, bounds):
+    """``gather`` of the samplers' states on partitions: each partition's labels
+    ``z`` and, past burn-in with ``doc_topic``, its rows of the running n_jk sum,
+    back into the state."""
+    tp = state.tok_ptr
+    for p, part in enumerate(parts):
+        state.z[tp[bounds[p]]:tp[bounds[p + 1]]] = part["z"]
+    if state.n_collected and state.doc_topic:
+        if np.ndim(state.sum_dk) == 0:
+            state.sum_dk = np.zeros((state.corpus.n_docs, state.n_components))
+        for p, part in enumerate(parts):
+            state.sum_dk[bounds[p]:bounds[p + 1]] = part["sum_dk"]
+
+
 class _State(BatchState):
     """Priors, corpus and the predictive shared by all states."""
 
     _transient = ("corpus", "lengths")
+    doc_topic = True        # the samplers' states may keep no document-topic counts (store_doc_topic=False)
 
     def __init__(self, corpus, alpha, eta, optimize):
         self.corpus = corpus
@@ -258,7 +257,11 @@ class _State(BatchState):
         self.n_collected += 1
 
     def estimate(self):
-        """(doc-topic, word-topic) counts: the average of collected samples, else current."""
+        """(doc-topic, word-topic) counts: the average of collected samples, else
+        current; the samplers' states without ``doc_topic`` keep no document-topic
+        counts (None)."""
+        if not self.doc_topic:
+            return None, (self.sum_wk / self.n_collected if self.n_collected else self.nwk.astype(np.float64))
         if self.n_collected:
             return self.sum_dk / self.n_collected, self.sum_wk / self.n_collected
         return tuple(np.asarray(c, dtype=np.float64) for c in self.counts())
@@ -283,6 +286,7 @@ class GibbsState(_State):
 
     _transient = _State._transient + ("tok_ptr",)
     layout = 2          # 1 kept dense per-document counts n_jk; 2 rebuilds them from the labels
+    sequential_sweep = True     # each token's draw reads the counts after the previous token's
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, optimize=None, doc_topic=True):
         super().__init__(corpus, alpha, eta, optimize)
@@ -309,9 +313,9 @@ class GibbsState(_State):
 
     def _blocks(self):
         """``(first document, chunk, its tokens' topics)`` over the corpus in blocks
-        (``Corpus._doc_blocks``: an on-disk corpus is not left resident)."""
-        for start, chunk in self.corpus._doc_blocks():
-            yield start, chunk, self.z[self.tok_ptr[start]:self.tok_ptr[start + chunk.n_docs]]
+        (``Corpus.blocks``: an on-disk corpus is not left resident)."""
+        for start, chunk, tokens in self.corpus.blocks():
+            yield start, chunk, self.z[tokens]
 
     def invariants(self, corpus):
         yield from super().invariants(corpus)
@@ -368,14 +372,82 @@ class GibbsState(_State):
             self.sum_dk = self.doc_counts(None if self.n_collected == 0 else self.sum_dk)
         self.n_collected += 1
 
-    def estimate(self):
-        """As ``_State.estimate``; without ``doc_topic``, no document-topic counts (None)."""
-        if self.doc_topic:
-            return super().estimate()
-        return None, (self.sum_wk / self.n_collected if self.n_collected else self.nwk.astype(np.float64))
+    # -- on partitions (bnpcore.inference.batch): AD-LDA ---------------------------------
+    # The sweep is sequential; on P partitions each samples its documents against
+    # its own copy of the counts and word lists, the copies' moves are added after
+    # the sweep and the lists rebuilt: the delayed updates of AD-LDA (Newman,
+    # Asuncion, Smyth & Welling 2009), as DelayedGibbsState on P blocks, but with
+    # the partitions' blocks and streams. One partition is the sweep itself.
+    def partition(self, start, stop):
+        """The block's topics z, its token pointers from 0, its first document
+        and, past burn-in with ``doc_topic``, its rows of the running sum of n_jk."""
+        tp = self.tok_ptr
+        collected = self.n_collected and self.doc_topic
+        return {"first_doc": int(start), "tok_ptr": tp[start:stop + 1] - tp[start], "z": self.z[tp[start]:tp[stop]],
+                "sum_dk": self.sum_dk[start:stop] if collected else None}
+
+    @staticmethod
+    def local_step(part, alpha, eta, shared, rng, collect):
+        """``cgs_sweep`` of a block against its copy of ``shared`` (n_kw, n_k and
+        the word lists), drawing from ``rng`` (a Generator, copied and returned:
+        one partition) or from the stream of (``rng``, first document) (an int
+        key); ``collect``: add the block's n_jk to its running sum. Returns (the
+        new partition, (the moves of n_kw and n_k, the copies of the word lists
+        and the advanced generator, or None for a key))."""
+        nwk, nk, wtopics, wlen = (a.copy() for a in shared)
+        single = isinstance(rng, np.random.Generator)
+        rng = deepcopy(rng) if single else np.random.default_rng([rng, part["first_doc"]])
+        K, z = len(alpha), part["z"].copy()
+        _lda.cgs_sweep(part["indptr"], part["indices"], part["counts"], alpha, eta, float(eta.sum()), z, nwk, nk,
+                       wtopics, wlen, np.empty(3 * K), np.empty(3 * K, dtype=np.int32), rng)
+        new = dict(part, z=z)
+        if collect:
+            n_docs = len(part["tok_ptr"]) - 1
+            new["sum_dk"] = np.zeros((n_docs, K)) if part["sum_dk"] is None else part["sum_dk"].copy()
+            _lda.doc_topic_counts(part["tok_ptr"], z, np.arange(K), new["sum_dk"])
+        moves = nwk - shared[0], nk - shared[1]
+        return new, moves + ((wtopics, wlen, rng) if single else (None, None, None))
+
+    def iterate(self, parts, sampling=False):
+        """One sweep on ``parts`` (AD-LDA; above), and ``collect`` past burn-in."""
+        single = len(parts.bounds) == 2
+        rng = self.rng if single else int(self.rng.integers(0, 1 << 63))
+        shared = self.nwk, self.nk, self.wtopics, self.wlen
+        outs = parts.map(GibbsState.local_step, self.alpha, self.eta, shared, rng, sampling and self.doc_topic)
+        for nwk_moves, nk_moves, *_ in outs:       # integer sums: exact in any order
+            self.nwk += nwk_moves
+            self.nk += nk_moves
+        if single:
+            self.wtopics[:], self.wlen[:] = outs[0][2], outs[0][3]
+            self.rng.bit_generator.state = outs[0][4].bit_generator.state
+        else:
+            _lda.word_topic_lists(self.nwk, self.wtopics, self.wlen)
+        if sampling:
+            self.sum_wk = self.sum_wk + self.nwk
+            self.n_collected += 1
+        return {}
+
+    gather = gather_labels
 
 
-class DelayedGibbsState(GibbsState):
+class DelayedBlocks:
+    """Mixin (before the state class) of the delayed Gibbs schedules (AD-LDA,
+    AD-HDP): ``n_threads`` blocks of about equal numbers of tokens
+    (``token_blocks``) as ``blocks = (first documents, first tokens)``, and the
+    blocks' copies (``copies``, rebuilt by the sweep)."""
+
+    def invariants(self, corpus):
+        yield from super().invariants(corpus)
+        yield "n_threads", Number(1, integer=True)
+
+    def restore(self, corpus):
+        super().restore(corpus)
+        starts = token_blocks(self.tok_ptr, self.n_threads)
+        self.blocks = starts, self.tok_ptr[starts].astype(np.int64)
+        self.copies = None
+
+
+class DelayedGibbsState(DelayedBlocks, GibbsState):
     """Collapsed Gibbs with delayed updates (AD-LDA; Newman, Asuncion, Smyth &
     Welling 2009, section 3.1): the documents in ``n_threads`` blocks of
     about equal numbers of tokens (``token_blocks``), each block sampling against its own copy of n_kw, n_k
@@ -391,16 +463,6 @@ class DelayedGibbsState(GibbsState):
         self.n_threads = int(n_threads)
         super().__init__(corpus, n_topics, alpha, eta, rng, optimize, doc_topic)
 
-    def invariants(self, corpus):
-        yield from super().invariants(corpus)
-        yield "n_threads", Number(1, integer=True)
-
-    def restore(self, corpus):
-        super().restore(corpus)
-        starts = token_blocks(self.tok_ptr, self.n_threads)
-        self.blocks = starts, self.tok_ptr[starts].astype(np.int64)
-        self.copies = None
-
     def sweep(self):
         c, T, K = self.corpus, self.n_threads, self.n_components
         if self.copies is None:
@@ -409,8 +471,8 @@ class DelayedGibbsState(GibbsState):
                            np.zeros(shape, dtype=np.int32), np.zeros((T, c.n_words if T > 1 else 0), dtype=np.int32),
                            np.zeros((T, 3 * K + 16)), np.zeros((T, 3 * K + 16), dtype=np.int32))
         key = int(self.rng.integers(0, 1 << 63)) if T > 1 else 0
-        _lda.cgs_delayed_sweep(c.indptr, c.indices, c.counts, *self.blocks, self.alpha, self.eta, self.eta_tot,
-                               self.z, self.nwk, self.nk, self.wtopics, self.wlen, *self.copies, key, self.rng, T)
+        _lda.cgs_delayed_sweep(c.indptr, c.indices, c.counts, self.blocks, self.alpha, self.eta, self.eta_tot,
+                               self.z, (self.nwk, self.nk, self.wtopics, self.wlen), self.copies, key, self.rng, T)
         self.optimize_priors()
         return {}
 
@@ -426,6 +488,8 @@ class SequentialState(_State):
     sampled tokens, keeping their counts, then updates every variational pair
     with psi (or the CVB log terms) averaged over those samples.
     """
+
+    sequential_sweep = True     # each pair's update reads the counts after the previous pair's
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, mode, threshold, n_samples=1, optimize=None):
         super().__init__(corpus, alpha, eta, optimize)
@@ -511,11 +575,11 @@ class SequentialState(_State):
 
     def _run(self, do_cg, do_vb, stack):
         c = self.corpus
-        var_dk, var_wk, var_k = self.var
+        settings = {"mode": self.mode, "threshold": self.threshold, "do_cg": do_cg, "do_vb": do_vb}
         return _lda.sequential_sweep(
-            c.indptr, c.indices, c.counts, self.alpha, self.eta, self.eta_tot, self.mode, self.threshold,
-            do_cg, do_vb, self.r, self.z, self.vb_dk, self.vb_wk, self.vb_k, var_dk, var_wk, var_k,
-            self.cg_dk, self.cg_wk, self.cg_k, *stack, self.work, self.rng)
+            c.indptr, c.indices, c.counts, self.alpha, self.eta, self.eta_tot, settings, self.r, self.z,
+            (self.vb_dk, self.vb_wk, self.vb_k), self.var, (self.cg_dk, self.cg_wk, self.cg_k), stack,
+            self.work, self.rng)
 
     def sweep(self):
         if len(self.z) and self.n_samples > 1:
@@ -535,6 +599,20 @@ class SequentialState(_State):
         self.optimize_priors()
         return record
 
+    def for_partitions(self, n_partitions):
+        """CVB and CVB0 (no sampled pairs) on ``n_partitions`` blocks: the
+        ``DelayedCVBState`` of ``n_threads = n_partitions`` holding these values
+        (what a local fit with that many threads continues with), counted in
+        those blocks if no sweep has run."""
+        if self.mode == _lda.MODE_SVB or len(self.z):
+            raise ValueError("only CVB and CVB0 without sampled pairs have a delayed schedule")
+        state = object.__new__(DelayedCVBState)
+        state.__dict__.update(self.__dict__)
+        state.n_threads = int(n_partitions)
+        if state.n_sweeps == 0:
+            state._recount()
+        return state
+
     def counts(self):
         # incremental updates leave counts that should be 0 at about -1e-12 (see
         # _RECOUNT_EVERY): clamped, else small priors give negative proportions
@@ -548,9 +626,7 @@ def thread_blocks(n_docs, n_threads):
     schedule (the first ``n_docs % n_threads`` blocks one document longer), the
     blocks of the delayed schedule (``cvb_parallel_sweep``), on which its fit
     depends."""
-    q, extra = divmod(n_docs, n_threads)
-    sizes = [q + 1] * extra + [q] * (n_threads - extra)
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return block_bounds(n_docs, n_threads)
 
 
 def token_blocks(tok_ptr, n_threads):
@@ -572,7 +648,7 @@ def word_index(indptr, indices, n_words):
     in corpus order are ``word_pairs[word_ptr[w]:word_ptr[w + 1]]``, and their
     documents the same slice of ``word_docs`` (``_lda.svb_parallel_step``).
     SciPy's CSR-to-CSC conversion: one counting pass that keeps each column's
-    rows in order (3-6x faster than a stable argsort; 0.4 s for 10^7 pairs)."""
+    rows in order (faster than a stable argsort)."""
     pairs = np.arange(len(indices), dtype=np.int64)
     by_word = sp.csr_matrix((pairs, indices, indptr), shape=(len(indptr) - 1, n_words)).tocsc()
     return (by_word.indptr.astype(np.int64, copy=False), by_word.data,
@@ -642,9 +718,9 @@ class DelayedCVBState(SequentialState):
             np.sum(parts, axis=0, out=counts)
 
     def _recount(self):
-        # against one count over the whole corpus (SequentialState._recount), measured on KOS (K = 20, 2
-        # threads, after 12 sweeps): the word-topic and topic counts differ by <= 4e-15 relative (the
-        # document counts not at all); after 30 sweeps the topics by <= 2e-11 relative (CVB0), 2e-10 (CVB)
+        # the blocks' counts summed in block order: against one count over the whole corpus
+        # (SequentialState._recount) they differ by rounding only (the document counts not at all;
+        # benchmarks/results/design_choices.txt)
         c, b, var_dk = self.corpus, thread_blocks(self.corpus.n_docs, self.n_threads), self.var[0]
         blocks = []
         for start, stop in zip(b[:-1], b[1:]):
@@ -661,6 +737,57 @@ class DelayedCVBState(SequentialState):
         self.merge(copies)
         return result
 
+    # -- on partitions (bnpcore.inference.batch): one block each ---------------------------
+    sequential_sweep = False
+
+    def partition(self, start, stop):
+        """The block's rows of r and of the expected document counts (and their variances for CVB)."""
+        lo, hi = self.corpus.indptr[start], self.corpus.indptr[stop]
+        var_dk = self.var[0]
+        return {"alpha": self.alpha, "eta": self.eta, "mode": self.mode, "r": self.r[lo:hi],
+                "vb_dk": self.vb_dk[start:stop], "var_dk": None if var_dk is None else var_dk[start:stop]}
+
+    @staticmethod
+    def local_step(part, recount, *shared):
+        """One block's sweep against its copy of the ``shared`` counts
+        (``delayed_cvb_sweep`` on one thread), then, with ``recount``, its
+        expected counts from r (``block_counts``): (the new partition, (its
+        copies after the sweep, or its counts, and its delta))."""
+        r, vb_dk = part["r"].copy(), part["vb_dk"].copy()
+        var_dk = None if part["var_dk"] is None else part["var_dk"].copy()
+        docs = part["indptr"], part["indices"], part["counts"]
+        copies, (delta, _) = delayed_cvb_sweep(*docs, part["alpha"], part["eta"], part["mode"], r, vb_dk, var_dk,
+                                               shared, 1)
+        out = block_counts(*docs, r, vb_dk, var_dk, len(part["eta"])) if recount else [c[0] for c in copies]
+        return dict(part, r=r, vb_dk=vb_dk, var_dk=var_dk), (out, delta)
+
+    def iterate(self, parts, sampling=False):
+        """``sweep`` with the blocks on ``parts``: the blocks' copies merged by
+        ``merge`` (not summed: each is the shared counts plus the block's
+        changes), every tenth sweep their recounts added by ``set_counts``, in
+        block order, as the threaded sweep does; so the fit equals the local
+        one with ``n_threads`` = the number of partitions, bit for bit."""
+        recount = (self.n_sweeps + 1) % _RECOUNT_EVERY == 0
+        outs = parts.map(DelayedCVBState.local_step, recount, *self.shared())
+        if recount:     # the recount overwrites every shared count: the sweep's merge is not needed
+            self.set_counts([out[0] for out in outs])
+        else:
+            self.merge([np.stack(copies) for copies in zip(*(out[0] for out in outs))])
+        self.n_sweeps += 1
+        delta = 0.0
+        for out in outs:     # cvb_parallel_sweep's sum over its threads
+            delta += out[1]
+        return {"delta": delta / max(self.n_vb_tokens, 1)}
+
+    def gather(self, parts, bounds):
+        indptr, var_dk = self.corpus.indptr, self.var[0]
+        for p, part in enumerate(parts):
+            start, stop = bounds[p], bounds[p + 1]
+            self.r[indptr[start]:indptr[stop]] = part["r"]
+            self.vb_dk[start:stop] = part["vb_dk"]
+            if var_dk is not None:
+                var_dk[start:stop] = part["var_dk"]
+
 
 class ParallelSVBState(_State):
     """Standard VB with the parallel schedule ([HYB] eq 11 for all pairs at once:
@@ -668,9 +795,9 @@ class ParallelSVBState(_State):
     threads, then the word counts word by word (``word_index``), the same bits
     on any number of threads. The state is the expected counts: each
     iteration's rows are a function of the previous counts, so no
-    responsibility rows are kept (O((D + W) K) memory, not O(nnz K): on a
-    NIPS-sized corpus at K = 50 a fit's peak RSS went from 349 MB to 118 MB,
-    and a sweep, without the rows' reads and writes, 1.1-1.2x faster)."""
+    responsibility rows are kept (O((D + W) K) memory, not O(nnz K), and a
+    sweep without the rows' reads and writes is faster:
+    benchmarks/results/bench_threads_nips_synth.txt)."""
 
     def __init__(self, corpus, n_topics, alpha, eta, rng, n_threads=1, optimize=None):
         super().__init__(corpus, alpha, eta, optimize)
@@ -711,6 +838,46 @@ class ParallelSVBState(_State):
         self.optimize_priors()
         return record
 
+    # -- local and global steps (bnpcore.inference.batch; ``sweep`` is both on threads) --------
+    def partition(self, start, stop):
+        """The block's rows of the document-topic counts (no responsibilities: they follow from the counts)."""
+        return {"alpha": self.alpha, "ndk": self.ndk[start:stop]}
+
+    def broadcast(self):
+        """The word factor psi(N_kw + eta_w) - psi(N_k + sum(eta)), (W, K)."""
+        return (svb_log_word(self.nwk, self.nk, self.eta, self.eta_tot),)
+
+    @staticmethod
+    def local_step(part, log_word):
+        """The E-step of a block (``_lda.svb_parallel_step`` on one thread): its
+        new document-topic counts, and as statistics its word-topic counts
+        ``nwk``, delta, the entropy and the documents term of the bound."""
+        alpha, ndk = part["alpha"], part["ndk"].copy()
+        log_doc = svb_log_doc(ndk, alpha)
+        nwk = np.empty_like(log_word)
+        # built at the first step and kept with the partition (as the state keeps its own)
+        index = part["word_index"] if "word_index" in part else word_index(part["indptr"], part["indices"],
+                                                                             len(log_word))
+        delta, entropy = _lda.svb_parallel_step(part["indptr"], part["indices"], part["counts"], index, log_word,
+                                                log_doc, ndk, nwk, 1)
+        documents = (gammaln(ndk + alpha) - gammaln(alpha)).sum()
+        stats = SuffStats({"nwk": nwk, "delta": delta, "entropy": entropy, "documents": documents}, axes={"nwk": 1})
+        return dict(part, ndk=ndk, word_index=index), stats
+
+    def global_step(self, stats, rho=1.0):
+        """The M-step: the summed word-topic counts (rho 1: batch VB); the
+        bound's terms as ``svb_bound`` (the documents term from the blocks' sums)."""
+        self.nwk[...] = stats["nwk"]
+        self.nk = self.nwk.sum(axis=0)
+        A, lengths = self.alpha.sum(), self.lengths
+        bound = svb_bound(self.alpha, self.eta, lengths[:0], self.ndk[:0], self.nwk, float(stats["entropy"]))
+        bound["documents"] = float(len(lengths) * gammaln(A) - gammaln(lengths + A).sum() + stats["documents"])
+        return {"delta": float(stats["delta"]) / self.corpus.n_tokens, "bound": bound}
+
+    def gather(self, parts, bounds):
+        for p, part in enumerate(parts):
+            self.ndk[bounds[p]:bounds[p + 1]] = part["ndk"]
+
     def counts(self):
         return self.ndk, self.nwk
 
@@ -741,6 +908,11 @@ class _LDA(TopicMixin, BatchEstimator):
         if not isinstance(self.optimize_hyperparameters, (bool, np.bool_)):
             raise TypeError("optimize_hyperparameters must be True or False")
 
+    def check_partitioned(self):
+        if getattr(self, "optimize_hyperparameters", False):
+            raise ValueError(f"bnpcore.distributed runs {type(self).__name__} with optimize_hyperparameters=False "
+                             "only (the updates need every document's counts on the client)")
+
     def _bytes_per(self):
         """(bytes per token, per (document, word) pair and topic) of the fit's
         state (sampled topics, rows of responsibilities), for ``check_memory``."""
@@ -752,8 +924,9 @@ class _LDA(TopicMixin, BatchEstimator):
         per_token, per_pair = self._bytes_per()
         check_memory(per_token * X.n_tokens + K * (per_pair * X.nnz + 8 * block + 24 * (X.n_docs + X.n_words)),
                      f"n_components={K}", X)
-        alpha = _check_prior(self.alpha, int(self.n_components), "alpha")
-        eta = _check_prior(self.eta, X.n_words, "eta")
+        # a number (symmetric) or one entry per topic / word, in [1e-100, 1e100]
+        alpha = check_dirichlet(self.alpha, (int(self.n_components),), "alpha", PRODUCT_RANGE, _PRODUCTS)
+        eta = check_dirichlet(self.eta, (X.n_words,), "eta", PRODUCT_RANGE, _PRODUCTS)
         optimize = (np.ndim(self.alpha) == 0, np.ndim(self.eta) == 0) if self.optimize_hyperparameters else None
         return self._make_state(X, alpha, eta, rng, optimize)
 
@@ -784,8 +957,8 @@ class _LDA(TopicMixin, BatchEstimator):
         of the expected counts per token is below ``tol`` (at most
         ``max_iter`` sweeps; standard VB sweeps every pair from the previous
         sweep's counts, the E-step of Blei, Ng & Jordan 2003, whatever the
-        fit's schedule: the same fixed point, a sweep 12x cheaper than pair by
-        pair); sampled tokens run ``max_iter`` sweeps and the proportions are
+        fit's schedule: the same fixed point, a sweep much cheaper than pair
+        by pair); sampled tokens run ``max_iter`` sweeps and the proportions are
         averaged after ``burn_in``. Documents run in parallel
         (``n_threads``); each samples from its own random stream, keyed by
         the scoring seed and its words, so the result is the same for any
@@ -896,8 +1069,7 @@ _REFS = """
 
 _SAMPLER_ITER = """
     max_iter : int, default 300
-        Number of sweeps (``n_iter`` before bnpcore 0.2: still accepted, with a
-        ``FutureWarning``).
+        Number of sweeps.
     burn_in : int, default 10
         Sweeps before samples are averaged (with ``max_iter <= burn_in`` the
         estimates are the final sample).
@@ -925,7 +1097,7 @@ class _Sampler(_LDA):
 
     def _check_params(self):
         self._check_common()
-        return {"max_iter": check_int(self._renamed("n_iter", "max_iter"), "max_iter", minimum=1),
+        return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1),
                 "burn_in": check_int(self.burn_in, "burn_in", minimum=0)}
 
 
@@ -949,10 +1121,8 @@ class CollapsedGibbs(_Sampler):
     The averages of n_jk behind ``doc_topic_`` cost D x K doubles during
     the fit (1.6 GB for 10^6 documents and 200 topics; a few times that
     while ``doc_topic_`` is built at the end): ``store_doc_topic=False``
-    skips them. Measured as the slope of the peak RSS over generated
-    corpora of 10^4 to 10^6 documents (10^6 to 10^8 tokens, K = 20, 2
-    sweeps): 10.7 bytes per token (1,087 MiB at 10^8 tokens), 4.4 with
-    ``store_doc_topic=False`` (498 MiB).
+    skips them. docs/scaling.md gives the bytes per token on
+    generated corpora of up to 10^8 tokens.
 """ + _DOC + _SAMPLER_ITER + """    schedule : {"sequential", "delayed"}, default "sequential"
         "sequential": token by token in corpus order, every draw conditioned
         on all other tokens (the exact sampler), on one thread. "delayed":
@@ -964,7 +1134,7 @@ class CollapsedGibbs(_Sampler):
         the copies' changes are merged after every sweep,
         ``n_kw <- n_kw + sum_t (n_kw^t - n_kw)``. A draw then sees the other
         blocks' moves of the current sweep only after it; Newman et al.
-        measured held-out perplexity equal to the sequential sampler's up
+        found held-out perplexity equal to the sequential sampler's up
         to ~1000 blocks. The fit is repeatable for a given seed and number
         of threads and depends on both (not on how many threads OpenMP
         actually gives); with one thread it is the sequential sampler, draw
@@ -981,8 +1151,10 @@ class CollapsedGibbs(_Sampler):
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, burn_in=10,
                  optimize_hyperparameters=False, random_state=None, n_threads=None, store_doc_topic=True,
-                 schedule="sequential", n_iter=DEPRECATED):
+                 schedule="sequential"):
         self._store_params(locals())
+
+    partitioned = True      # AD-LDA on the partitions (GibbsState.iterate)
 
     def _check_params(self):
         if not isinstance(self.store_doc_topic, (bool, np.bool_)):
@@ -1052,6 +1224,14 @@ class StandardVB(_LDA):
     def _fold_in_setup(self):
         return _lda.MODE_SVB, _NONE_SAMPLED, self._log_word_svb()
 
+    partitioned = True
+
+    def check_partitioned(self):
+        super().check_partitioned()
+        if self.schedule != "parallel":
+            raise ValueError(f"bnpcore.distributed runs StandardVB with schedule='parallel' only, "
+                             f"got schedule={self.schedule!r}")
+
 
 class CollapsedVB(_LDA):
     __doc__ = """Collapsed variational Bayes for LDA (Teh, Newman & Welling 2006; [HYB]
@@ -1088,12 +1268,9 @@ class CollapsedVB(_LDA):
         ``bnpcore.distributed.fit`` runs the same fit with the blocks on a
         Dask cluster. Default
         "sequential": exact and the same on every machine, and the delayed
-        schedule gains little at KOS size: K = 50, CVB0, 30 sweeps on a
-        2-core machine, 0.65-0.90 s at 2 threads against 0.89-1.00 s
-        sequentially (three fits each), held-out per-word log-likelihood
-        -7.284 against -7.274. On a NIPS-sized corpus (1.7 M tokens, K = 50)
-        a sweep takes 25-36 ms at 2 threads against 47-57 ms
-        (benchmarks/bench_threads.py measures both).
+        schedule gains little at KOS size, more on larger corpora, for about
+        the same held-out score (docs/choosing.md, "On several cores";
+        benchmarks/bench_threads.py measures both).
 """ + _THREADS.format(what="The delayed schedule's sweeps run document\n        blocks in parallel.") + _ATTRS + """
     References
     ----------
@@ -1130,6 +1307,14 @@ class CollapsedVB(_LDA):
         log_word = self._log_word_cvb() if self.order == 2 else np.log(self.topics_.T)
         return self._mode(), _NONE_SAMPLED, log_word
 
+    partitioned = True
+
+    def check_partitioned(self):
+        super().check_partitioned()
+        if self.schedule != "delayed":
+            raise ValueError(f"bnpcore.distributed runs CollapsedVB with schedule='delayed' only (the sequential "
+                             f"schedule updates the counts after every pair), got schedule={self.schedule!r}")
+
 
 class Hybrid(_Sampler):
     __doc__ = """Hybrid variational / collapsed Gibbs inference for LDA ([HYB] sections 5
@@ -1156,8 +1341,7 @@ class Hybrid(_Sampler):
              "one thread.") + _ATTRS + _REFS
 
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, variational="standard", threshold=1, n_samples=1,
-                 max_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None, n_threads=None,
-                 n_iter=DEPRECATED):
+                 max_iter=300, burn_in=10, optimize_hyperparameters=False, random_state=None, n_threads=None):
         self._store_params(locals())
 
     def _bytes_per(self):

@@ -9,12 +9,14 @@ per document), all parallel, or with the urn two (Phi | z per word, z | Phi). Th
 the fitted attributes of ``bnpcore.lda.CollapsedGibbs``. The state keeps one
 label per token and nothing per document.
 """
+import time
+
 import numpy as np
 
 from bnpcore._validation import check_int, effective_n_threads
 from bnpcore.inference.batch import Array, Number, OneOf, same_counts
 from bnpcore.kernels import _pclda
-from bnpcore.models.lda import _ATTRS, _DOC, _LDA, CollapsedGibbs, _State
+from bnpcore.models.lda import _ATTRS, _DOC, _LDA, CollapsedGibbs, _State, gather_labels
 
 __all__ = ["PartiallyCollapsedGibbs"]
 
@@ -41,12 +43,11 @@ def label_dtype(n_topics):
 
 def token_blocks(corpus, tok_ptr):
     """``(first document, block, its token pointers from 0, its token slice)`` over
-    blocks of about a million entries (``Corpus._doc_blocks``: the pages of an
+    blocks of about a million entries (``Corpus.blocks``: the pages of an
     on-disk corpus are released after each block, so a sweep does not leave
     the corpus resident)."""
-    for start, chunk in corpus._doc_blocks():
-        tp = tok_ptr[start:start + chunk.n_docs + 1]
-        yield start, chunk, tp - tp[0], slice(int(tp[0]), int(tp[-1]))
+    for start, chunk, tokens in corpus.blocks():
+        yield start, chunk, tok_ptr[start:start + chunk.n_docs + 1] - tokens.start, tokens
 
 
 def count_labels(corpus, tok_ptr, z, nwk, nk):
@@ -152,11 +153,65 @@ class PartiallyCollapsedState(_State):
             self.sum_dk = self.sum_dk + self.doc_counts()
         self.n_collected += 1
 
-    def estimate(self):
-        """As ``_State.estimate``; without ``doc_topic``, no document-topic counts (None)."""
-        if self.doc_topic:
-            return super().estimate()
-        return None, (self.sum_wk / self.n_collected if self.n_collected else self.nwk.astype(np.float64))
+    # -- on partitions (bnpcore.inference.batch) -------------------------------------------
+    def partition(self, start, stop):
+        """The block's labels z, the number of its first document (whose keyed
+        streams it uses), its token pointers from 0, and past burn-in with
+        ``doc_topic`` its rows of the running sum of n_jk."""
+        tp = self.tok_ptr
+        collected = self.n_collected and self.doc_topic
+        return {"first_doc": int(start), "tok_ptr": tp[start:stop + 1] - tp[start], "z": self.z[tp[start]:tp[stop]],
+                "alpha": self.alpha, "sum_dk": self.sum_dk[start:stop] if collected else 0.0}
+
+    @staticmethod
+    def local_step(part, phi, key, sweep, collect):
+        """z | Phi on a block (the alias tables of a dense Phi built here, one
+        thread): (the new partition, the moves of its word-topic counts, W x K
+        int32). ``collect``: add the block's n_jk to its running sum."""
+        K = len(part["alpha"])
+        if isinstance(phi, tuple):          # the urn's word-major CSR (rows, topics, values): no tables
+            W, tables = len(phi[0]) - 1, (part["alpha"],)
+            step = _pclda.z_step_rows
+        else:
+            W, step = phi.shape[0], _pclda.z_step
+            tables = (np.empty((W, K)), np.empty((W, K), dtype=np.int32), np.empty(W))
+            _pclda.build_alias(phi, part["alpha"], *tables, 1)
+            phi = (phi,)
+        z = part["z"].copy()
+        moves = np.zeros((W, K), dtype=np.int32)
+        step(part["indptr"], part["indices"], part["counts"], part["tok_ptr"], *phi, *tables, key,
+             sweep, z, moves, np.zeros(K, dtype=np.int64), 1, part["first_doc"])
+        new = dict(part, z=z)
+        if collect:
+            ndk = np.empty((len(part["tok_ptr"]) - 1, K), dtype=np.int32)
+            _pclda.doc_counts(part["tok_ptr"], z, ndk)
+            new["sum_dk"] = part["sum_dk"] + ndk        # collect's sum, row by row
+        return new, moves
+
+    def iterate(self, parts, sampling=False):
+        """``sweep`` and ``collect`` with the z-step on ``parts``: Phi drawn
+        here (keyed streams), the blocks' count moves added (integers: exact in
+        any order). Every draw comes from the threaded sampler's stream, so the
+        fit equals the local one for any number of threads and partitions,
+        bit for bit."""
+        tick = time.perf_counter()
+        if self.ppu:
+            phi = _pclda.sample_phi_urn(self.nwk, self.eta, self.key, 2 * self.n_sweeps + 1, self.n_threads)
+        else:
+            phi = self.phi
+            _pclda.sample_phi(self.nwk, self.eta, self.key, 2 * self.n_sweeps + 1, phi, self.n_threads)
+        client = time.perf_counter() - tick
+        for moves in parts.map(PartiallyCollapsedState.local_step, phi, self.key, self.n_sweeps,
+                               sampling and self.doc_topic):
+            self.nwk += moves
+        self.nk = self.nwk.sum(axis=0, dtype=np.int64)
+        self.n_sweeps += 1
+        if sampling:                    # collect; the blocks add their n_jk
+            self.sum_wk = self.sum_wk + self.nwk
+            self.n_collected += 1
+        return {"client_seconds": client}
+
+    gather = gather_labels
 
 
 class PartiallyCollapsedGibbs(_LDA):
@@ -196,14 +251,12 @@ class PartiallyCollapsedGibbs(_LDA):
     ``p(k) ∝ phi_kw (n_jk + alpha_k)`` runs over the topics in which its word
     has weight (no alias tables; a token whose word has weight in no topic
     keeps its topic). Its per-sweep cost is sublinear in K. On KOS at K = 1000
-    (``benchmarks/bench_pclda.py``, one 2-core machine): one thread's sweep
-    took 0.06 s against 0.45 s for the Dirichlet form, and 20 sweeps at 2
-    threads ran 2.4x as fast as ``CollapsedGibbs`` (and 2.9x tomotopy's two
-    workers), but 0.09 nats per held-out word behind it; per sweep the urn
-    mixes more slowly, so at equal held-out it was 1.1-1.3x as fast as
-    ``CollapsedGibbs`` early and slower later (-7.272 after 400 sweeps, which
-    ``CollapsedGibbs`` passed within 100: -7.262, and -7.243 after 200); it came
-    within 0.05 of CGS's held-out 1.3-1.6x as fast.
+    (``benchmarks/bench_pclda.py``) a sweep costs a fraction of the Dirichlet
+    form's, and on two threads a fixed number of sweeps runs faster than
+    ``CollapsedGibbs`` (and tomotopy) but ends behind it in held-out score:
+    per sweep the urn mixes more slowly, so at equal held-out score it is
+    faster than ``CollapsedGibbs`` early and slower later
+    (``benchmarks/results/bench_pclda_kos.txt``).
 
     Every draw comes from a keyed random stream: topic k of sweep t from
     (seed, 2t + 1, k) (the urn: word w from (seed, 2t + 1, 2w) and
@@ -218,12 +271,10 @@ class PartiallyCollapsedGibbs(_LDA):
     (the urn: the counts and Phi's positive entries);
     nothing per document but two offsets (16 bytes). The z-step rebuilds a
     document's counts n_jk from its labels, and reads an on-disk corpus
-    (``Corpus.open``) block by block without keeping it resident. Measured
-    (``benchmarks/bench_memory.py``, K = 20, ``store_doc_topic=False``): 2.3
-    bytes per token (slope of the peak resident memory from 10^5 to 10^6
-    generated documents; 18 before the labels became the whole state), 308 MiB
-    for 10^6 documents and 10^8 tokens, whose files take 439 MiB. The averages
-    of n_jk behind ``doc_topic_`` cost D x K doubles (1.6 GB for 10^6
+    (``Corpus.open``) block by block without keeping it resident, so the peak
+    memory of a fit stays below the size of the corpus's own files
+    (docs/scaling.md gives the bytes per token found by
+    ``benchmarks/bench_memory.py``). The averages of n_jk behind ``doc_topic_`` cost D x K doubles (1.6 GB for 10^6
     documents and 200 topics): ``store_doc_topic=False`` skips them.
 
     When to use it: a sweep costs, per token, the number of topics in its
@@ -233,9 +284,9 @@ class PartiallyCollapsedGibbs(_LDA):
     faster per sweep (it also integrates Phi out): docs/choosing.md. The urn
     trades exactness for sweeps that no longer grow with W x K; it needs a
     small eta (a topic has weight on about W eta words without counts: with
-    eta = 0.1 on a NIPS-sized corpus at K = 200 a token's word had weight in
-    100 topics against its document's 41, and an iteration of the urn took
-    0.47 s against 0.73 s at 1 thread but 0.33 s against 0.36 s at 2).
+    eta = 0.1 on a NIPS-sized corpus at K = 200 a token's word has weight in
+    more topics than its document holds, and the urn gains little over the
+    Dirichlet form on two threads: benchmarks/results/bench_threads_nips_synth.txt).
 """ + _DOC + """
     max_iter : int, default 300
         Number of sweeps.
@@ -269,6 +320,8 @@ class PartiallyCollapsedGibbs(_LDA):
     def __init__(self, n_components=10, alpha=0.1, eta=0.1, max_iter=300, burn_in=10, n_threads=None,
                  optimize_hyperparameters=False, store_doc_topic=True, phi="dirichlet", random_state=None):
         self._store_params(locals())
+
+    partitioned = True
 
     def _check_params(self):
         self._check_common()

@@ -14,18 +14,18 @@ Posterior of the auxiliary variable U: bnpcore uses the derived
 (``u_posterior="corrected"``); the exponent printed in [NRM] (6), (21) and supp
 (17), (34), ``n - a K``, is available as ``u_posterior="paper"``.
 """
-import time
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from bnpcore._validation import check_int, check_positive, check_prior, check_random_state, effective_n_threads
-from bnpcore.base import DEPRECATED, BaseEstimator, TopicMixin, exclusive
+from bnpcore.base import BaseEstimator, TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.evaluation import mixture_log_predictive
 from bnpcore.inference import moves
-from bnpcore.inference.batch import Array, BatchEstimator, BatchState, Number, OneOf, RandomGenerator, same_counts
+from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, Number, OneOf, RandomGenerator,
+                                     run_iterations, same_counts)
 from bnpcore.inference.moves import Components
 from bnpcore.kernels import _nrm
 from bnpcore.results import ResultsMixin
@@ -39,7 +39,7 @@ _Q_ONE = 1.0 - 1e-15     # clamp of q in log(1 - q), as in the kernels
 # Hyperparameters
 # ---------------------------------------------------------------------------
 
-def _check_prior(est):
+def _check_hyperparameters(est):
     """Validated NGGP / Dirichlet hyperparameters of an estimator, as a dict."""
     a = check_prior(est.a, "a")
     sigma = check_positive(est.sigma, "sigma", allow_zero=True)
@@ -84,7 +84,7 @@ class _Clusters:
     flag per slot in a :class:`~bnpcore.inference.moves.Components` table (the
     kernels add clusters in place; merges and compaction are its moves), plus
     the scalars the kernels carry (``scalars``, one record of
-    ``bnp_nggp_state_t``: slots used, alive clusters, observations m, site
+    ``_nrm.nggp_state_t``: slots used, alive clusters, observations m, site
     entries written, the warm start of log U, the last Uhat, EP's change sum)."""
 
     _FIELDS = ("lam", "lam_tot", "S", "logP", "alive")
@@ -253,8 +253,8 @@ class _Sites:
         self.q[:m.nnz] = m.data
 
 
-def _adf_pass(state, corpus, p, sites=None, on_block=None):
-    """ADF-NRM over the documents of ``corpus`` (kernel calls with capacity growth).
+def _adf_pass(state, corpus, p, sites=None, on_block=None, start=0):
+    """ADF-NRM over the documents of ``corpus`` from ``start`` (kernel calls with capacity growth).
 
     The stream is cut into blocks that end where the number of observations
     reaches a multiple of ``merge_every`` (or at the end of ``corpus``), so the
@@ -266,7 +266,7 @@ def _adf_pass(state, corpus, p, sites=None, on_block=None):
     n_docs = corpus.n_docs
     empty_i64, empty_i32, empty_f64 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
     n_merged = 0
-    i = 0
+    i = start
     while i < n_docs:
         stop = min(n_docs, i + p["merge_every"] - state.m % p["merge_every"])
         while i < stop:
@@ -395,9 +395,9 @@ _STREAM_DOC = """
     merge_threshold : float, default 0.95
         Deliberately conservative ([NRM]: merging often removes the small
         clusters that make the NGGP better than the DP): after one ADF pass
-        over KOS the most similar pair of clusters has cosine 0.88 and 99% of
-        the pairs are below 0.6; on the 8 x 8 bars data (eta = 0.5) the most
-        similar pair is below 0.9 (four seeds), so only near-copies merge.
+        over KOS, and on the 8 x 8 bars data, even the most similar pair of
+        clusters stays below it, so only near-copies merge
+        (``benchmarks/results/design_choices.txt``).
     min_responsibility : float, default 1e-10
         Responsibilities at or below this are set to 0 (not renormalised) so that
         updates, and EP's stored sites, are sparse. 0 keeps every one.
@@ -445,7 +445,7 @@ class _StreamingBase(_NRMMixin, BaseEstimator):
     _persist = ("_clusters",)
 
     def _prior(self):
-        return _check_streaming(self, _check_prior(self))
+        return _check_streaming(self, _check_hyperparameters(self))
 
     def _n_observations(self):
         return self._state.m
@@ -592,22 +592,50 @@ class ADF(_StreamingBase):
         if not fitted:
             self._start(docs)
         p["n_words"] = docs.n_words
-        clock = [time.perf_counter()]
+        stream = _ADFStream(self._state, docs, p)
 
-        def block_done(merged):
-            now = time.perf_counter()
-            self._fit_seconds = self.__dict__.get("_fit_seconds", 0.0) + now - clock[0]
+        def record(it, seconds):
+            self._fit_seconds = seconds
             self._refresh(p)
-            stop = self._report(len(self.history_) + 1, n_documents=self._state.m, fit_seconds=self._fit_seconds,
-                                n_components=self.n_components_, expected_k=self.expected_n_components_,
-                                u=self.u_, merged=merged)
-            clock[0] = time.perf_counter()
-            return stop
+            return {"n_documents": self._state.m, "fit_seconds": seconds, "n_components": self.n_components_,
+                    "expected_k": self.expected_n_components_, "u": self.u_}
 
-        _adf_pass(self._state, docs, p, on_block=block_done)
+        # the batch loop of every estimator, one iteration per block of the stream
+        start = len(self.history_)
+        run_iterations(self, stream, start, start + stream.n_blocks(), self.__dict__.get("_fit_seconds", 0.0),
+                       record=record)
         if not hasattr(self, "components_"):    # no document yet (X empty): the empty model
             self._refresh(p)
         return self
+
+
+class _ADFStream(BatchState):
+    """The documents of one ``ADF.fit``/``partial_fit`` call absorbed into the
+    clusters block by block ([NRM] Alg. 1): one sequential sweep per block of
+    the stream (``_adf_pass``: a block ends where the documents seen reach a
+    multiple of ``merge_every``, or at the end), then the merge step."""
+
+    sequential_sweep = True     # each document's responsibilities read the clusters after the previous one's
+
+    def __init__(self, clusters, corpus, p):
+        self.clusters, self.corpus, self.p, self.position = clusters, corpus, p, 0
+
+    @property
+    def n_components(self):
+        return int(self.clusters.alive[:self.clusters.n_slots].sum())
+
+    def n_blocks(self):
+        """Blocks left in the stream."""
+        every, m, i, n = self.p["merge_every"], self.clusters.m, self.position, 0
+        while i < self.corpus.n_docs:
+            stop = min(self.corpus.n_docs, i + every - m % every)
+            m, i, n = m + stop - i, stop, n + 1
+        return n
+
+    def sweep(self):
+        self.position, merged = _adf_pass(self.clusters, self.corpus, self.p, on_block=lambda merged: True,
+                                          start=self.position)
+        return {"merged": merged}
 
 
 class EP(_StreamingBase, BatchEstimator):
@@ -619,13 +647,12 @@ class EP(_StreamingBase, BatchEstimator):
     predictive rule given all other documents (m = N - 1, E[K] over the
     others), add them back, and remove clusters whose mass S_k falls below
     epsilon. Passes continue until the mean total-variation change of the
-    sites in an epoch is below ``tol`` or ``max_passes`` epochs (including the
+    sites in an epoch is below ``tol`` or ``max_iter`` epochs (including the
     ADF pass) have run.
 
     Stored per document (the sites): the clusters k and responsibilities
     qbar_ik > ``min_responsibility``, as a CSR (8 bytes per document plus 12
-    per entry; about 3.5 entries per KOS document, 140 kB for the 2,744
-    training documents; ``sites_nbytes_``). The
+    per entry; ``sites_nbytes_`` gives the total). The
     cluster parameters implied by the sites, lambda_k = eta + sum_i qbar_ik x_i
     and S_k = sum_i qbar_ik, are recomputed from them at the start of every
     epoch. Merges (if enabled) run during the ADF pass as in ``ADF`` and once
@@ -634,8 +661,7 @@ class EP(_StreamingBase, BatchEstimator):
     Parameters
     ----------""" + _STREAM_DOC + """
     max_iter : int, default 50
-        Epochs in total, the initial ADF pass included ([NRM]: 50; called
-        ``max_passes`` before bnpcore 0.2, still accepted with a ``FutureWarning``).
+        Epochs in total, the initial ADF pass included ([NRM]: 50).
     tol : float, default 1e-4
         Stop when sum_i TV(qbar_i^new, qbar_i^old) / N (``delta`` in
         ``history_``) falls below tol.
@@ -663,7 +689,7 @@ class EP(_StreamingBase, BatchEstimator):
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, epsilon=None, expected_k="exact",
                  u_posterior="corrected", merge=True, merge_every=1000, merge_threshold=0.95,
                  min_responsibility=1e-10, max_iter=50, tol=1e-4, shuffle=False, random_state=None,
-                 n_threads=None, max_passes=DEPRECATED):
+                 n_threads=None):
         self._store_params(locals())
 
     _persist = BatchEstimator._persist + _StreamingBase._persist
@@ -671,7 +697,7 @@ class EP(_StreamingBase, BatchEstimator):
     # -- the batch protocol (BatchEstimator.fit: one ADF pass, then EP epochs) ------
     def _check_params(self):
         self._p = self._prior()
-        return {"max_iter": check_int(self._renamed("max_passes", "max_iter"), "max_iter", minimum=1),
+        return {"max_iter": check_int(self.max_iter, "max_iter", minimum=1),
                 "tol": check_positive(self.tol, "tol", allow_zero=True)}
 
     def _init_state(self, X, rng):
@@ -731,6 +757,8 @@ def _restored_scalars(scalars, capacity, site_capacity=None):
 class _EPState(BatchState):
     """EP-NRM: the clusters, the stored sites, and one epoch per sweep (the first
     is the ADF pass that creates the sites)."""
+
+    sequential_sweep = True     # each document's site update reads the clusters after the previous one's
 
     def __init__(self, corpus, p, clusters, order=None):
         self.p, self.clusters, self.order = p, clusters, order
@@ -836,8 +864,7 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
     a, sigma, tau, eta : float
         As for ``ADF`` (defaults 1.0, 0.5, 1.0, 0.1).
     max_iter : int, default 215
-        Sweeps through the documents ([NRM]: 215; called ``n_sweeps`` before
-        bnpcore 0.2, still accepted with a ``FutureWarning``).
+        Sweeps through the documents ([NRM]: 215).
     n_samples : int or "auto", default "auto"
         The states of the last ``n_samples`` sweeps are kept; ``score`` and
         ``score_samples`` average the predictive log-likelihood over them
@@ -898,13 +925,13 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
                                           "_train_counts")
 
     def __init__(self, a=1.0, sigma=0.5, tau=1.0, eta=0.1, max_iter=215, n_samples="auto", random_state=None,
-                 n_threads=None, n_sweeps=DEPRECATED):
+                 n_threads=None):
         self._store_params(locals())
 
     # -- the batch protocol: the kept samples are those "collected" after burn-in ----
     def _check_params(self):
-        self._p = _check_prior(self)
-        max_iter = check_int(self._renamed("n_sweeps", "max_iter"), "max_iter", minimum=1)
+        self._p = _check_hyperparameters(self)
+        max_iter = check_int(self.max_iter, "max_iter", minimum=1)
         if isinstance(self.n_samples, str):
             if self.n_samples != "auto":
                 raise ValueError(f"n_samples must be 'auto' or a positive integer, got {self.n_samples!r}")
@@ -918,7 +945,7 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
     def _init_state(self, X, rng):
         self._train_indptr, self._train_indices, self._train_counts = X.indptr, X.indices, X.counts
         self.n_features_in_ = X.n_words
-        return _GibbsState(X, dict(self._p, n_words=X.n_words), rng)
+        return _NGGPGibbsState(X, dict(self._p, n_words=X.n_words), rng)
 
     def _check_heldout(self, heldout, X):
         """Held-out documents (new documents, any number)."""
@@ -991,15 +1018,17 @@ class CollapsedGibbs(_NRMMixin, BatchEstimator):
     def _log_predictive(self, docs, multinomial_coef):
         """Per-document log predictive, averaged over the kept samples (the mean of
         the per-sample log-likelihoods, [NRM] section 4.3)."""
-        p, train = _check_prior(self), self._train_matrix()
+        p, train = _check_hyperparameters(self), self._train_matrix()
         return np.mean([self._sample_log_predictive(z, u, docs, p, multinomial_coef, train)
                         for z, u in zip(self._samples_z, self._samples_u)], axis=0)
 
 
-class _GibbsState(BatchState):
+class _NGGPGibbsState(BatchState):
     """The marginal sampler's state: z, U and the per-slot document and word
     counts (a moves.Components table the kernel fills in place; slots of empty
     clusters are reused by the kernel, so the table only grows)."""
+
+    sequential_sweep = True     # each document's draw reads the counts after the previous document's
 
     def __init__(self, corpus, p, rng):
         self.corpus, self.p, self.rng = corpus, p, rng

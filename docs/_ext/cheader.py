@@ -108,24 +108,7 @@ def header_rst(text):
 
 
 def setup(app):
-    from docutils.parsers.rst import Directive
-    from docutils.statemachine import StringList
-    from sphinx.util.nodes import nested_parse_with_titles
-    from docutils import nodes
-
-    class CHeader(Directive):
-        has_content = False
-
-        def run(self):
-            env = self.state.document.settings.env
-            path = Path(env.config.cheader_path)
-            env.note_dependency(str(path))
-            rst = header_rst(path.read_text(encoding="utf-8"))
-            node = nodes.section()
-            node.document = self.state.document
-            nested_parse_with_titles(self.state, StringList(rst, source=str(path)), node)
-            return node.children
-
-    app.add_config_value("cheader_path", "", "env")
-    app.add_directive("c-header", CHeader)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    from generated import add_generated_directive
+    return add_generated_directive(app, "c-header", "cheader_path",
+                                   lambda path, env: header_rst(path.read_text(encoding="utf-8")),
+                                   lambda path: [path], titles=True)

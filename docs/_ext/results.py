@@ -26,24 +26,7 @@ def results_rst(folder, docdir):
 
 
 def setup(app):
-    from docutils import nodes
-    from docutils.parsers.rst import Directive
-    from docutils.statemachine import StringList
-
-    class BenchmarkResults(Directive):
-        has_content = False
-
-        def run(self):
-            env = self.state.document.settings.env
-            folder = Path(env.config.benchmark_results_dir)
-            docdir = Path(env.doc2path(env.docname)).parent
-            for path in folder.glob("*.txt"):
-                env.note_dependency(str(path))
-            node = nodes.section()
-            node.document = self.state.document
-            self.state.nested_parse(StringList(results_rst(folder, docdir)), self.content_offset, node)
-            return node.children
-
-    app.add_config_value("benchmark_results_dir", "", "env")
-    app.add_directive("benchmark-results", BenchmarkResults)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    from generated import add_generated_directive
+    return add_generated_directive(app, "benchmark-results", "benchmark_results_dir",
+                                   lambda folder, env: results_rst(folder, Path(env.doc2path(env.docname)).parent),
+                                   lambda folder: folder.glob("*.txt"))

@@ -14,16 +14,14 @@
  *   random numbers ...... bnp_bitgen_t (layout of numpy's bitgen_t), uniform,
  *                         normal, (log-)gamma, (log-)beta, (log-)Dirichlet,
  *                         categorical draws
- *   shared counts ....... bnp_atomic_add_i32 (thread-safe integer adds),
- *                         bnp_once_claim / bnp_once_done (work done once, by
- *                         the first thread that needs it)
  *   count matrices ...... bnp_csr_t (documents x words, int64 row pointers,
- *                         int32 word ids and counts), bnp_rows_t (growable
- *                         dense component x vocabulary array)
+ *                         int32 word ids and counts)
  *   Stirling numbers .... bnp_stirling_t, a table of log(s(n, m) / n!) (unsigned,
  *                         first kind) grown on demand; the Antoniak distribution
- *   NGGP mixtures ....... bnp_nggp_state_t, the scalar state of the ADF, EP and
- *                         Gibbs kernels
+ *
+ * This is the whole public C API (BNPCORE_ABI_VERSION). The helpers of
+ * bnpcore's own kernels (SIMD clones, prefetch hints, atomic counts shared by
+ * threads) are in bnpcore/internal/, which is not installed.
  *
  * Accuracy: the special functions and their differences have relative error
  * below 1e-12 for x in [1e-10, 1e10] and n up to 1e7 (bnpcore tests/kernels).
@@ -34,7 +32,7 @@
 #ifndef BNPCORE_BNPCORE_H_
 #define BNPCORE_BNPCORE_H_
 
-#define BNPCORE_ABI_VERSION 1
+#define BNPCORE_ABI_VERSION 2
 
 /* 1 when the including translation unit is compiled with OpenMP (-fopenmp). */
 #ifdef _OPENMP
@@ -459,81 +457,6 @@ static inline void bnp_stream_init(bnp_stream_t *r, uint64_t key, uint64_t a, ui
 }
 
 /* ------------------------------------------------------------------------- */
-/* Cache hints                                                                */
-/* ------------------------------------------------------------------------- */
-
-/* Start loading the cache line of p (a hint, no effect on results; a no-op
- * without GCC or Clang). */
-#if defined(__GNUC__) || defined(__clang__)
-#define BNP_PREFETCH(p) __builtin_prefetch(p)
-#else
-#define BNP_PREFETCH(p) ((void)0)
-#endif
-
-/* ------------------------------------------------------------------------- */
-/* Shared integer counts                                                      */
-/* ------------------------------------------------------------------------- */
-
-/* *p += v, atomically when the translation unit runs OpenMP threads (GCC and
- * Clang builtins; relaxed order: the sum is read only after the parallel loop).
- * Integer sums do not depend on the order of the additions, so counts that
- * threads update this way are the same for any thread count. */
-static inline void bnp_atomic_add_i32(int32_t *p, int32_t v) {
-#if BNP_OPENMP && (defined(__GNUC__) || defined(__clang__))
-    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-#elif BNP_OPENMP
-#pragma omp atomic
-    *p += v;
-#else
-    *p += v;
-#endif
-}
-
-/* Work that threads share and that the first thread to need it does, once:
- * *flag is 0 (not done), 1 (being done) or 2 (done), 0 at the start. The caller
- * that bnp_once_claim answers 1 does the work, then calls bnp_once_done; every
- * other caller is answered 0 once the work is done (it waits while another
- * thread does it) and then sees everything the worker wrote (acquire/release
- * order). The work must not itself wait on a flag of the same kind. */
-static inline int bnp_once_claim(int32_t *flag) {
-#if BNP_OPENMP && (defined(__GNUC__) || defined(__clang__))
-    int32_t free_ = 0;
-    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 2) return 0;
-    if (__atomic_compare_exchange_n(flag, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) return 1;
-    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != 2) {
-    }
-    return 0;
-#elif BNP_OPENMP
-    int claimed, state;
-#pragma omp critical(bnp_once)
-    {
-        claimed = *flag == 0;
-        if (claimed) *flag = 1;
-    }
-    for (state = claimed ? 2 : 1; state != 2;) {
-#pragma omp critical(bnp_once)
-        state = *flag;
-    }
-    return claimed;
-#else
-    if (*flag) return 0;
-    *flag = 1;
-    return 1;
-#endif
-}
-
-static inline void bnp_once_done(int32_t *flag) {
-#if BNP_OPENMP && (defined(__GNUC__) || defined(__clang__))
-    __atomic_store_n(flag, 2, __ATOMIC_RELEASE);
-#elif BNP_OPENMP
-#pragma omp critical(bnp_once)
-    *flag = 2;
-#else
-    *flag = 2;
-#endif
-}
-
-/* ------------------------------------------------------------------------- */
 /* Count matrices.                                                            */
 /* ------------------------------------------------------------------------- */
 
@@ -569,64 +492,6 @@ static inline void bnp_csr_expand(const bnp_csr_t *m, int32_t *out, int64_t *tok
             for (c = 0; c < m->counts[p]; ++c) out[t++] = m->indices[p];
     }
     tok_ptr[m->n_rows] = t;
-}
-
-/* A growable dense array of rows (components) x n_cols (vocabulary) of elsize
- * bytes each, for models whose number of components changes while they run.
- * Rows are contiguous; adding is amortised O(n_cols), removing moves the last
- * row into the gap (O(n_cols), order of the other rows not kept). */
-typedef struct bnp_rows {
-    char *data;
-    int64_t n_rows, capacity, n_cols;
-    size_t elsize;
-} bnp_rows_t;
-
-static inline void bnp_rows_init(bnp_rows_t *a, int64_t n_cols, size_t elsize) {
-    a->data = NULL; a->n_rows = 0; a->capacity = 0; a->n_cols = n_cols; a->elsize = elsize;
-}
-
-static inline void bnp_rows_free(bnp_rows_t *a) {
-    free(a->data);
-    a->data = NULL; a->n_rows = 0; a->capacity = 0;
-}
-
-static inline void *bnp_rows_row(const bnp_rows_t *a, int64_t k) {
-    return a->data + (size_t)k * (size_t)a->n_cols * a->elsize;
-}
-
-/* Make room for at least `rows` rows; 0 on success, -1 (unchanged) on failure. */
-static inline int bnp_rows_reserve(bnp_rows_t *a, int64_t rows) {
-    int64_t cap = a->capacity ? a->capacity : 4;
-    size_t row_bytes = (size_t)a->n_cols * a->elsize;
-    char *p;
-    if (rows <= a->capacity) return 0;
-    while (cap < rows) cap *= 2;
-    if (row_bytes > 0) {            /* zero-width rows need no memory */
-        p = (char *)realloc(a->data, (size_t)cap * row_bytes);
-        if (!p) return -1;
-        a->data = p;
-    }
-    a->capacity = cap;
-    return 0;
-}
-
-/* Append a zero row; returns its index, or -1 on allocation failure. */
-static inline int64_t bnp_rows_add(bnp_rows_t *a) {
-    size_t row_bytes = (size_t)a->n_cols * a->elsize;
-    if (bnp_rows_reserve(a, a->n_rows + 1) != 0) return -1;
-    if (row_bytes > 0) memset(bnp_rows_row(a, a->n_rows), 0, row_bytes);
-    return a->n_rows++;
-}
-
-/* Remove row k by moving the last row into it; returns the old index of the
- * row that now sits at k (k itself when k was last), -1 if k is out of range. */
-static inline int64_t bnp_rows_remove(bnp_rows_t *a, int64_t k) {
-    int64_t last = a->n_rows - 1;
-    size_t row_bytes = (size_t)a->n_cols * a->elsize;
-    if (k < 0 || k > last) return -1;
-    if (k != last && row_bytes > 0) memcpy(bnp_rows_row(a, k), bnp_rows_row(a, last), row_bytes);
-    a->n_rows = last;
-    return last;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -789,24 +654,6 @@ static inline int64_t bnp_antoniak_sample_crp(int64_t n, double c, bnp_bitgen_t 
     for (i = 0; i < n; ++i) m += bnp_rng_uniform(g) * (c + (double)i) < c;
     return m;
 }
-
-/* ------------------------------------------------------------------------- */
-/* NGGP mixtures: the scalar state the ADF, EP and Gibbs kernels carry       */
-/* ------------------------------------------------------------------------- */
-
-/* Everything but the per-cluster arrays, kept by the caller between kernel
- * calls (a call may stop early to let the caller grow the arrays). Eight-byte
- * fields, no padding: NumPy mirrors it as a structured dtype. */
-typedef struct {
-    int64_t n_slots;        /* cluster slots in use, alive or dead (Gibbs: highest used + 1) */
-    int64_t n_alive;        /* alive (Gibbs: occupied) clusters */
-    int64_t n_obs;          /* ADF/EP: documents absorbed, m */
-    int64_t n_sites;        /* EP: entries of the new sites written so far */
-    int64_t position;       /* Gibbs: next document of the current sweep */
-    double log_u;           /* V = log U: warm start of the mode of q(U) (ADF/EP), the chain's V (Gibbs) */
-    double u_last;          /* the last Uhat used (NaN for sigma = 0 or no other observation) */
-    double change;          /* EP: summed total-variation change of the sites in the current epoch */
-} bnp_nggp_state_t;
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from bnpcore import cli
+from bnpcore import cli, registry
 from bnpcore._validation import check_int, check_prior, check_random_state
 from bnpcore.base import BaseEstimator, TopicMixin
 from bnpcore.corpus import Corpus, as_corpus
@@ -134,11 +134,11 @@ def _load_example(name):
 _load_example("unigram_mixture")     # the worked example of docs/architecture.md
 
 TOY_MODELS = {
-    "example-unigram-mixture": cli.Model("unigram_mixture:UnigramMixture", {"n_components": 10},
+    "example-unigram-mixture": registry.Model("unigram_mixture:UnigramMixture", {"n_components": 10},
                                          test_kwargs={"n_components": 4, "max_iter": 8}),
-    "toy-kmeans": cli.Model(f"{__name__}:DocumentKMeans", {"n_components": 10, "max_iter": 50},
+    "toy-kmeans": registry.Model(f"{__name__}:DocumentKMeans", {"n_components": 10, "max_iter": 50},
                             test_kwargs={"n_components": 3, "max_iter": 8}),
-    "toy-online-kmeans": cli.Model(f"{__name__}:OnlineDocumentKMeans", {"n_components": 10},
+    "toy-online-kmeans": registry.Model(f"{__name__}:OnlineDocumentKMeans", {"n_components": 10},
                                    test_kwargs={"n_components": 3, "batch_size": 8}),
 }
 
@@ -173,11 +173,12 @@ def tiny_corpus():
     return make_tiny_corpus()
 
 
-@pytest.fixture(params=sorted(cli.MODELS) + sorted(TOY_MODELS))
+@pytest.fixture(params=registry.names() + sorted(TOY_MODELS))
 def model_spec(request):
-    """Every registered estimator (and the test-only ones) as a ``cli.Model``."""
+    """Every registered estimator (built-in, or an installed package's entry point)
+    and the test-only ones, as a ``registry.Model``."""
     name = request.param
-    return TOY_MODELS[name] if name in TOY_MODELS else cli.get_model(name)
+    return TOY_MODELS[name] if name in TOY_MODELS else registry.get(name)
 
 
 @pytest.fixture
@@ -187,7 +188,7 @@ def toy_models():
 
 @pytest.fixture
 def toy_registry(monkeypatch):
-    """The command line's registry holding only the test-only models."""
-    monkeypatch.setattr(cli, "MODELS", dict(TOY_MODELS))
+    """The registry holding only the test-only models (no entry points read), the command line's flagship one."""
+    monkeypatch.setattr(registry, "_REGISTRY", registry._Registry(TOY_MODELS, entry_points_read=True))
     monkeypatch.setattr(cli, "FLAGSHIP", "toy-kmeans")
-    return cli.MODELS
+    return registry._REGISTRY.entries

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bnpcore.datasets
-from bnpcore import cli
+from bnpcore import cli, registry
 from bnpcore.base import load
 from bnpcore.evaluation import token_log_likelihood
 
@@ -60,7 +60,7 @@ def test_fit_without_arguments_trains_the_flagship_on_kos(capsys, toy_registry, 
     assert re.search(ROW + r"w\d\d", out, re.M)
     # the printed score is the held-out token log-likelihood of the default split and seed
     observed, heldout = tiny_corpus.split_tokens(0.1, random_state=0)
-    est = cli.get_model("toy-kmeans").make(random_state=0).fit(observed)
+    est = registry.get("toy-kmeans").make(random_state=0).fit(observed)
     expected = token_log_likelihood(est.transform(observed), est.topics_, heldout)
     assert heldout_ll(out) == pytest.approx(expected, abs=5e-5)
     assert "50/50" in err or "iteration" in err          # progress went to stderr
@@ -99,7 +99,7 @@ def test_list(capsys, toy_registry):
 
 
 def test_empty_registry(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "MODELS", {})
+    monkeypatch.setattr(registry, "_REGISTRY", registry._Registry(entry_points_read=True))
     monkeypatch.setattr(cli, "FLAGSHIP", None)
     assert run(capsys, "list")[:2] == (0, "no models are registered in this bnpcore build\n")
     code, out, err = run(capsys, "fit")
@@ -156,7 +156,7 @@ def test_bundled_and_synthetic_data(capsys, toy_registry):
 def test_unexpected_exceptions_are_one_line_unless_debugging(capsys, toy_registry, kos_is_tiny, monkeypatch):
     def boom(self, X, y=None):
         raise RuntimeError("kaboom\nsecond line")
-    monkeypatch.setattr(cli.get_model("toy-kmeans").load_class(), "fit", boom)
+    monkeypatch.setattr(registry.get("toy-kmeans").load_class(), "fit", boom)
     assert_one_line_error(*run(capsys, "fit", "-q")[::2], "RuntimeError: kaboom")
     monkeypatch.setenv("BNPCORE_DEBUG", "1")
     with pytest.raises(RuntimeError):
@@ -188,23 +188,9 @@ def test_python_dash_m(tmp_path):
     assert proc.returncode == 0 and proc.stdout
 
 
-def test_registry_formats(monkeypatch):
-    monkeypatch.setattr(cli, "MODELS", {
-        "pair": ("bnpcore.x:A", {"max_iter": 3}),
-        "triple": ("bnpcore.x:A", {"max_iter": 3}, {"max_iter": 1}),
-        "bad": ["bnpcore.x:A"],
-    })
-    assert cli.get_model("pair") == cli.Model("bnpcore.x:A", {"max_iter": 3})
-    assert cli.get_model("triple").test_kwargs == {"max_iter": 1}
-    with pytest.raises(ValueError, match="bad registry entry"):
-        cli.get_model("bad")
-    with pytest.raises(ValueError, match="cannot import bnpcore.x:A"):
-        cli.get_model("pair").load_class()
-
-
 def test_default_test_kwargs_shrink_the_iterations(toy_models):
     spec = toy_models["toy-kmeans"]
-    plain = cli.Model(spec.path, spec.kwargs)
+    plain = registry.Model(spec.path, spec.kwargs)
     assert plain.make(test=True).max_iter == 5
     assert spec.make(test=True).get_params()["n_components"] == 3
     assert plain.iteration_param() == "max_iter" and toy_models["toy-online-kmeans"].iteration_param() == "n_passes"

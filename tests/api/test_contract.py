@@ -1,6 +1,6 @@
-"""The estimator contract (bnpcore.base), checked on every model registered in
-``bnpcore.cli.MODELS`` (so estimators added later are covered automatically)
-and on the test-only models of conftest.py."""
+"""The estimator contract (bnpcore.base), checked on every model of
+``bnpcore.registry`` (so estimators added later, also by an installed package's
+entry point, are covered automatically) and on the test-only models of conftest.py."""
 import inspect
 import numbers
 import pickle
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bnpcore.base import DEPRECATED, NotFittedError, TopicMixin, load
+from bnpcore.base import NotFittedError, TopicMixin, load
 from bnpcore.corpus import Corpus
 
 from .conftest import make_tiny_corpus
@@ -54,6 +54,19 @@ def test_init_only_stores_parameters(model_spec):
     params = est.get_params()
     assert set(params) == {k for k in vars(est) if not k.startswith("_")}
     assert not est._fitted_names()
+
+
+def test_one_name_per_setting(model_spec):
+    """Iteration counts are ``max_iter`` (or the class's ``_iterations``) in the
+    constructor and in ``transform``; no other spelling of a setting is accepted."""
+    cls = model_spec.load_class()
+    init = set(cls._param_names())
+    transform = set(inspect.signature(cls.transform).parameters) - {"self", "X"}
+    assert not (init | transform) & {"n_iter", "n_sweeps", "max_passes", "init_topics", "n_topics"}
+    counts = {name for name in transform if "iter" in name or "sweep" in name or "pass" in name}
+    assert counts <= {"max_iter"}, f"{cls.__name__}.transform: {sorted(counts)}"
+    with pytest.raises(TypeError):
+        cls(n_iter=3)
 
 
 def test_fit_returns_self_and_sets_fitted_attributes(model_spec, tiny_corpus):
@@ -212,7 +225,7 @@ def _bad_values(est):
         if isinstance(default, float) and default > 0:
             yield name, -1.0
             yield name, float("nan")
-        elif isinstance(default, str) and default != DEPRECATED:     # renamed parameters are aliases
+        elif isinstance(default, str):
             yield name, "__no_such_option__"
 
 

@@ -7,14 +7,14 @@ the first ``n_used``. Checked on every registered estimator."""
 import numpy as np
 import pytest
 
-from bnpcore import cli, hdp
+from bnpcore import hdp, registry
 from bnpcore.results import ResultsMixin
 
 from .conftest import make_tiny_corpus
 from .test_contract import make
 
-NONPARAMETRIC = sorted(name for name in cli.MODELS
-                       if cli.get_model(name).path.startswith(("bnpcore.hdp:", "bnpcore.mixture:")))
+NONPARAMETRIC = sorted(name for name in registry.names()
+                       if registry.get(name).path.startswith(("bnpcore.hdp:", "bnpcore.mixture:")))
 
 
 def distinctive_document(topics, k, length=4000):
@@ -63,9 +63,9 @@ def test_every_estimator_numbers_its_components_one_way(model_spec, tiny_corpus)
     assert_one_numbering(est, tiny_corpus)
 
 
-@pytest.mark.parametrize("name", [n for n in NONPARAMETRIC if hasattr(cli.get_model(n).load_class(), "partial_fit")])
+@pytest.mark.parametrize("name", [n for n in NONPARAMETRIC if hasattr(registry.get(n).load_class(), "partial_fit")])
 def test_partial_fit_keeps_one_numbering(name, tiny_corpus):
-    est = make(cli.get_model(name))
+    est = make(registry.get(name))
     for start in range(0, tiny_corpus.n_docs, 20):
         est.partial_fit(tiny_corpus[start:start + 20])
         if isinstance(est, ResultsMixin):

@@ -5,7 +5,7 @@ normalised. The refused cases gave NaN or non-normalised results before."""
 import numpy as np
 import pytest
 
-from bnpcore import cli, hdp, lda, mixture
+from bnpcore import hdp, lda, mixture, registry
 from bnpcore.kernels import rng
 from bnpcore.models.hdp_gibbs import check_gamma_prior
 
@@ -50,7 +50,7 @@ def test_priors_outside_the_documented_range_are_refused(make, match, tiny_corpu
 def test_lda_at_the_ends_of_the_range(name, prior, tiny_corpus):
     """Counts that rounding leaves at -1e-16 gave negative proportions (CVB, CVB0,
     CVB/CGS) and psi on its pole, NaN topics (SVB/CGS), once alpha was below them."""
-    model = cli.get_model(name).make(test=True, alpha=prior, eta=prior, random_state=0).fit(tiny_corpus)
+    model = registry.get(name).make(test=True, alpha=prior, eta=prior, random_state=0).fit(tiny_corpus)
     assert_finite_normalised(model, tiny_corpus)
 
 

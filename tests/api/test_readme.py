@@ -21,7 +21,7 @@ def test_quick_start_runs_as_printed(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace = {}
     with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)          # bnpcore's renamed parameters
+        warnings.simplefilter("error", FutureWarning)          # no deprecated API in the quick start
         exec(compile(code, "README.md quick start", "exec"), namespace)
     model, same, train = namespace["model"], namespace["same"], namespace["train"]
     printed = capsys.readouterr().out.split("\n")

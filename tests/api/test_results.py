@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 import bnpcore
-from bnpcore import cli, hdp, mixture
+from bnpcore import cli, hdp, mixture, registry
 from bnpcore.base import NotFittedError
 from bnpcore.corpus import Corpus
 from bnpcore.evaluation import coherence
 from bnpcore.lda import StandardVB
 from bnpcore.results import ResultsMixin
 
-NONPARAMETRIC = sorted(name for name in cli.MODELS
-                       if cli.get_model(name).path.startswith(("bnpcore.hdp:", "bnpcore.mixture:")))
+NONPARAMETRIC = sorted(name for name in registry.names()
+                       if registry.get(name).path.startswith(("bnpcore.hdp:", "bnpcore.mixture:")))
 
 _FITTED = {}
 
@@ -24,7 +24,7 @@ _FITTED = {}
 def fitted(name, corpus):
     """The registry's model ``name`` fitted on the tiny corpus (cached: the tests only read it)."""
     if name not in _FITTED:
-        _FITTED[name] = cli.get_model(name).make(test=True, random_state=0).fit(corpus)
+        _FITTED[name] = registry.get(name).make(test=True, random_state=0).fit(corpus)
     return _FITTED[name]
 
 
@@ -34,7 +34,7 @@ def model(request, tiny_corpus):
 
 
 def test_every_nonparametric_estimator_has_the_results():
-    classes = {cli.get_model(name).load_class() for name in NONPARAMETRIC}
+    classes = {registry.get(name).load_class() for name in NONPARAMETRIC}
     exported = {getattr(hdp, n) for n in hdp.__all__} | {mixture.TruncationFreeSVI, mixture.StochasticVB,
                                                          mixture.ADF, mixture.EP, mixture.CollapsedGibbs}
     assert exported <= classes
@@ -175,6 +175,20 @@ def test_export_pyldavis_gives_normalised_distributions(model, tiny_corpus):
     assert data["vocab"] == list(tiny_corpus.vocabulary)
 
 
+@pytest.mark.parametrize("name", ["hdp-cvb", "hdp-gibbs"])
+def test_export_pyldavis_of_the_training_corpus_uses_the_fitted_proportions(name, tiny_corpus):
+    """On the corpus it was fitted on, the fitted doc_topic_ (used columns,
+    renormalised) instead of a fold-in; on other documents, document_topics."""
+    est = fitted(name, tiny_corpus)
+    used = est.used_components()
+    theta = est.doc_topic_[:, used]
+    np.testing.assert_allclose(est.export_pyldavis(tiny_corpus)["doc_topic_dists"],
+                               theta / theta.sum(axis=1, keepdims=True), rtol=1e-12)
+    other = tiny_corpus[:15]
+    np.testing.assert_array_equal(est.export_pyldavis(other)["doc_topic_dists"], est.document_topics(other))
+    assert not np.allclose(est.document_topics(tiny_corpus), est.export_pyldavis(tiny_corpus)["doc_topic_dists"])
+
+
 def test_export_pyldavis_is_accepted_by_pyldavis(tiny_corpus):
     pyLDAvis = pytest.importorskip("pyLDAvis")
     est = fitted("hdp-gibbs", tiny_corpus)
@@ -275,7 +289,7 @@ def _pruned(name, corpus):
     """A fresh fit of ``name`` (prune changes it), its sizes and topics before, the
     threshold keeping the components at least as large as the second largest,
     and the kept mask."""
-    est = cli.get_model(name).make(test=True, random_state=0).fit(corpus)
+    est = registry.get(name).make(test=True, random_state=0).fit(corpus)
     sizes, topics, weights = est.topic_sizes_.copy(), np.array(est.topics_), np.array(est.weights_)
     threshold = np.sort(sizes)[-2] if len(sizes) > 1 else sizes[0]
     keep = sizes >= threshold

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from bnpcore import cli
+from bnpcore import registry
 from bnpcore.corpus import Corpus
 
 estimator_checks = pytest.importorskip("sklearn.utils.estimator_checks")
@@ -42,7 +42,7 @@ SLOW = {"hdp-online-vb", "lda-svb"}
 
 
 def make(name, **overrides):
-    spec = cli.get_model(name)
+    spec = registry.get(name)
     if "random_state" in spec.load_class()._param_names():
         overrides.setdefault("random_state", 0)
     return spec.make(test=True, **overrides)
@@ -65,11 +65,11 @@ def one_name_per_class(names):
     """Registry names, one per estimator class (lda-cvb and lda-cvb0 share one)."""
     by_class = {}
     for name in sorted(names, reverse=True):
-        by_class[cli.get_model(name).path] = name
+        by_class[registry.get(name).path] = name
     return set(by_class.values())
 
 
-@parametrize_with_checks(one_name_per_class(set(cli.MODELS) - SLOW))
+@parametrize_with_checks(one_name_per_class(set(registry.names()) - SLOW))
 def test_sklearn_check_estimator(estimator, check):
     """scikit-learn's own checks on every estimator class, on integer data: the
     tag ``categorical`` makes them round their generated data to non-negative
@@ -78,7 +78,7 @@ def test_sklearn_check_estimator(estimator, check):
 
 
 @pytest.mark.slow
-@parametrize_with_checks(SLOW & set(cli.MODELS))
+@parametrize_with_checks(SLOW & set(registry.names()))
 def test_sklearn_check_estimator_slow(estimator, check):
     check(estimator)
 
@@ -92,7 +92,7 @@ def themed_texts(n_docs=60, seed=0):
     return [" ".join(rng.choice(themes[j % 3], size=25)) for j in range(n_docs)]
 
 
-@pytest.mark.parametrize("name", sorted(cli.MODELS))
+@pytest.mark.parametrize("name", registry.names())
 def test_pipeline_with_count_vectorizer(name):
     texts = themed_texts()
     pipe = make_pipeline(CountVectorizer(), make(name))

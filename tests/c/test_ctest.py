@@ -1,9 +1,11 @@
 """Build tests/c/ctest.c against bnpcore's header as C99 and as C++ (warnings are
 errors), run it, and run it again under valgrind and under ASan/UBSan.
 
-ctest.c calls every function of bnpcore/bnpcore.h and checks the results; it
-prints the header's BNPCORE_ABI_VERSION, which must match the version the
-installed extension modules were compiled with.
+ctest.c calls every function of bnpcore/bnpcore.h and of the kernels' internal
+headers and checks the results; it prints the header's BNPCORE_ABI_VERSION, which
+must match the version the installed extension modules were compiled with. The
+public header comes from ``bnpcore.get_include()``, the internal ones (not
+installed) from the source tree's include/.
 """
 import os
 import shutil
@@ -16,6 +18,11 @@ import bnpcore
 from bnpcore.kernels import special
 
 SOURCE = Path(__file__).with_name("ctest.c")
+INTERNAL = Path(__file__).resolve().parents[2] / "include"   # bnpcore/internal/*.h
+
+
+def includes():
+    return ["-I", bnpcore.get_include(), "-I", str(INTERNAL)]
 
 FLAVOURS = {
     "c99": ("CC", "cc", ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]),
@@ -32,7 +39,7 @@ def compiler(flavour):
 
 
 def build(flavour, out, extra=()):
-    cmd = compiler(flavour) + list(extra) + ["-I", bnpcore.get_include(), str(SOURCE), "-o", str(out), "-lm"]
+    cmd = compiler(flavour) + list(extra) + includes() + [str(SOURCE), "-o", str(out), "-lm"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
     return out
@@ -66,8 +73,8 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-o
 
 
 def run_sanitized(tmp_path):
-    cmd = compiler("c99") + ["-O1", "-g"] + SANITIZE + ["-I", bnpcore.get_include(), str(SOURCE),
-                                                       "-o", str(tmp_path / "ctest_san"), "-lm"]
+    cmd = compiler("c99") + ["-O1", "-g"] + SANITIZE + includes() + [str(SOURCE), "-o", str(tmp_path / "ctest_san"),
+                                                                      "-lm"]
     if subprocess.run(cmd, capture_output=True).returncode != 0:
         pytest.skip("neither valgrind nor -fsanitize=address,undefined is available")
     run([str(tmp_path / "ctest_san")], env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})

@@ -1,7 +1,8 @@
 """The C header under every compiler, language standard and switch a user's build
 may use, warnings as errors; and the header's non-GCC paths (what MSVC compiles).
 
-- ``bnpcore/bnpcore.h`` compiles cleanly with ``-Wall -Wextra -pedantic -Wvla -Wundef
+- ``bnpcore/bnpcore.h`` (and, after it, the kernels' internal headers
+  ``bnpcore/internal/*.h`` of the source tree, which are not installed) compiles cleanly with ``-Wall -Wextra -pedantic -Wvla -Wundef
   -Wshadow -Werror`` under gcc and clang (whichever are installed) as C99, C11, C17
   and C++11, C++17, C++20, with and without ``-fopenmp``;
 - no GCC-only construct (``__builtin_*``, ``__atomic_*``, ``__attribute__``,
@@ -41,12 +42,22 @@ PRELUDE = """#include <float.h>
 """
 
 
+INTERNAL = Path(__file__).resolve().parents[2] / "include"   # bnpcore/internal/*.h
+INTERNAL_HEADERS = sorted(p.name for p in (INTERNAL / "bnpcore" / "internal").glob("*.h"))
+
+
 def include_dir():
     return os.environ.get("BNPCORE_HEADER_DIR") or bnpcore.get_include()
 
 
-def header_text():
-    return (Path(include_dir()) / "bnpcore" / "bnpcore.h").read_text()
+def includes():
+    return ["-I", include_dir(), "-I", str(INTERNAL)]
+
+
+def header_text(name="bnpcore.h"):
+    if name == "bnpcore.h":
+        return (Path(include_dir()) / "bnpcore" / "bnpcore.h").read_text()
+    return (INTERNAL / "bnpcore" / "internal" / name).read_text()
 
 
 def compilers():
@@ -60,9 +71,11 @@ def compilers():
 
 def compile_header(cc, std, extra, tmp_path):
     src = tmp_path / "tu.c"
-    src.write_text('#include "bnpcore/bnpcore.h"\nint main(void) { return bnp_lgamma(1.0) != 0.0; }\n')
+    internal = "".join(f'#include "bnpcore/internal/{name}"\n' for name in INTERNAL_HEADERS)
+    main = "int main(void) { return bnp_lgamma(1.0) != 0.0; }\n"
+    src.write_text('#include "bnpcore/bnpcore.h"\n' + internal + main)
     lang = ["-x", "c++"] if std.startswith("c++") else ["-x", "c"]
-    cmd = [cc] + lang + [f"-std={std}"] + WARNINGS + list(extra) + ["-I", include_dir(), "-c", str(src),
+    cmd = [cc] + lang + [f"-std={std}"] + WARNINGS + list(extra) + includes() + ["-c", str(src),
                                                                     "-o", str(tmp_path / "tu.o")]
     return cmd, subprocess.run(cmd, capture_output=True, text=True)
 
@@ -81,9 +94,14 @@ def test_header_compiles_without_warnings(name, cc, std, openmp, tmp_path):
     assert proc.returncode == 0, " ".join(cmd) + "\n" + proc.stderr
 
 
-def test_gnu_only_constructs_are_guarded():
+def test_internal_headers_found():
+    assert {"simd.h", "threads.h"} <= set(INTERNAL_HEADERS)
+
+
+@pytest.mark.parametrize("name", ["bnpcore.h"] + INTERNAL_HEADERS)
+def test_gnu_only_constructs_are_guarded(name):
     stack, unguarded = [], []
-    for number, line in enumerate(header_text().splitlines(), 1):
+    for number, line in enumerate(header_text(name).splitlines(), 1):
         directive = line.strip()
         if re.match(r"#\s*if", directive):
             stack.append(directive)
@@ -115,7 +133,7 @@ def test_ctest_passes_on_the_non_gnu_paths(openmp, tmp_path):
     prelude.write_text(("#include <omp.h>\n" if openmp else "") + PRELUDE)
     exe = tmp_path / "ctest"
     cmd = [cc, "-std=c99", "-O2", "-include", str(prelude)] + (["-fopenmp"] if openmp else []) + \
-        ["-I", include_dir(), str(CTEST), "-o", str(exe), "-lm"]
+        includes() + [str(CTEST), "-o", str(exe), "-lm"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 and openmp:
         pytest.skip(f"cannot build with -fopenmp: {proc.stderr[-300:]}")
@@ -129,6 +147,7 @@ def test_ctest_passes_on_the_non_gnu_paths(openmp, tmp_path):
 
 
 ATOMIC_PROGRAM = """#include "bnpcore/bnpcore.h"
+#include "bnpcore/internal/threads.h"
 int main(void) {
     int32_t total = 0;
     int i, n = 20000000;
@@ -150,7 +169,7 @@ def test_atomic_add_fallback_under_threads(tmp_path):
     (tmp_path / "prelude.h").write_text("#include <omp.h>\n" + PRELUDE)
     (tmp_path / "atomic.c").write_text(ATOMIC_PROGRAM)
     exe = tmp_path / "atomic"
-    cmd = [cc, "-std=c99", "-O0", "-fopenmp", "-include", str(tmp_path / "prelude.h"), "-I", include_dir(),
+    cmd = [cc, "-std=c99", "-O0", "-fopenmp", "-include", str(tmp_path / "prelude.h")] + includes() + [
            str(tmp_path / "atomic.c"), "-o", str(exe), "-lm"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:

@@ -10,8 +10,7 @@ from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_gamma
 from bnpcore.kernels.stirling cimport (StirlingTable, bnp_stirling_t, bnp_stirling_init,
                                        bnp_stirling_grow, bnp_stirling_log, bnp_stirling_free,
                                        bnp_antoniak_mean, sample_tables)
-from bnpcore.kernels.sparse cimport (bnp_csr_t, csr_view, bnp_csr_row_total, bnp_rows_t,
-                                     bnp_rows_init, bnp_rows_add, bnp_rows_free)
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view, bnp_csr_row_nnz, bnp_csr_row_total
 
 
 def abi_version():
@@ -79,15 +78,12 @@ def gamma_draws(double shape, Py_ssize_t size, generator):
 
 
 def row_totals(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts):
-    """Tokens per document through csr_view (inline in sparse.pxd) and the header."""
+    """Tokens and distinct words per document through csr_view (inline in sparse.pxd)
+    and the header."""
     cdef bnp_csr_t m = csr_view(indptr, indices, counts, 0)
-    cdef bnp_rows_t rows
-    bnp_rows_init(&rows, 4, sizeof(double))
     cdef int64_t j
-    out = []
+    totals, nnz = [], []
     for j in range(m.n_rows):
-        out.append(bnp_csr_row_total(&m, j))
-        bnp_rows_add(&rows)
-    n_rows = rows.n_rows
-    bnp_rows_free(&rows)
-    return out, n_rows
+        totals.append(bnp_csr_row_total(&m, j))
+        nnz.append(bnp_csr_row_nnz(&m, j))
+    return totals, nnz

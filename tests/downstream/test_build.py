@@ -73,6 +73,7 @@ def test_wheel_contents(tmp_path):
         assert any(n.startswith(f"bnpcore/kernels/{pyx.stem}.") and n.endswith((".so", ".pyd")) for n in names)
     assert "bnpcore/kernels/__init__.py" in names
     assert "bnpcore/include/bnpcore/bnpcore.h" in names
+    assert not [n for n in names if "/internal/" in n]   # the kernels' private headers are not installed
     for init in ROOT.glob("bnpcore/**/__init__.py"):  # every Python package
         assert init.relative_to(ROOT).as_posix() in names
 

@@ -85,8 +85,8 @@ def test_extension_rng_and_sparse(ext):
     x = ext.gamma_draws(2.5, 20000, np.random.default_rng(1))
     assert stats.kstest(x, stats.gamma(2.5).cdf).pvalue > 1e-3
     indptr = np.array([0, 2, 2, 3], np.int64)
-    totals, n_rows = ext.row_totals(indptr, np.array([0, 4, 1], np.int32), np.array([3, 2, 7], np.int32))
-    assert totals == [5, 0, 7] and n_rows == 3
+    totals, nnz = ext.row_totals(indptr, np.array([0, 4, 1], np.int32), np.array([3, 2, 7], np.int32))
+    assert totals == [5, 0, 7] and nnz == [2, 0, 1]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 import bnpcore
-from bnpcore import cli
+from bnpcore import registry
 from bnpcore.corpus import Corpus
 
 
@@ -33,7 +33,7 @@ def run(case):
     elif kind == "open":
         corpus = Corpus.open(case["corpus"])
         if case.get("estimator"):
-            spec = cli.get_model(case["estimator"])
+            spec = registry.get(case["estimator"])
             est = spec.make(test=True, random_state=0)
             est.set_params(**{est._iterations: 2})
             if hasattr(est, "n_threads"):

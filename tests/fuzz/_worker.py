@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from bnpcore import cli
+from bnpcore import registry
 from bnpcore.corpus import Corpus
 
 
@@ -39,7 +39,7 @@ TOY_MODELS = _contract_conftest().TOY_MODELS   # the contract suite's test-only 
 
 
 def get_model(name):
-    return TOY_MODELS[name] if name in TOY_MODELS else cli.get_model(name)
+    return TOY_MODELS[name] if name in TOY_MODELS else registry.get(name)
 
 
 def normalised(name, rows, n_rows, problems):
@@ -120,7 +120,7 @@ def run_corpus(case):
 
 
 def main():
-    warnings.simplefilter("ignore")      # FutureWarnings of deprecated names, convergence notes
+    warnings.simplefilter("ignore")      # convergence notes, capacity warnings
     for line in sys.stdin:
         case = json.loads(line)
         try:

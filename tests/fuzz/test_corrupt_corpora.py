@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnpcore import cli
+from bnpcore import registry
 from bnpcore.corpus import Corpus, write
 
 _spec = importlib.util.spec_from_file_location("bnpcore_fuzz_isolated", Path(__file__).with_name("_isolated.py"))
@@ -230,4 +230,4 @@ def test_random_byte_flips_are_refused_by_name(original, tmp_path, worker):
 
 @pytest.mark.slow
 def test_corrupted_corpora_every_estimator(original, tmp_path, worker):
-    run_cases(list(alterations(original)), original, tmp_path, worker, sorted(cli.MODELS))
+    run_cases(list(alterations(original)), original, tmp_path, worker, registry.names())

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnpcore import cli
+from bnpcore import registry
 from bnpcore.corpus import Corpus
 
 _spec = importlib.util.spec_from_file_location("bnpcore_fuzz_isolated", Path(__file__).with_name("_isolated.py"))
@@ -70,7 +70,7 @@ def files(tmp_path_factory):
     out = {}
     for name in DEFAULT + SLOW:
         model, _, schedule = name.partition("@")       # "@delayed": the delayed schedule's state, two threads
-        est = cli.get_model(model).make(test=True, random_state=0)
+        est = registry.get(model).make(test=True, random_state=0)
         est.set_params(**{est._iterations: 4}, **({"schedule": schedule, "n_threads": 2} if schedule else {}))
         est.fit(X, max_seconds=1e-9, checkpoint=tmp / f"{name}.npz")
         out[name] = tmp / f"{name}.npz", tmp / "corpus.npz"

@@ -30,13 +30,13 @@ model.save(sys.argv[1])
 
 CHILD_CORPUS = """
 import sys, time
-import bnpcore.corpus
-add = bnpcore.corpus._DiskWriter.add
+import bnpcore.corpus_io
+add = bnpcore.corpus_io.CorpusWriter.add
 def slow_add(self, *args):
     add(self, *args)
     print("writing", flush=True)
     time.sleep(60)
-bnpcore.corpus._DiskWriter.add = slow_add
+bnpcore.corpus_io.CorpusWriter.add = slow_add
 from bnpcore.cli import main
 sys.exit(main(["corpus", sys.argv[1], sys.argv[2]]))
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnpcore import cli
+from bnpcore import cli, registry
 from bnpcore.corpus import Corpus
 
 _spec = importlib.util.spec_from_file_location("bnpcore_fuzz_isolated", Path(__file__).with_name("_isolated.py"))
@@ -47,9 +47,9 @@ def models(tmp_path_factory):
     state) and a fitted hdp.TruncationFreeSVI (an online model with ``_after_load``)."""
     tmp = tmp_path_factory.mktemp("models")
     X = Corpus(np.random.default_rng(0).poisson(0.8, size=(12, 9)))
-    cgs = cli.get_model("lda-cgs").make(test=True, random_state=0)
+    cgs = registry.get("lda-cgs").make(test=True, random_state=0)
     cgs.fit(X, max_seconds=1e-9, checkpoint=tmp / "cgs.npz")
-    svi = cli.get_model("hdp-tf-svi").make(test=True, random_state=0).fit(X)
+    svi = registry.get("hdp-tf-svi").make(test=True, random_state=0).fit(X)
     svi.save(tmp / "svi.npz")
     return {"cgs": tmp / "cgs.npz", "svi": tmp / "svi.npz"}
 
@@ -228,7 +228,7 @@ def saved_models(tmp, names):
     X.save(tmp / "corpus.npz")
     out = {}
     for name in names:
-        est = cli.get_model(name).make(test=True, random_state=0)
+        est = registry.get(name).make(test=True, random_state=0)
         online = not isinstance(est, BatchEstimator) and "n_epochs" in est.get_params()
         path = tmp / f"{name}.npz"
         if online:
@@ -285,7 +285,7 @@ def test_crafted_fitted_models_and_online_checkpoints(worker, tmp_path):
 
 @pytest.mark.slow
 def test_crafted_fitted_models_and_online_checkpoints_every_model(worker, tmp_path):
-    run_use([name for name in sorted(cli.MODELS) if name not in USE_DEFAULT], worker, tmp_path)
+    run_use([name for name in registry.names() if name not in USE_DEFAULT], worker, tmp_path)
 
 
 def test_bnpcore_topics_of_a_text_file_says_it_is_not_a_model(tmp_path, capsys):

@@ -1,5 +1,5 @@
 """Extreme values of every constructor parameter of every registered estimator
-(``bnpcore.cli.MODELS``): zero, negative, subnormal, 1e-300, 1e300, 1.7e308,
+(``bnpcore.registry``): zero, negative, subnormal, 1e-300, 1e300, 1.7e308,
 inf, NaN, integers too large for a float (``10**400``), integers at and past
 2**31, 10**7 (sizes and loop counts), and extreme gamma hyperpriors.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnpcore import cli
+from bnpcore import registry
 
 MEMORY = 3 << 30
 TIMEOUT = 60.0
@@ -79,12 +79,12 @@ def kind_of(name, default):
 def entries():
     """One registry name per class (the default run) and all of them."""
     seen, first = set(), []
-    for name in sorted(cli.MODELS):
-        path = cli.get_model(name).path
+    for name in registry.names():
+        path = registry.get(name).path
         if path not in seen:
             seen.add(path)
             first.append(name)
-    return first, sorted(cli.MODELS)
+    return first, registry.names()
 
 
 def cases(full):
@@ -94,7 +94,7 @@ def cases(full):
         {"float": FLOATS_QUICK, "int": INTS_QUICK, "gamma": GAMMA_QUICK}
     out = []
     for model in (every if full else quick):
-        params = cli.get_model(model).load_class()().get_params()
+        params = registry.get(model).load_class()().get_params()
         for name in sorted(params):
             kind = kind_of(name, params[name])
             if kind is not None:
@@ -124,7 +124,7 @@ def distribution_problem(label, rows):
 
 
 def run_case(model, name, value, X):
-    est = cli.get_model(model).make(test=True, **{name: value, "random_state": 0})
+    est = registry.get(model).make(test=True, **{name: value, "random_state": 0})
     takes = inspect.signature(est.fit).parameters.values()   # max_seconds, or **kwargs passed on to it
     kwargs = {"max_seconds": MAX_SECONDS} if any(p.name == "max_seconds" or p.kind == p.VAR_KEYWORD
                                                   for p in takes) else {}

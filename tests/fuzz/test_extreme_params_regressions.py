@@ -75,7 +75,7 @@ def test_huge_init_scale_is_finite_or_refused(make, X):
     (lambda v: hdp.DirectAssignmentGibbs(eta_tot=v, max_iter=2), "eta_tot"),
     (lambda v: hdp.DirectAssignmentGibbs(alpha_prior=(v, 1.0), max_iter=2), "alpha_prior"),
     (lambda v: mixture.StochasticVB(learning_offset=v, n_components=3), "learning_offset"),
-    (lambda v: hdp.DirectAssignmentVB(merge_threshold=v, n_components=3), "merge_threshold"),
+    (lambda v: hdp.DirectAssignmentVB(moves={"merge_threshold": v}, n_components=3), "merge_threshold"),
 ], ids=["alpha", "eta_tot", "alpha_prior", "learning_offset", "merge_threshold"])
 def test_an_integer_too_large_for_a_float_is_a_value_error_naming_it(make, name, X):
     with pytest.raises(ValueError, match=name):
@@ -105,13 +105,13 @@ def test_direct_assignment_vb_takes_a_learning_offset_below_one(offset, X):
 
 
 def test_the_command_line_reads_nan_and_inf_as_floats_refused_by_name(X):
-    from bnpcore import cli
+    from bnpcore import cli, registry
     assert math.isnan(cli._parse_value("nan")) and cli._parse_value("-Inf") == -math.inf
     shape, rate = cli._parse_value("(inf, 1.0)")
     assert shape == math.inf and rate == 1.0
     assert cli._parse_value("os.getcwd()") == "os.getcwd()"        # still no code runs
     with pytest.raises(ValueError, match="alpha must be a positive finite number, got nan"):
-        cli.get_model("lda-cgs").make(test=True, alpha=cli._parse_value("nan")).fit(X)
+        registry.get("lda-cgs").make(test=True, alpha=cli._parse_value("nan")).fit(X)
 
 
 def test_value_checks_refuse_huge_integers_by_name():
@@ -132,7 +132,8 @@ def test_value_checks_refuse_huge_integers_by_name():
     (lambda v: mixture.TruncationFreeSVI(local_sweeps=v, batch_size=5), "local_sweeps"),
     (lambda v: lda.Hybrid(n_samples=v, n_components=3, max_iter=2), "n_samples"),
     (lambda v: hdp.PartiallyCollapsedGibbs(max_topics=v, max_iter=2, burn_in=1), "max_topics"),
-    (lambda v: hdp.DirectAssignmentVB(restricted_sweeps=v, n_components=3), "restricted_sweeps"),
+    (lambda v: hdp.DirectAssignmentVB(moves={"restricted_sweeps": v}, n_components=3),
+     r"moves\['restricted_sweeps'\]"),
     (lambda v: hdp.CollapsedVB(init_gibbs_iter=v, init="gibbs", n_components=3), "init_gibbs_iter"),
 ], ids=["G-HDP rounds", "PC-HDP rounds", "tf-svi local_sweeps", "tf-svi n_samples", "dp local_sweeps",
         "hybrid n_samples", "max_topics", "restricted_sweeps", "init_gibbs_iter"])
@@ -187,13 +188,13 @@ import json, resource, sys, warnings
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 warnings.simplefilter("ignore")
 import numpy as np
-from bnpcore import cli
+from bnpcore import registry
 from bnpcore.corpus import Corpus
 counts = np.ones((5, 4), dtype=np.int64)
 counts[0, 0] = 2 ** 31 - 1
 X = Corpus(counts)
-for name in sorted(cli.MODELS):
-    est = cli.get_model(name).make(test=True, random_state=0)
+for name in registry.names():
+    est = registry.get(name).make(test=True, random_state=0)
     try:
         est.fit(X)
         outcome = "fit"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bnpcore import cli
+from bnpcore import registry
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -39,7 +39,7 @@ _worker = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_worker)
 TOY_MODELS = _worker.TOY_MODELS
 
-MODELS = sorted(cli.MODELS) + sorted(TOY_MODELS)
+MODELS = registry.names() + sorted(TOY_MODELS)
 MEMORY = 3 << 30
 TIMEOUT = 60.0
 SCALE = float(os.environ.get("BNPCORE_FUZZ_SCALE", "1"))   # multiplies the number of cases
@@ -62,8 +62,7 @@ INTS = {"n_components", "n_atoms", "batch_size", "max_iter", "n_epochs", "burn_i
         "local_sweeps", "merge_every", "heldout_samples", "heldout_burnin", "n_concentration_rounds",
         "init_gibbs_iter", "max_doc_iter", "prune_every"}
 NONE_ALLOWED = {"prune_every"}       # None: no pruning
-SKIP = {"random_state", "n_threads", "total_samples", "n_iter", "n_sweeps", "max_passes", "n_topics",
-        "init_topics"}
+SKIP = {"random_state", "n_threads", "total_samples"}
 
 
 def prior_range(model, name):
@@ -190,7 +189,7 @@ def prior_value(model, name, default):
 @st.composite
 def hyperparameters(draw, model):
     """Overrides of some parameters of ``model`` and the names of those that are invalid."""
-    spec = TOY_MODELS[model] if model in TOY_MODELS else cli.get_model(model)
+    spec = TOY_MODELS[model] if model in TOY_MODELS else registry.get(model)
     cls = spec.load_class()
     current = {**cls().get_params(), **spec.kwargs,
                **(spec.test_kwargs or {})}

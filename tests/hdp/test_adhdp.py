@@ -119,12 +119,62 @@ def test_merge_kernel_matches_numpy():
         want[:, :K] += copies[t, :, :K] - old[:, :K]
         for k in (K, K + 1):
             want[:, slot_map[t, k]] += copies[t, :, k]
-    got = old.copy()
-    _hdp_gibbs.delayed_merge(got, lists, wlen, copies, lists_t, wlen_t, slot_map)
-    np.testing.assert_array_equal(got, want)
+    for n_threads in (1, 2):
+        got = old.copy()
+        _hdp_gibbs.delayed_merge(got, lists, wlen, copies, lists_t, wlen_t, slot_map, n_threads)
+        np.testing.assert_array_equal(got, want)
     slot_map[1, K] = -1
     with pytest.raises(ValueError, match="without a shared slot"):
         _hdp_gibbs.delayed_merge(old.copy(), lists, wlen, copies, lists_t, wlen_t, slot_map)
+
+
+def test_word_lists_fill_given_buffers_on_any_thread_count():
+    """word_lists into reused buffers (stale contents from other counts) and on two
+    threads: the same lists as fresh arrays, and each is np.flatnonzero of its row."""
+    rng = np.random.default_rng(3)
+    n_wk = (rng.integers(0, 3, (30, 16)) * (rng.random((30, 16)) < 0.4)).astype(np.int32)
+    want_lists, want_wlen = _hdp_gibbs.word_lists(n_wk, 11)
+    for w in range(30):
+        np.testing.assert_array_equal(want_lists[0, w, :want_wlen[w]], np.flatnonzero(n_wk[w, :11]))
+        np.testing.assert_array_equal(want_lists[1, w, want_lists[0, w, :want_wlen[w]]], np.arange(want_wlen[w]))
+    stale = _hdp_gibbs.word_lists(np.ones_like(n_wk), 16)
+    for n_threads in (1, 2):
+        lists, wlen = _hdp_gibbs.word_lists(n_wk, 11, n_threads, stale)
+        assert lists is stale[0] and wlen is stale[1]
+        np.testing.assert_array_equal(wlen, want_wlen)
+        for w in range(30):
+            topics = lists[0, w, :wlen[w]]
+            np.testing.assert_array_equal(topics, want_lists[0, w, :wlen[w]])
+            np.testing.assert_array_equal(lists[1, w, topics], np.arange(wlen[w]))
+    with pytest.raises(ValueError, match="shapes"):
+        _hdp_gibbs.word_lists(n_wk, 11, 1, (np.zeros((2, 30, 8), np.int32), np.zeros(30, np.int32)))
+
+
+def test_log_likelihood_is_the_collapsed_formula():
+    """The state's log p(x | z) (the per-word kernel of the partially collapsed sampler,
+    small counts from a table) against gammaln over the positive counts."""
+    from scipy.special import gammaln
+    est = DirectAssignmentGibbs(n_components=5, max_iter=4, burn_in=2, eta_tot=3.0, random_state=0)
+    box = {}
+    real = _DelayedGibbsState.log_likelihood
+
+    def grab(self):
+        box["state"] = self
+        return real(self)
+    _DelayedGibbsState.log_likelihood = grab
+    try:
+        DirectAssignmentGibbs(schedule="delayed", n_threads=2, n_components=5, max_iter=4, burn_in=2,
+                              eta_tot=3.0, random_state=0).fit(BARS)
+    finally:
+        _DelayedGibbsState.log_likelihood = real
+    state = box["state"]
+    t = state.topics
+    nwk = t["n_wk"]
+    nz = nwk[nwk > 0]
+    want = (gammaln(nz + state.eta) - gammaln(state.eta)).sum() \
+        + (gammaln(state.eta_tot) - gammaln(t["n_k"] + state.eta_tot)).sum()
+    assert state.log_likelihood() == pytest.approx(want, rel=1e-12)
+    assert est.fit(BARS).history_[-1]["log_lik"] < 0
 
 
 def _births_state(rule):

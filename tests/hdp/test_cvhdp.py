@@ -437,7 +437,7 @@ def test_transform_is_a_fixed_point_of_the_document_equations(small_fit):
     N_jk - r_jwk) phi_wk exp(-V^-_jk / (2 (prior_k + N_jk - r_jwk)^2)),
     V^-_jk = sum_w c_jw r_jwk (1 - r_jwk) - r_jwk (1 - r_jwk)."""
     model, _, test = small_fit
-    theta = model.transform(test, n_iter=3000)
+    theta = model.transform(test, max_iter=3000)
     prior, phi = model.alpha_ * model.weights_, model.topics_.T
     for j in range(test.n_docs):
         lo, hi = test.indptr[j], test.indptr[j + 1]
@@ -460,7 +460,7 @@ def test_transform_of_a_one_token_document_where_the_products_underflow():
     model.topics_ = np.array([[1e-100, 1.0 - 1e-100], [3e-100, 1.0 - 3e-100], [2e-100, 1.0 - 2e-100]])
     model.weights_ = np.array([1e-250, 2e-250, 1e-250])
     model.alpha_, model.n_components_, model.n_features_in_ = 1.0, 3, 2
-    theta = model.transform(Corpus([[0]], n_words=2), n_iter=1)
+    theta = model.transform(Corpus([[0]], n_words=2), max_iter=1)
     r = np.array([1.0, 6.0, 2.0]) / 9.0
     np.testing.assert_allclose(theta[0], (model.weights_ + r) / (model.weights_.sum() + 1.0), rtol=1e-12)
 

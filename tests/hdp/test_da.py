@@ -9,12 +9,12 @@ import pytest
 from scipy import integrate
 from scipy.special import digamma, gammaln, xlogy
 
-from bnpcore import Corpus, cli
+from bnpcore import Corpus, registry
 from bnpcore.datasets import make_bars
 from bnpcore.hdp import DirectAssignmentGibbs, DirectAssignmentVB
 from bnpcore.inference.online import Minibatch
 from bnpcore.kernels import _dahdp
-from bnpcore.models import hdp_da
+from bnpcore.models import hdp_da_bound as da_bound, hdp_da_moves as da_moves
 
 
 def tiny_corpus(seed=0, n_docs=12, n_words=9, max_count=4):
@@ -31,7 +31,8 @@ PAPER_MOVES = dict(max_splits=1, max_merges=None, split_candidates=10, split_ini
 
 
 def fresh_state(corpus, K=4, seed=1, **params):
-    est = DirectAssignmentVB(n_components=K, random_state=seed, **{**PAPER_MOVES, **params})
+    moves = {**PAPER_MOVES, **{key: params.pop(key) for key in list(params) if key in da_moves.MOVE_DEFAULTS}}
+    est = DirectAssignmentVB(n_components=K, random_state=seed, moves=moves, **params)
     return est._new_state(corpus, np.random.default_rng(seed), corpus.n_docs)
 
 
@@ -53,7 +54,7 @@ def full_bound(state, local, scale):
     eta = state.eta
     topics = (gammaln(W * eta) - W * gammaln(eta) + ((eta - 1) * elog).sum(1)
               - gammaln(lam.sum(1)) + gammaln(lam).sum(1) - ((lam - 1) * elog).sum(1)).sum()
-    prior = hdp_da.gem_log_density(beta, state.gamma, state.settings["gem_density"])[0]
+    prior = da_bound.gem_log_density(beta, state.gamma, state.settings["gem_density"])[0]
     return scale * tokens + scale * docs + topics + prior
 
 
@@ -132,7 +133,7 @@ def test_a_minibatch_estep_normalises_the_topics_over_all_words():
     within = state.estep(minibatch(state, corpus))
     assert len(minibatch(state, corpus, ids).vocab) < corpus.n_words
     np.testing.assert_allclose(alone.theta, within.theta[ids], rtol=1e-12)
-    np.testing.assert_allclose(hdp_da.expected_log_phi(state.lam, [2, 5]),
+    np.testing.assert_allclose(da_bound.expected_log_phi(state.lam, [2, 5]),
                                digamma(state.lam[:, [2, 5]]) - digamma(state.lam.sum(1))[:, None], rtol=1e-14)
 
 
@@ -203,8 +204,8 @@ def test_topic_terms_change_is_the_difference_of_the_full_terms():
     old = eta + rng.gamma(0.5, 20.0, size=(5, 11))
     new = old.copy()
     new[:, cols] = eta + rng.gamma(0.5, 20.0, size=(5, len(cols)))
-    want = hdp_da.topic_terms(new, eta).sum() - hdp_da.topic_terms(old, eta).sum()
-    assert hdp_da.topic_terms_change(old, new, eta, cols) == pytest.approx(want, rel=1e-10, abs=1e-8)
+    want = da_bound.topic_terms(new, eta).sum() - da_bound.topic_terms(old, eta).sum()
+    assert da_bound.topic_terms_change(old, new, eta, cols) == pytest.approx(want, rel=1e-10, abs=1e-8)
 
 
 def test_compact_bound_at_the_batch_fixed_point():
@@ -222,7 +223,7 @@ def test_compact_bound_at_the_batch_fixed_point():
     compact = ((gammaln(a) - gammaln(a + N)).sum() + (gammaln(local.theta) - gammaln(ab)).sum()
                - (c[:, None] * xlogy(local.resp, local.resp)).sum()
                + (gammaln(W * eta) - W * gammaln(eta) + gammaln(state.lam).sum(1) - gammaln(state.lam.sum(1))).sum()
-               + hdp_da.gem_log_density(state.beta, state.gamma)[0])
+               + da_bound.gem_log_density(state.beta, state.gamma)[0])
     assert sum(state.bound(local, 1.0).values()) == pytest.approx(compact, rel=1e-10)
 
 
@@ -235,7 +236,7 @@ def test_bound_terms_match_monte_carlo():
     rng = np.random.default_rng(5)
     theta = local.theta * rng.uniform(0.5, 2.0, local.theta.shape)
     ab = state.alpha * state.beta
-    expected = hdp_da._Documents(theta, local.ndk, ab, state.alpha).value()
+    expected = da_bound._Documents(theta, local.ndk, ab, state.alpha).value()
     R = 200_000
 
     def log_dir(x, a):
@@ -255,10 +256,10 @@ def test_bound_terms_match_monte_carlo():
 
 def test_beta_gradient_matches_finite_differences():
     rng = np.random.default_rng(3)
-    for kind in hdp_da.GEM_DENSITIES:
+    for kind in da_bound.GEM_DENSITIES:
         beta = rng.dirichlet(np.ones(6))
         sum_elogpi = -rng.random(6) * 20
-        f = lambda b: hdp_da.beta_objective(b, sum_elogpi, 7, 3.0, 1.7, 2.3, kind)  # noqa: E731
+        f = lambda b: da_bound.beta_objective(b, sum_elogpi, 7, 3.0, 1.7, 2.3, kind)  # noqa: E731
         grad = f(beta)[1]
         for l in range(6):
             e = np.zeros(6)
@@ -269,9 +270,9 @@ def test_beta_gradient_matches_finite_differences():
 
 @pytest.mark.parametrize("gamma", [0.5, 2.0])
 def test_gem_density_integrates_to_one(gamma):
-    one = integrate.quad(lambda b1: np.exp(hdp_da.gem_log_density([b1, 1 - b1], gamma)[0]), 0, 1)[0]
+    one = integrate.quad(lambda b1: np.exp(da_bound.gem_log_density([b1, 1 - b1], gamma)[0]), 0, 1)[0]
     assert one == pytest.approx(1.0, rel=1e-7)
-    two = integrate.dblquad(lambda b2, b1: np.exp(hdp_da.gem_log_density([b1, b2, 1 - b1 - b2], gamma)[0]),
+    two = integrate.dblquad(lambda b2, b1: np.exp(da_bound.gem_log_density([b1, b2, 1 - b1 - b2], gamma)[0]),
                             0, 1, 0, lambda b1: 1 - b1)[0]
     assert two == pytest.approx(1.0, rel=1e-6)
 
@@ -281,9 +282,9 @@ def test_beta_step_increases_objective_and_keeps_the_simplex():
     state = fresh_state(corpus, K=5)
     local = state.estep(minibatch(state, corpus))
     e = (digamma(local.theta) - digamma(local.theta.sum(1))[:, None]).sum(0)
-    before = hdp_da.beta_objective(state.beta, e, corpus.n_docs, 1.0, state.alpha, state.gamma)[0]
+    before = da_bound.beta_objective(state.beta, e, corpus.n_docs, 1.0, state.alpha, state.gamma)[0]
     beta = state._beta_step(local, 1.0)
-    after = hdp_da.beta_objective(beta, e, corpus.n_docs, 1.0, state.alpha, state.gamma)[0]
+    after = da_bound.beta_objective(beta, e, corpus.n_docs, 1.0, state.alpha, state.gamma)[0]
     assert after > before
     assert beta.sum() == pytest.approx(1.0, abs=1e-14) and np.all(beta > 0)
 
@@ -309,7 +310,7 @@ def test_hyperparameter_steps_maximise_the_bound():
     state = fresh_state(corpus, K=4, mode="batch", learn_hyperparameters=True)
     local = state.estep(minibatch(state, corpus))
     before = sum(state.bound(local, 1.0).values())
-    state._hyperparameters(local, 1.0, 1.0)
+    da_bound.learn_hyperparameters(state, local, 1.0, 1.0)
     best = sum(state.bound(local, 1.0).values())
     assert best > before
     for name in ("alpha", "eta", "gamma"):
@@ -348,13 +349,13 @@ def test_split_then_merge_restores_the_state():
     state, local, scale, parts = online_step_parts(corpus, ids=np.arange(2, 10))
     before_state, before_local = copy.deepcopy(state), copy.deepcopy(local)
     before = full_bound(state, local, scale)
-    proposal = state._split_proposal(local, scale, *parts[:1], 1, *parts[1:], restricted_iter=0)
-    state._apply_split(local, 1, proposal)
+    proposal = da_moves.split_proposal(state, local, scale, *parts[:1], 1, *parts[1:], restricted_iter=0)
+    da_moves.apply_split(state, local, 1, proposal)
     assert state.n_components == 5
     split_bound = full_bound(state, local, scale)
     assert split_bound - before == pytest.approx(proposal["gain"], rel=1e-9, abs=1e-9 * abs(before))
-    gain = state._merge_gain(local, scale, 1, 4)
-    state._apply_merge(local, 1, 4)
+    gain = da_moves.merge_gain(state, local, scale, 1, 4)
+    da_moves.apply_merge(state, local, 1, 4)
     for name in ("lam", "beta"):
         np.testing.assert_allclose(getattr(state, name), getattr(before_state, name), rtol=1e-13)
     for name in ("theta", "ndk", "stats", "resp", "entropy"):
@@ -371,11 +372,11 @@ def test_restricted_split_gain_equals_full_evaluation_and_touches_only_the_pair(
     before_state, before_local = copy.deepcopy(state), copy.deepcopy(local)
     before = full_bound(state, local, scale)
     k = 2
-    proposal = state._split_proposal(local, scale, *parts[:1], k, *parts[1:], init=init)
+    proposal = da_moves.split_proposal(state, local, scale, *parts[:1], k, *parts[1:], init=init)
     if init == "divide":                            # the updated topic divided word by word
         np.testing.assert_allclose(sum(proposal["lam"]), state.lam[k], rtol=1e-14)
         assert not np.allclose(proposal["lam"][0] / proposal["lam"][1], 1.0)
-    state._apply_split(local, k, proposal)
+    da_moves.apply_split(state, local, k, proposal)
     after = full_bound(state, local, scale)
     assert proposal["gain"] == pytest.approx(after - before, rel=1e-9, abs=1e-9 * abs(before))
     others = [l for l in range(4) if l != k]
@@ -401,8 +402,8 @@ def test_divide_proposal_separates_a_blended_topic_late_in_a_run():
     state.lam[1] = state.eta + rng.gamma(1.0, 1.0, 20)
     local = state.estep(minibatch(state, corpus, np.arange(20)))
     scale, parts = global_step(state, local, corpus, rho=0.05)
-    paper = state._split_proposal(local, scale, *parts[:1], 0, *parts[1:], init="minibatch")
-    divide = state._split_proposal(local, scale, *parts[:1], 0, *parts[1:], init="divide")
+    paper = da_moves.split_proposal(state, local, scale, *parts[:1], 0, *parts[1:], init="minibatch")
+    divide = da_moves.split_proposal(state, local, scale, *parts[:1], 0, *parts[1:], init="divide")
     assert divide["gain"] > 0.0 and divide["gain"] > paper["gain"]
     halves = {frozenset(np.argsort(-lam)[:10]) for lam in divide["lam"]}
     assert halves == {frozenset(bar) for bar in bars}
@@ -440,10 +441,10 @@ def test_reassign_proposal_gathers_a_topic_spread_over_all_topics():
     state, local, scale, parts, bars = smeared_bar_state(K)
     for k in range(K):
         for init in ("minibatch", "divide"):
-            assert state._split_proposal(local, scale, *parts[:1], k, *parts[1:], init=init)["gain"] < 0.0
-    halves = [state._refit(local.batch.take(np.arange(first, local.n_docs, 2)), state.lam, state.beta)
+            assert da_moves.split_proposal(state, local, scale, *parts[:1], k, *parts[1:], init=init)["gain"] < 0.0
+    halves = [state.refit(local.batch.take(np.arange(first, local.n_docs, 2)), state.lam, state.beta)
               for first in (0, 1)]
-    best = max((state._reassign_proposal(k, parts[0], *halves) for k in range(K)), key=lambda p: p["gain"])
+    best = max((da_moves.reassign_proposal(state, k, parts[0], *halves) for k in range(K)), key=lambda p: p["gain"])
     assert best["gain"] > 0.0
     data = best["lam"] - state.eta
     assert data[K, bars[K]].sum() > 0.7 * data[K].sum()             # the new topic is mostly the bar ...
@@ -452,7 +453,7 @@ def test_reassign_proposal_gathers_a_topic_spread_over_all_topics():
     check, check_scale = halves[1], state.n_total / halves[1].n_docs
     proposed = copy.copy(state)
     proposed.lam, proposed.beta = best["lam"], best["beta"]
-    after = full_bound(proposed, state._refit(check.batch, best["lam"], best["beta"]), check_scale)
+    after = full_bound(proposed, state.refit(check.batch, best["lam"], best["beta"]), check_scale)
     before = full_bound(state, check, check_scale)
     assert best["gain"] == pytest.approx(after - before, rel=1e-9, abs=1e-9 * abs(before))
 
@@ -464,10 +465,10 @@ def test_reassign_proposal_keeps_lambda_positive_where_a_topic_holds_less_than_e
     K = 5
     state, local, scale, parts, bars = smeared_bar_state(K)
     state.lam[:, bars[K]] = 0.2 * state.eta          # every topic below eta at the smeared bar's words
-    halves = [state._refit(local.batch.take(np.arange(first, local.n_docs, 2)), state.lam, state.beta)
+    halves = [state.refit(local.batch.take(np.arange(first, local.n_docs, 2)), state.lam, state.beta)
               for first in (0, 1)]
     for k in range(K):
-        proposal = state._reassign_proposal(k, parts[0], *halves)
+        proposal = da_moves.reassign_proposal(state, k, parts[0], *halves)
         assert proposal["lam"].min() > 0.0
         np.testing.assert_array_less(proposal["lam"][:K, bars[K]], 0.2 * state.eta + 1e-12)   # nothing taken
 
@@ -477,10 +478,10 @@ def test_an_accepted_reassign_split_refits_the_minibatch(monkeypatch):
     state is its E-step under the new globals."""
     K = 5
     state, local, scale, parts = smeared_bar_state(K)[:4]
-    monkeypatch.setattr(hdp_da, "REASSIGN_TURNS", K)             # every candidate's turn
-    assert state.split(local, scale, *parts) == (1, K)
+    monkeypatch.setattr(da_moves, "REASSIGN_TURNS", K)             # every candidate's turn
+    assert da_moves.split(state, local, scale, *parts) == (1, K)
     assert state.n_components == K + 1
-    whole = state._refit(local.batch, state.lam, state.beta)
+    whole = state.refit(local.batch, state.lam, state.beta)
     for name in ("theta", "ndk", "stats", "entropy", "resp"):
         np.testing.assert_array_equal(getattr(local, name), getattr(whole, name))
 
@@ -493,11 +494,11 @@ def test_merge_gain_equals_full_evaluation_and_merges_need_a_gain():
     before = full_bound(state, local, 1.0)
     for ka, kb in [(0, 2), (1, 3)]:
         s, l = copy.deepcopy(state), copy.deepcopy(local)
-        gain = s._merge_gain(l, 1.0, ka, kb)
-        s._apply_merge(l, ka, kb)
+        gain = da_moves.merge_gain(s, l, 1.0, ka, kb)
+        da_moves.apply_merge(s, l, ka, kb)
         assert gain == pytest.approx(full_bound(s, l, 1.0) - before, rel=1e-9, abs=1e-9 * abs(before))
     state.settings["merge_threshold"] = -np.inf        # every pair is a candidate
-    accepted, tried = state.merge(local, 1.0)
+    accepted, tried = da_moves.merge(state, local, 1.0)
     assert accepted >= 1 and tried >= accepted
     assert full_bound(state, local, 1.0) > before
 
@@ -508,11 +509,11 @@ def test_a_single_prior_merge_keeps_lambda_at_least_eta_where_both_topics_hold_l
     corpus = tiny_corpus()
     state = fresh_state(corpus, K=4, eta=0.5, merge_prior="single")
     state.lam[0, :3] = state.lam[1, :3] = 0.3 * state.eta
-    merged = state._merged_lambda(0, 1)
+    merged = da_moves.merged_lambda(state, 0, 1)
     assert merged.min() >= state.eta
     np.testing.assert_allclose(merged[3:], state.lam[0, 3:] + state.lam[1, 3:] - state.eta)
     local = state.estep(minibatch(state, corpus))
-    assert np.isfinite(state._merge_gain(local, 1.0, 0, 1))
+    assert np.isfinite(da_moves.merge_gain(state, local, 1.0, 0, 1))
 
 
 def test_an_empty_topic_changes_only_the_gem_term():
@@ -577,8 +578,8 @@ def test_max_merges_caps_the_merges_of_an_iteration():
     data = make_bars("sm", n_docs=200, n_test=20, random_state=0)
 
     def merges(cap):
-        est = DirectAssignmentVB(n_components=40, eta=0.5, max_iter=1, batch_size=50, max_splits=0,
-                                 max_merges=cap, random_state=0).fit(data.train)
+        est = DirectAssignmentVB(n_components=40, eta=0.5, max_iter=1, batch_size=50,
+                                 moves={"max_splits": 0, "max_merges": cap}, random_state=0).fit(data.train)
         return [(r["merges"], r["merge_tries"]) for r in est.history_]
 
     assert max(m for m, _ in merges(None)) >= 2
@@ -618,11 +619,14 @@ def test_partial_fit_streams_and_continues_after_load(tmp_path):
 @pytest.mark.parametrize("params, match", [
     ({"alpha": -1.0}, "alpha"), ({"gamma": float("nan")}, "gamma"), ({"eta": 0.0}, "eta"),
     ({"mode": "stream"}, "mode"), ({"learn_hyperparameters": ["beta"]}, "learn_hyperparameters"),
-    ({"merge_prior": "half"}, "merge_prior"), ({"gem_density": "x"}, "gem_density"),
+    ({"moves": {"merge_prior": "half"}}, "merge_prior"), ({"gem_density": "x"}, "gem_density"),
     ({"batch_size": 0}, "batch_size"), ({"learning_decay": 1.5}, "learning_decay"),
-    ({"n_components": 0}, "n_components"), ({"split_inits": "divide"}, "split_inits"),
-    ({"split_inits": ()}, "split_inits"), ({"split_inits": ["paper"]}, "split_inits"),
-    ({"max_merges": -1}, "max_merges"), ({"max_merges": 1.5}, "max_merges"),
+    ({"n_components": 0}, "n_components"), ({"moves": {"split_inits": "divide"}}, "split_inits"),
+    ({"moves": {"split_inits": ()}}, "split_inits"), ({"moves": {"split_inits": ["paper"]}}, "split_inits"),
+    ({"moves": {"max_merges": -1}}, "max_merges"), ({"moves": {"max_merges": 1.5}}, "max_merges"),
+    ({"moves": {"max_split": 1}}, "unknown settings \\['max_split'\\]"), ({"moves": [("max_splits", 1)]}, "moves"),
+    ({"moves": {"restricted_sweeps": 0}}, "restricted_sweeps"),
+    ({"moves": {"merge_threshold": "x"}}, "merge_threshold"),
 ])
 def test_bad_parameters_are_refused(params, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -634,7 +638,7 @@ def test_fit_is_identical_on_any_thread_count(mode, monkeypatch):
     """The E-step and the split proposals (those of n_threads candidates at
     once, read in order; here at any size) on 1, 2 and 3 threads: the same
     splits, bit for bit."""
-    monkeypatch.setattr(hdp_da, "SPLIT_THREADS_PAIRS", 0)
+    monkeypatch.setattr(da_moves, "SPLIT_THREADS_PAIRS", 0)
     if mode == "online":
         X, K = make_bars("sm", n_docs=150, n_test=10, random_state=0).train, 6
     else:       # four clusters of four words: two batch splits at once, the second one's proposal made again
@@ -643,7 +647,8 @@ def test_fit_is_identical_on_any_thread_count(mode, monkeypatch):
         for j in range(80):
             X[j, 4 * (j % 4):4 * (j % 4) + 4] = rng.poisson(5, 4)
     fits = [DirectAssignmentVB(n_components=K, mode=mode, eta=0.5, max_iter=2 if mode == "online" else 6,
-                               batch_size=50, n_threads=t, random_state=0, **{**PAPER_MOVES, "max_splits": 2}).fit(X)
+                               batch_size=50, n_threads=t, random_state=0,
+                               moves={**PAPER_MOVES, "max_splits": 2}).fit(X)
             for t in (1, 2, 3)]
     splits = [[(r["splits"], r["split_tries"]) for r in fit.history_] for fit in fits]
     assert sum(s for s, _ in splits[0]) > 0
@@ -661,7 +666,7 @@ def test_a_tiny_eta_keeps_the_moves_finite():
     X[7, 17], X[9, 15], X[9, 17] = 3, 1, 1
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        est = cli.get_model("hdp-da-sm").make(test=True, eta=1e-100, gamma=1.0, max_iter=2, random_state=0).fit(X)
+        est = registry.get("hdp-da-sm").make(test=True, eta=1e-100, gamma=1.0, max_iter=2, random_state=0).fit(X)
     assert sum(r["splits"] for r in est.history_) > 0
     assert np.all(est.components_ > 0) and np.all(np.isfinite(est.topics_))
     np.testing.assert_allclose(est.transform(X).sum(axis=1), 1.0)
@@ -738,13 +743,49 @@ def test_init_from_refuses_what_it_cannot_start_from(bars_sampler):
 @pytest.mark.slow
 @pytest.mark.parametrize("K", [2, 5, 10, 20, 40, 50, 80, 100])
 def test_bars_starts_find_the_twenty_bars(K):
-    """T-SM-1: oHDP-SM started from any of the eight K ends at the 20 bars (each
-    bar the ten most probable pixels of a topic). Without the "reassign"
-    proposal the starts below 20 ended with 18 topics, 17-18 bars, and K = 100
-    with a near-empty 21st topic."""
+    """T-SM-1: oHDP-SM with the paper's moves and "reassign" started from any of
+    the eight K ends at the 20 bars (each bar the ten most probable pixels of a
+    topic). Without the "reassign" proposal (as with the default moves) the
+    starts below 20 ended with 18 topics, 17-18 bars, and K = 100 with a
+    near-empty 21st topic."""
     data = make_bars("sm", random_state=0)
-    est = DirectAssignmentVB(n_components=K, eta=0.5, max_iter=20, random_state=0).fit(data.train)
+    est = DirectAssignmentVB(n_components=K, eta=0.5, max_iter=20, random_state=0, moves=PAPER_MOVES).fit(data.train)
     found = {frozenset(np.argsort(-t)[:10]) for t in est.topics_}
     bars = [frozenset(np.flatnonzero(bar > bar.min())) for bar in data.topics]
     assert all(bar in found for bar in bars)
     assert est.n_components_ == 20
+
+
+def test_minibatch_moves_renumber_every_topic_quantity_and_keep_the_rest_cell():
+    """_Minibatch.split / merge / select / permute (through SuffStats) act on theta's
+    topic columns, n, the statistics, the entropy and the responsibilities alike;
+    theta's rest cell stays last."""
+    from bnpcore.models.hdp_da import _Minibatch
+    rng = np.random.default_rng(0)
+    S, K, V, N = 3, 4, 5, 7
+    arrays = dict(theta=rng.random((S, K + 1)), ndk=rng.random((S, K)), stats=rng.random((V, K)),
+                  entropy=rng.random(K), resp=rng.random((N, K)))
+    local = _Minibatch(None, *(a.copy() for a in arrays.values()))
+    names = ("theta", "ndk", "stats", "entropy", "resp")
+
+    def column(a, k):
+        return a[..., k]
+
+    first = {n: 0.25 * column(arrays[n], 1) for n in names}
+    second = {n: 0.75 * column(arrays[n], 1) for n in names}
+    local.split(1, first, second)
+    assert local.theta.shape == (S, K + 2) and local.resp.shape == (N, K + 1)
+    np.testing.assert_array_equal(local.theta[:, -1], arrays["theta"][:, -1])
+    for n in names:
+        np.testing.assert_array_equal(column(getattr(local, n), K), second[n])
+    local.merge(1, K)
+    for n in names:
+        np.testing.assert_allclose(getattr(local, n), arrays[n], rtol=1e-15)
+    order = np.array([2, 0, 3, 1])
+    local.permute(order)
+    np.testing.assert_array_equal(local.theta, arrays["theta"][:, np.append(order, K)])
+    np.testing.assert_array_equal(local.resp, arrays["resp"][:, order])
+    np.testing.assert_array_equal(local.entropy, arrays["entropy"][order])
+    local.select(np.array([True, False, True, True]))
+    np.testing.assert_array_equal(local.theta, arrays["theta"][:, [2, 3, 1, K]])
+    np.testing.assert_array_equal(local.stats, arrays["stats"][:, [2, 3, 1]])

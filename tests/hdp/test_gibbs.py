@@ -263,7 +263,7 @@ def test_transform_with_disjoint_topics_is_exact():
     model.topics_ = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.25, 0.75]])
     model.weights_ = np.array([0.6, 0.3])
     model.alpha_, model.n_components_, model.n_features_in_ = 2.0, 2, 4
-    theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4), n_sweeps=5, burn_in=2)
+    theta = model.transform(Corpus([[2, 3, 3], [0, 1, 0, 0, 1]], n_words=4), max_iter=5, burn_in=2)
     np.testing.assert_allclose(theta, [[1.2 / 4.8, 3.6 / 4.8], [6.2 / 6.8, 0.6 / 6.8]], rtol=1e-12)
 
 

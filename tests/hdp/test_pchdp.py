@@ -128,11 +128,11 @@ def test_completed_tail_rows_give_the_law_of_whole_rows():
                 marks = _pchdp.candidate_words(corpus.indptr, corpus.indices, corpus.counts, tail_cdf, key, 6, W)
                 rows, rest = np.empty(marks.shape), np.empty(len(marks))
                 _pchdp.sample_prior(K, eta, key, 7, rows, 1, marks, rest)
-                extra = (marks, rest, eta, 8)
+                completion = (marks, rest, eta, 8)
             else:
-                rows, extra = np.empty((2, W)), ()
+                rows, completion = np.empty((2, W)), None
                 _pchdp.sample_prior(K, eta, key, 7, rows, 1)
-            _pchdp.z_step_rows(*docs, *entries, rows, ab, 0.8, tail_cdf, key, 5, 6, z, nwk, nk, 1, 0, *extra)
+            _pchdp.z_step_rows(*docs, entries, rows, (ab, 0.8, tail_cdf), (key, 5, 6), z, nwk, nk, 1, 0, completion)
             if marked and z[0] >= K:
                 assert rows[z[0] - K].sum() == pytest.approx(1.0)
             table[int(marked), 3 * z[0] + z[3]] += 1
@@ -209,16 +209,16 @@ def test_z_step_draws_the_conditional(case, urn):
     nwk, nk = np.zeros((2, C), dtype=np.int32), np.zeros(C, dtype=np.int64)
     _pclda.count_topics(corpus.indptr, corpus.indices, corpus.counts, z, nwk, nk)
     docs = (corpus.indptr, corpus.indices, corpus.counts, tok_ptr, K)
-    tail = (ab, tail_cdf[-1], tail_cdf, 3, 0, 1, z, nwk, nk, 2)
+    tail = ((ab, tail_cdf[-1], tail_cdf), (3, 0, 1), z, nwk, nk, 2)
     if urn:
         active = phi[:, :K]
         rows = np.concatenate([[0], np.cumsum((active > 0).sum(axis=1))]).astype(np.int64)
         entries = (rows, np.nonzero(active)[1].astype(np.int32), active[active > 0])
-        _pchdp.z_step_rows(*docs, *entries, np.ascontiguousarray(phi[:, K:K + n_tail].T), *tail)
+        _pchdp.z_step_rows(*docs, entries, np.ascontiguousarray(phi[:, K:K + n_tail].T), *tail)
     else:
         prob, alias, mass = np.empty((2, C)), np.empty((2, C), dtype=np.int32), np.empty(2)
         _pclda.build_alias(phi, ab, prob, alias, mass, 1, n_topics=K)
-        _pchdp.z_step(*docs, phi, prob, alias, mass, *tail)
+        _pchdp.z_step(*docs, (phi, prob, alias, mass), *tail)
     if case == "tail":
         assert np.all(z[0::2] == 3)
     p = flag_conditional(phi[checked], n_jk, ab, K, psi_tail, start[checked])
@@ -241,8 +241,8 @@ def test_z_step_rows_rejects_labels_and_rows_outside_the_topics():
     ab, tail_cdf = np.full(5, 0.2), np.array([0.1, 0.2])
 
     def run(z, n_rows):
-        _pchdp.z_step_rows(corpus.indptr, corpus.indices, corpus.counts, tok_ptr, 3, *entries,
-                           np.full((n_rows, 2), 0.5), ab, 0.2, tail_cdf, 1, 0, 1, z, nwk, nk)
+        _pchdp.z_step_rows(corpus.indptr, corpus.indices, corpus.counts, tok_ptr, 3, entries,
+                           np.full((n_rows, 2), 0.5), (ab, 0.2, tail_cdf), (1, 0, 1), z, nwk, nk)
 
     z = np.array([0, 3], dtype=np.uint16)
     nwk[0, 0] = nwk[1, 3] = nk[0] = nk[3] = 1
@@ -516,7 +516,7 @@ def test_store_doc_topic_false_and_blocks_of_an_on_disk_corpus(tmp_path, monkeyp
     write(corpus, tmp_path / "c")
     monkeypatch.setattr(bnpcore.corpus, "_BLOCK", 30)
     opened = Corpus.open(tmp_path / "c")
-    assert len(list(opened._doc_blocks())) > 10
+    assert len(list(opened.blocks())) > 10
     light = _fit(opened, 2, store_doc_topic=False)[0]
     assert np.array_equal(light.topics_, full.topics_) and np.array_equal(light.weights_, full.weights_)
     assert not hasattr(light, "doc_topic_") and light._z is None and full.doc_topic_.shape[0] == 60
@@ -554,8 +554,8 @@ def test_candidates_never_pass_the_largest_one():
             _pclda.build_alias(phi, ab, prob, alias, mass, 1, n_topics=K)
             nwk, nk = np.zeros((W, C), dtype=np.int32), np.zeros(C, dtype=np.int64)
             _pclda.count_topics(corpus.indptr, corpus.indices, corpus.counts, z, nwk, nk)
-            args = (corpus.indptr, corpus.indices, corpus.counts, tok_ptr, K, phi, prob, alias, mass, ab, 5.0, tail,
-                    3, 0, 6, z, nwk, nk, 2)
+            args = (corpus.indptr, corpus.indices, corpus.counts, tok_ptr, K, (phi, prob, alias, mass), (ab, 5.0, tail),
+                    (3, 0, 6), z, nwk, nk, 2)
             if not ok:
                 with pytest.raises(ValueError, match="candidate"):
                     _pchdp.z_step(*args)

@@ -1,4 +1,4 @@
-"""G-HDP and CV-HDP on the batch protocol: history keys, deprecated parameter names,
+"""G-HDP and CV-HDP on the batch protocol: history keys,
 interrupted fits resumed exactly, score = document completion of the documents passed in."""
 import shutil
 
@@ -48,21 +48,6 @@ def test_history_keys(data, cls, params):
         bound = model.history_[-1]["bound"]
         assert isinstance(bound, dict) and model.bound_ == sum(bound.values())
         assert model.history_[-1]["n_active"] == model.n_active_
-
-
-@pytest.mark.parametrize("cls, old, new", [
-    (DirectAssignmentGibbs, dict(init_topics=4, n_iter=5), dict(n_components=4, max_iter=5)),
-    (CollapsedVB, dict(n_iter=3), dict(max_iter=3)),
-], ids=["G-HDP", "CV-HDP"])
-def test_deprecated_parameter_names(data, cls, old, new):
-    train, _, _ = data
-    extra = dict(burn_in=1) if cls is DirectAssignmentGibbs else {}
-    with pytest.warns(FutureWarning) as record:
-        before = cls(random_state=1, **old, **extra).fit(train)
-    assert {str(w.message).split("'")[1] for w in record if w.category is FutureWarning} == set(old)
-    after = cls(random_state=1, **new, **extra).fit(train)
-    np.testing.assert_array_equal(before.topics_, after.topics_)
-    assert len(before.history_) == len(after.history_)
 
 
 @ESTIMATORS

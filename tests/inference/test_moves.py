@@ -50,12 +50,12 @@ def test_reorder_by_size(indirect):
     assert order.tolist() == list(range(20, 40)) + list(range(20))
 
 
-def test_prune_and_relabel(indirect):
+def test_prune_and_renumber(indirect):
     comp = build(indirect)
     mapping = moves.prune(comp, comp["sizes"], threshold=2.5)
     np.testing.assert_array_equal(mapping, [-1, -1, 0, 1])
     np.testing.assert_array_equal(comp["sizes"], [3, 4])
-    np.testing.assert_array_equal(moves.relabel(np.array([2, 3, 3], dtype=np.int32), mapping), [0, 1, 1])
+    np.testing.assert_array_equal(mapping[np.array([2, 3, 3])], [0, 1, 1])       # assignments renumbered
     assert moves.prune(comp, comp["sizes"], threshold=0.0) is None
     kept = moves.prune(comp, comp["sizes"], threshold=10.0, keep_largest=True)
     assert comp.n == 1 and comp["sizes"][0] == 4 and kept.tolist() == [-1, 0]
@@ -95,26 +95,25 @@ def test_merge_counts_the_prior_once_and_keeps_flags(indirect):
         moves.merge_pairs(comp, [(0, 1), (1, 0)])
 
 
-def test_split_moves_a_part_into_a_new_component(indirect):
+def test_split_sets_both_halves(indirect):
     comp = build(indirect)
-    k = comp.split(1, {"words": np.array([4.0, 5.0, 6.0]), "sizes": 0.5})
+    k = comp.split(1, {"words": np.array([6.5, 6.5, 6.5]), "sizes": 1.5}, {"words": np.array([4.5, 5.5, 6.5])})
     assert k == 4 and comp.n == 5
     np.testing.assert_array_equal(rows(comp)[1], [6, 6, 6])
     np.testing.assert_array_equal(rows(comp)[4], [4, 5, 6])
-    np.testing.assert_array_equal(comp["sizes"][[1, 4]], [1.5, 0.5])
+    np.testing.assert_array_equal(comp["sizes"][[1, 4]], [1.5, 0.0])     # not given: the offset
     assert comp["alive"][4] == 1
-    before = comp.stats()
-    merged = comp.merge(1, 4)                      # split then merge is the identity
+    merged = comp.merge(1, 4)                      # split then merge (offset counted once) is the identity
     assert merged[4] == 1 and comp.n == 4
     np.testing.assert_allclose(rows(comp)[1], [10, 11, 12])
-    assert before.n_components == 5
+    with pytest.raises(ValueError, match="unknown fields"):
+        comp.split(0, {"nope": 1.0}, {})
+    with pytest.raises(IndexError):
+        comp.split(4, {}, {})
 
 
-def test_stats_view_and_direct_kernel_growth():
+def test_direct_kernel_growth():
     comp = build(False)
-    stats = comp.stats()
-    np.testing.assert_array_equal(stats["words"], rows(comp))
-    assert "alive" not in stats
     comp.reserve(8)
     comp.arrays["sizes"][4] = 9.0                  # a kernel instantiated component 4 in place
     comp.n = 5

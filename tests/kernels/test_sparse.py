@@ -1,8 +1,4 @@
-"""Count-matrix helpers (bnpcore.kernels.sparse) against NumPy and scipy.sparse.
-
-bnp_rows_t (the growable component x vocabulary array) has no Python wrapper; it
-is exercised by the C test program (tests/c/ctest.c).
-"""
+"""Count-matrix helpers (bnpcore.kernels.sparse) against NumPy and scipy.sparse."""
 import numpy as np
 import pytest
 import scipy.sparse

@@ -42,9 +42,10 @@ def test_one_block_is_the_sequential_sampler(make_counts):
     for _ in range(4):
         _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), seq_z, *seq,
                        np.empty(3 * K), np.empty(3 * K, np.int32), rng_a)
-        _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, *_blocks(corpus, 1), alpha, eta,
-                               eta.sum(), del_z, *dlt, *_copies(1, 0, 0)[:4], np.zeros((1, 3 * K + 16)),
-                               np.zeros((1, 3 * K + 16), np.int32), 0, rng_b, 1)
+        _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, _blocks(corpus, 1), alpha, eta,
+                               eta.sum(), del_z, dlt, _copies(1, 0, 0)[:4] + (np.zeros((1, 3 * K + 16)),
+                                                                              np.zeros((1, 3 * K + 16), np.int32)),
+                               0, rng_b, 1)
     np.testing.assert_array_equal(del_z, seq_z)
     for a, b in zip(dlt[:2] + dlt[3:], seq[:2] + seq[3:]):
         np.testing.assert_array_equal(a, b)
@@ -170,8 +171,8 @@ def test_stationary_distribution_at_two_blocks(ref):
     n_sweeps, thin = 40_000, 2
     draws = np.empty(n_sweeps // thin, dtype=np.int64)
     for t in range(n_sweeps):
-        _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, starts, tok_starts, alpha, eta,
-                               eta.sum(), z, *shared, *copies, int(rng.integers(0, 1 << 63)), rng, 1)
+        _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, (starts, tok_starts), alpha, eta,
+                               eta.sum(), z, shared, copies, int(rng.integers(0, 1 << 63)), rng, 1)
         if (t + 1) % thin == 0:
             draws[t // thin] = z @ powers
     observed = np.bincount(draws, minlength=K ** corpus.n_tokens)[order]

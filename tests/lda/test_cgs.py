@@ -143,10 +143,11 @@ def test_kernels_reject_inconsistent_state():
         _lda.count_samples(*args, np.array([0, 1, 2, 0], np.int32), ndk, nwk, nk)
     with pytest.raises(ValueError, match="responsibility rows"):
         _lda.sequential_sweep(corpus.indptr, corpus.indices, corpus.counts, np.ones(K), np.ones(3), 3.0,
-                              _lda.MODE_CVB0, -1, False, True, np.full((2, K), 0.5), np.zeros(0, np.int32),
-                              np.zeros((2, K)), np.zeros((3, K)), np.zeros(K), None, None, None, ndk, nwk, nk,
-                              np.zeros((0, 2, K), np.int32), np.zeros((0, 3, K), np.int32), np.zeros((0, K), np.int64),
-                              np.zeros(2 * K), None)
+                              {"mode": _lda.MODE_CVB0, "threshold": -1, "do_cg": False, "do_vb": True},
+                              np.full((2, K), 0.5), np.zeros(0, np.int32),
+                              (np.zeros((2, K)), np.zeros((3, K)), np.zeros(K)), (None, None, None), (ndk, nwk, nk),
+                              (np.zeros((0, 2, K), np.int32), np.zeros((0, 3, K), np.int32),
+                               np.zeros((0, K), np.int64)), np.zeros(2 * K), None)
 
 
 @pytest.mark.parametrize("K", [2, 3])

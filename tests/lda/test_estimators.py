@@ -229,11 +229,3 @@ def test_bad_data(text):
         est.transform(Corpus(text.matrix, n_words=text.n_words + 1))
     with pytest.raises(ValueError, match="max_iter"):
         est.transform(text, max_iter=0)
-
-
-def test_renamed_n_iter_still_works_with_a_future_warning(text):
-    with pytest.warns(FutureWarning, match="n_iter"):
-        old = CollapsedGibbs(n_components=3, n_iter=4, burn_in=1, random_state=0).fit(text)
-    new = CollapsedGibbs(n_components=3, max_iter=4, burn_in=1, random_state=0).fit(text)
-    np.testing.assert_array_equal(old.components_, new.components_)
-    assert old.n_iter_ == 4

@@ -291,7 +291,7 @@ def test_blocks_of_the_corpus_change_nothing(monkeypatch):
     make = lambda: PartiallyCollapsedGibbs(**params)  # noqa: E731
     whole = make().fit(corpus)
     monkeypatch.setattr(bnpcore.corpus, "_BLOCK", 40)
-    assert len(list(corpus._doc_blocks())) > 10
+    assert len(list(corpus.blocks())) > 10
     blocks = make().fit(corpus)
     np.testing.assert_array_equal(blocks.components_, whole.components_)
     np.testing.assert_array_equal(blocks.doc_topic_, whole.doc_topic_)

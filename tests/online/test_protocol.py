@@ -1,8 +1,6 @@
 """The online estimators on the model protocol: StickState on a moves.Components
 table, the global step on SuffStats, and the estimator contract (repeatable
-transform/score, score on new documents, history keys, renamed parameters)."""
-import warnings
-
+transform/score, score on new documents, history keys)."""
 import numpy as np
 import pytest
 
@@ -241,14 +239,3 @@ def test_history_keys(make):
     assert seconds == sorted(seconds)
     assert est.history_[-1]["n_components"] == est.n_components_
     assert est.history_[-1]["heldout_loglik"] == est.score(new)
-
-
-def test_online_vb_n_topics_is_a_deprecated_alias():
-    X = corpus(0)
-    new = hdp.OnlineVB(n_components=5, n_atoms=3, batch_size=10, random_state=0).fit(X)
-    with pytest.warns(FutureWarning, match="'n_topics' is renamed 'n_components'"):
-        old = hdp.OnlineVB(n_topics=5, n_atoms=3, batch_size=10, random_state=0).fit(X)
-    np.testing.assert_array_equal(old.components_, new.components_)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        hdp.OnlineVB(n_components=5, n_atoms=3, batch_size=10, random_state=0).fit(X)
