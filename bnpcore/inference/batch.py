@@ -206,6 +206,8 @@ class BatchState:
     layout = 1
     #: The iteration is one sequential sweep (``sweep()``), not local and global steps.
     sequential_sweep = False
+    #: False for a state no checkpoint holds (the stream of one call): ``from_checkpoint`` refuses it.
+    checkpointed = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -293,6 +295,8 @@ class BatchState:
         if key not in _STATE_CLASSES:
             raise ValueError(f"the checkpoint holds an unknown state class {key!r}")
         cls = _STATE_CLASSES[key]
+        if not cls.checkpointed:
+            raise ValueError(f"the checkpoint names {key!r}, a state that checkpoints do not hold")
         if cls.sweep is BatchState.sweep and cls.local_step is BatchState.local_step and \
                 cls.iterate is BatchState.iterate:
             raise ValueError(f"the checkpoint names {key!r}, a base class of states that does not sweep")

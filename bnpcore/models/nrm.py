@@ -616,6 +616,7 @@ class _ADFStream(BatchState):
     multiple of ``merge_every``, or at the end), then the merge step."""
 
     sequential_sweep = True     # each document's responsibilities read the clusters after the previous one's
+    checkpointed = False        # one call's stream; the estimator saves its clusters, not this
 
     def __init__(self, clusters, corpus, p):
         self.clusters, self.corpus, self.p, self.position = clusters, corpus, p, 0
