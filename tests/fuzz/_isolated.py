@@ -16,10 +16,12 @@ TIMEOUT = 60.0          # seconds per case
 
 
 class Worker:
-    """One child answering one JSON line per case (``_files_worker.py``)."""
+    """One child (the script ``script``, by default ``_files_worker.py``) that reads
+    one line per case (``encode(case)``, by default JSON) and answers one JSON line."""
 
-    def __init__(self, memory=MEMORY, timeout=TIMEOUT):
-        self.proc, self.memory, self.timeout = None, memory, timeout
+    def __init__(self, memory=MEMORY, timeout=TIMEOUT, script=None, encode=json.dumps):
+        self.proc, self.memory, self.timeout, self.encode = None, memory, timeout, encode
+        self.script = Path(script) if script is not None else Path(__file__).with_name("_files_worker.py")
 
     def start(self):
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -32,7 +34,7 @@ class Worker:
         else:
             def limit():
                 resource.setrlimit(resource.RLIMIT_AS, (self.memory, self.memory))
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_files_worker.py"))],
+        self.proc = subprocess.Popen([sys.executable, str(self.script)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=limit,
                                      env=env)
 
@@ -40,7 +42,7 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         try:
-            self.proc.stdin.write(json.dumps(case) + "\n")
+            self.proc.stdin.write(self.encode(case) + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
             pass

@@ -19,14 +19,12 @@ Run as a script, this file is the child process: it reads cases (pickled,
 in hex) on stdin and answers one line of JSON per case.
 """
 import collections
+import importlib.util
 import inspect
 import json
 import math
 import os
 import pickle
-import resource
-import select
-import subprocess
 import sys
 import time
 import traceback
@@ -40,6 +38,9 @@ from bnpcore import registry
 
 MEMORY = 3 << 30
 TIMEOUT = 60.0
+_spec = importlib.util.spec_from_file_location("bnpcore_fuzz_isolated", Path(__file__).with_name("_isolated.py"))
+_isolated = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_isolated)
 MAX_SECONDS = 1.0
 
 FLOATS = [0.0, -1.0, 5e-324, 1e-300, 1e-100, 1e100, 1e300, 1.7e308, math.inf, -math.inf, math.nan, 10 ** 400,
@@ -155,36 +156,9 @@ def child():
 
 
 # -- the parent --------------------------------------------------------------------
-class Worker:
-    """One long-lived child under the memory limit, restarted after it dies."""
-
-    def __init__(self):
-        self.proc = None
-
-    def start(self):
-        def limit():
-            resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, preexec_fn=limit, env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-    def run(self, case):
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        self.proc.stdin.write(pickle.dumps(case).hex() + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT)
-        line = self.proc.stdout.readline() if ready else ""
-        if line:
-            return json.loads(line)
-        if not ready:
-            self.proc.kill()
-        rc = self.proc.wait()
-        return {"outcome": "timeout" if not ready else "died", "returncode": rc}
-
-    def close(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
+def Worker():
+    """The long-lived child under the memory limit and timeout (``_isolated.Worker``)."""
+    return _isolated.Worker(MEMORY, TIMEOUT, script=Path(__file__), encode=lambda case: pickle.dumps(case).hex())
 
 
 STATS = collections.Counter()

@@ -18,10 +18,6 @@ import importlib.util
 import json
 import math
 import os
-import resource
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +38,9 @@ TOY_MODELS = _worker.TOY_MODELS
 MODELS = registry.names() + sorted(TOY_MODELS)
 MEMORY = 3 << 30
 TIMEOUT = 60.0
+_spec = importlib.util.spec_from_file_location("bnpcore_fuzz_isolated", Path(__file__).with_name("_isolated.py"))
+_isolated = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_isolated)
 SCALE = float(os.environ.get("BNPCORE_FUZZ_SCALE", "1"))   # multiplies the number of cases
 BUDGET = dict(deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -76,37 +75,9 @@ def is_number(x):
 
 
 # -- the child process ---------------------------------------------------------------
-class Worker:
-    """One long-lived child running cases; restarted after it dies."""
-
-    def __init__(self):
-        self.proc = None
-
-    def start(self):
-        def limit():
-            resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_worker.py"))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=limit,
-                                     env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-    def run(self, case):
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        self.proc.stdin.write(json.dumps(case) + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT)
-        line = self.proc.stdout.readline() if ready else ""
-        if line:
-            return json.loads(line)
-        if not ready:
-            self.proc.kill()
-        rc = self.proc.wait()
-        return {"outcome": "timeout" if not ready else "died", "returncode": rc}
-
-    def close(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
+def Worker():
+    """The long-lived child under the memory limit and timeout (``_isolated.Worker``)."""
+    return _isolated.Worker(MEMORY, TIMEOUT, script=Path(__file__).with_name("_worker.py"), encode=json.dumps)
 
 
 @pytest.fixture(scope="module")
