@@ -131,11 +131,12 @@ def run_kos(args, sets):
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__", "lib2to3", "turtledemo"}
 
 
-def stdlib_docstrings(min_words=20):
+def stdlib_docstrings(min_words=20, root=None):
     """The module, class and function docstrings of the standard library's ``.py``
     files (test packages left out), in a fixed order, each at least ``min_words``
-    whitespace-separated words, duplicates dropped."""
-    root = sysconfig.get_paths()["stdlib"]
+    whitespace-separated words, duplicates dropped; ``root``: the same from the
+    ``.py`` files under another directory (e.g. an installed package's)."""
+    root = sysconfig.get_paths()["stdlib"] if root is None else root
     seen, docs = set(), []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("test"))

@@ -11,9 +11,10 @@ documents split into contiguous partitions that live on the Dask workers::
 The driver knows no estimator: it runs the state protocol of
 ``bnpcore.inference.batch`` (docs/architecture.md). A batch estimator whose
 ``partitioned`` is True (``SUPPORTED`` lists the built-in ones) fits through
-its own batch loop (``BatchEstimator.fit``: records, callbacks, tolerance,
-checkpoints), with each iteration run as ``state.iterate(parts, sampling)``
-on the partitions here: every ``parts.map(local_step, *shared)`` runs the
+its own batch loop (``BatchEstimator.fit_on_partitions``: ``fit``'s records,
+callbacks, tolerance, checkpoints), with each iteration run as
+``state.iterate(parts, sampling)`` on the partitions here (cut with
+``Corpus.blocks``): every ``parts.map(local_step, *shared)`` runs the
 local step on each partition where it lives (the partition's documents and
 its rows of the per-document parameters, ``state.partition``; one thread
 each) and returns the outputs to the client in partition order, where they
@@ -22,7 +23,8 @@ How each algorithm splits its iteration, and why the fit equals the local one
 (bit for bit, or to the order of a sum), its state class says:
 ``ParallelSVBState``, ``DelayedCVBState``, ``GibbsState`` (AD-LDA),
 ``PartiallyCollapsedState``, ``PartiallyCollapsedHDPState``,
-``hdp.DirectAssignmentVB``'s state. An
+``hdp.DirectAssignmentVB``'s state, ``hdp.DirectAssignmentGibbs``'s delayed
+state (AD-HDP: the partitions' new topics merged by its ``new_topics`` rule). An
 estimator outside bnpcore runs here as soon as it implements the protocol
 (``examples/unigram_mixture.py``).
 
@@ -32,13 +34,14 @@ The online estimators (``bnpcore.inference.online.OnlineEstimator``:
 the workers. The partitions hold the documents; per minibatch the client
 draws the document ids (as the local fit does), the partitions holding them
 cut them out, and one worker assembles the minibatch in the drawn order and
-runs the estimator's local step on the broadcast global state (K x W
-doubles) and random generator; the client applies the global step with the
-returned statistics and rho_t, and takes the advanced generator back. The
-local fit calls the same hook in the same order, so the fit equals it bit for
-bit. The truncation-free local steps are one Gibbs sampler over the whole
-minibatch, so a minibatch is one task; the mean-field ones
-(``_sum_over_documents``: ``hdp.OnlineVB``, ``mixture.StochasticVB``) run on
+runs the estimator's ``local_step`` on the broadcast global state (K x W
+doubles) and random generator; the client applies the ``global_step`` with the
+returned statistics and rho_t, and takes the advanced generator back
+(``OnlineEstimator.fit_with_local_step``). The local fit calls the same local
+step in the same order, so the fit equals it bit for bit. The truncation-free
+local steps are one Gibbs sampler over the whole minibatch, so a minibatch is
+one task; the mean-field ones (``additive_local_step``: ``hdp.OnlineVB``,
+``mixture.StochasticVB``) run on
 each partition's share of the minibatch where it lives, and the client sums
 the shares: the fit equals the local one up to the order of those sums
 (within 1e-10).
@@ -93,6 +96,7 @@ SUPPORTED = ("bnpcore.lda.StandardVB (schedule='parallel', optimize_hyperparamet
              "bnpcore.lda.PartiallyCollapsedGibbs (optimize_hyperparameters=False)",
              "bnpcore.hdp.PartiallyCollapsedGibbs",
              "bnpcore.hdp.DirectAssignmentVB (mode='online' or 'batch')",
+             "bnpcore.hdp.DirectAssignmentGibbs (schedule='delayed': AD-HDP on the partitions)",
              "the online estimators bnpcore.hdp.TruncationFreeSVI, bnpcore.hdp.OnlineVB, "
              "bnpcore.mixture.TruncationFreeSVI, bnpcore.mixture.StochasticVB",
              "any batch estimator whose state implements the local and global steps "
@@ -128,19 +132,24 @@ def partition_bounds(n_docs, n_partitions):
     return block_bounds(n_docs, n_partitions)
 
 
-def _documents(corpus, start, stop):
-    """Documents [start, stop) as a partition holds them: their CSR arrays
-    (``indptr`` from 0, ``indices``, ``counts``) for an in-memory corpus; for an
-    opened on-disk corpus only ``on_disk``: (its directory, start, stop, the
-    fingerprint of those documents), which the worker reads (``_run_step``)."""
-    span = _span(corpus, start, stop)
-    if corpus.path is None:
-        return _arrays(span)
-    return {"on_disk": (corpus.path, int(start), int(stop), span.fingerprint())}
+def _documents(corpus, bounds):
+    """The documents of each partition ``[bounds[p], bounds[p + 1])``, in order
+    (``corpus.blocks(bounds=bounds)``), as the partition holds them: their CSR
+    arrays (``indptr`` from 0, ``indices``, ``counts``) for an in-memory corpus;
+    for an opened on-disk corpus only ``on_disk``: (its directory, start, stop,
+    the fingerprint of those documents), which the worker reads (``_run_step``)."""
+    for start, chunk, _ in corpus.blocks(bounds=bounds):
+        if corpus.path is None:
+            yield _arrays(chunk)
+        else:
+            yield {"on_disk": (corpus.path, start, start + chunk.n_docs, chunk.fingerprint())}
 
 
 def _span(corpus, start, stop):
-    """Documents [start, stop) as a Corpus of views of ``corpus``'s arrays (row pointers from 0)."""
+    """Documents [start, stop) as a Corpus of views of ``corpus``'s arrays
+    (row pointers from 0): a worker's one partition of its opened corpus
+    (``Corpus.blocks`` walks a corpus from its first document, reading the
+    counts of every block before)."""
     ptr = np.array(corpus.indptr[start:stop + 1])
     lo, hi = int(ptr[0]), int(ptr[-1])
     return Corpus.from_csr(ptr - lo, corpus.indices[lo:hi], corpus.counts[lo:hi], corpus.n_words, check=False)
@@ -221,10 +230,9 @@ class _Partitions:
 
     def root(self):
         """Start the lineage at the client's state: each partition a task holding its arrays."""
-        b, c = self.bounds, self.state.corpus
-        self.futures = [self.client.submit(_identity, dict(_documents(c, b[p], b[p + 1]),
-                                                           **self.state.partition(b[p], b[p + 1])))
-                        for p in range(len(b) - 1)]
+        b = self.bounds
+        self.futures = [self.client.submit(_identity, dict(docs, **self.state.partition(start, stop)))
+                        for docs, start, stop in zip(_documents(self.state.corpus, b), b[:-1], b[1:])]
 
     def map(self, step, *shared, documents=True, each=None, updates=True):
         """``step(partition, *shared, *each[p])`` on every partition p (with
@@ -273,7 +281,7 @@ def _online_local_step(estimator, state, rng, n_words, pieces, order):
     seconds). ``rng`` is copied: a recomputed task draws the same numbers."""
     tick = time.perf_counter()
     rng = copy.deepcopy(rng)
-    n_new, stats = estimator._local_step(_minibatch(pieces, order, n_words), state, rng)
+    n_new, stats = estimator.local_step(_minibatch(pieces, order, n_words), state, rng)
     return n_new, stats, rng, time.perf_counter() - tick
 
 
@@ -281,7 +289,7 @@ def _partition_local_step(estimator, state, docs, rows, n_words):
     """The local step of a sum-over-documents estimator on the documents
     ``rows`` of a partition: (statistics, seconds)."""
     tick = time.perf_counter()
-    _, stats = estimator._local_step(_minibatch([_take(docs, rows)], np.arange(len(rows)), n_words), state, None)
+    _, stats = estimator.local_step(_minibatch([_take(docs, rows)], np.arange(len(rows)), n_words), state, None)
     return stats, time.perf_counter() - tick
 
 
@@ -294,37 +302,37 @@ def _minibatch(pieces, order, n_words):
 
 
 class _RemoteLocalStep:
-    """``stats_of(ids)`` of ``OnlineEstimator._fit``: the local step of the
-    minibatch ``ids`` on a worker (see the module docstring), and the driver's
-    seconds (the round trip's time outside the local step) for the record."""
+    """``stats_of(ids, state, rng)`` of ``OnlineEstimator.fit_with_local_step``:
+    the local step of the minibatch ``ids`` on a worker (see the module
+    docstring), and the driver's seconds (the round trip's time outside the
+    local step) for the record."""
 
     def __init__(self, client, estimator, corpus, n_partitions):
         self.client, self.estimator, self.n_words = client, estimator, corpus.n_words
         self.bounds = partition_bounds(corpus.n_docs, n_partitions)
-        b = self.bounds
-        self.parts = [client.submit(_identity, _documents(corpus, b[p], b[p + 1])) for p in range(len(b) - 1)]
-        # the worker's copy: parameters only (the hook reads no fitted attribute)
+        self.parts = [client.submit(_identity, docs) for docs in _documents(corpus, self.bounds)]
+        # the worker's copy: parameters only (the local step reads no fitted attribute)
         self.copy = client.submit(_identity, type(estimator)(**estimator.get_params()), pure=False)
 
-    def __call__(self, ids):
+    def __call__(self, ids, state, rng):
         tick = time.perf_counter()
         est, b, client = self.estimator, self.bounds, self.client
         part = np.searchsorted(b, ids, side="right") - 1
         # the minibatch in partition order (a stable sort keeps the drawn order inside a partition) ...
         by_part = np.argsort(part, kind="stable")
         rows = {p: ids[by_part[part[by_part] == p]] - b[p] for p in np.unique(part)}
-        if est._sum_over_documents:
+        if est.additive_local_step:
             # each partition's share where it lives, summed here (the sum's order differs from the local fit's)
-            state = client.submit(_identity, est._state, pure=False)
+            state = client.submit(_identity, state, pure=False)
             shares = client.gather([client.submit(_partition_local_step, self.copy, state, self.parts[p], r,
                                                   self.n_words, pure=False) for p, r in rows.items()])
             n_new, stats, worker = 0, sum(share[0] for share in shares), max(share[1] for share in shares)
         else:
             pieces = [client.submit(_take, self.parts[p], r, pure=False) for p, r in rows.items()]
             # ... whose position k holds document ids[by_part[k]]: the drawn order is argsort(by_part)
-            n_new, stats, rng, worker = client.submit(_online_local_step, self.copy, est._state, est._rng,
-                                                      self.n_words, pieces, np.argsort(by_part), pure=False).result()
-            est._rng.bit_generator.state = rng.bit_generator.state
+            n_new, stats, advanced, worker = client.submit(_online_local_step, self.copy, state, rng, self.n_words,
+                                                           pieces, np.argsort(by_part), pure=False).result()
+            rng.bit_generator.state = advanced.bit_generator.state
         return n_new, stats, {"driver_seconds": time.perf_counter() - tick - worker}
 
 
@@ -391,15 +399,15 @@ def fit(estimator, corpus, client=None, n_partitions=None, *, checkpoint=None, c
         check_int(checkpoint_every, "checkpoint_every", minimum=1, maximum=None)
     with _quiet_large_graphs():
         if isinstance(estimator, OnlineEstimator):
-            estimator._fit(X, _RemoteLocalStep(client, estimator, X, n_partitions), checkpoint=checkpoint,
-                           checkpoint_every=checkpoint_every, resume=resume)
+            estimator.fit_with_local_step(X, _RemoteLocalStep(client, estimator, X, n_partitions),
+                                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
         else:
             def partitions(state):
                 state = state.for_partitions(n_partitions)
                 state.restore(X)
                 return state, _Partitions(client, state, partition_bounds(X.n_docs, n_partitions))
-            estimator._fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
-                           partitions=partitions)
+            estimator.fit_on_partitions(X, partitions, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                                        resume=resume)
     return estimator
 
 

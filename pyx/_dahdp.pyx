@@ -5,9 +5,9 @@ Dirichlet processes" (NIPS 2012, cited as [SM]): the per-document E-step
 
 Shapes and types: a minibatch in the CSR form of
 ``bnpcore.inference.online.Minibatch`` (``ptr`` int64 (S + 1), ``words`` int32
-local word ids, ``counts`` int32); ``K`` used topics; the rest cell (all unused
-topics together) is the last of the ``K + 1`` cells of ``alpha_beta`` and
-``theta``. Per-word arrays are word-major over the minibatch vocabulary
+local word ids, ``counts`` int32; one ``bnp_csr_t`` in the nogil code); ``K``
+used topics; the rest cell (all unused topics together) is the last of the
+``K + 1`` cells of ``alpha_beta`` and ``theta``. Per-word arrays are word-major over the minibatch vocabulary
 (``Vb`` words) so that a token touches one contiguous row.
 """
 import numpy as np
@@ -17,6 +17,7 @@ from libc.stdlib cimport free, malloc
 from cython.parallel cimport prange, threadid
 
 from bnpcore.kernels.parallel cimport PAD
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.special cimport bnp_digamma
 
 # unnormalised responsibility sums below this are recomputed in log space
@@ -30,10 +31,9 @@ cdef double _TINY = 1e-280
 cdef int64_t _CHUNK_DOUBLES = 1 << 22
 
 
-cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
-                     const double[:, ::1] elogphi, const double[:, ::1] expphi, const double[::1] alpha_beta,
-                     double tol, int max_iter, bint warm, double[:, ::1] theta, double[:, ::1] ndk,
-                     double *rows, double *L, char *logspace, double *ps, double *eb, double *nd,
+cdef void doc_rounds(int64_t j, const bnp_csr_t *m, const double[:, ::1] elogphi, const double[:, ::1] expphi,
+                     const double[::1] alpha_beta, double tol, int max_iter, bint warm, double[:, ::1] theta,
+                     double[:, ::1] ndk, double *rows, double *L, char *logspace, double *ps, double *eb, double *nd,
                      int64_t *rounds) noexcept nogil:
     """Eqs. 3-4 for document j to convergence; leaves its responsibilities in
     ``rows`` (nnz_j x K), the unnormalised sum (or, flagged in ``logspace``, the
@@ -42,8 +42,11 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
     thread's scratch rows of K: the counts are summed in ``nd`` and copied to
     ``ndk[j]`` once per round, as the row of the next document (often another
     thread's) may share a cache line with ``ndk[j]``."""
+    cdef const int64_t *ptr = m.indptr
+    cdef const int32_t *words = m.indices
+    cdef const int32_t *counts = m.counts
     cdef int64_t K = elogphi.shape[1], p, i, k, v
-    cdef double m, x, z, c, N = 0.0, sb = 0.0, delta, t
+    cdef double mx, x, z, c, N = 0.0, sb = 0.0, delta, t
     cdef double *row
     cdef int it
     for p in range(ptr[j], ptr[j + 1]):
@@ -55,12 +58,12 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
             theta[j, k] = alpha_beta[k] + N * alpha_beta[k] / sb
     theta[j, K] = alpha_beta[K]
     for it in range(max(max_iter, 1)):
-        m = -INFINITY
+        mx = -INFINITY
         for k in range(K):
             ps[k] = bnp_digamma(theta[j, k])
-            m = max(m, ps[k])
+            mx = max(mx, ps[k])
         for k in range(K):
-            eb[k] = exp(ps[k] - m)
+            eb[k] = exp(ps[k] - mx)
             nd[k] = 0.0
         for p in range(ptr[j], ptr[j + 1]):
             i = p - ptr[j]
@@ -102,15 +105,18 @@ cdef void doc_rounds(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words
             break
 
 
-cdef void add_document(int64_t j, const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
-                       const double[:, ::1] r, const double[::1] L, int64_t first, const double[:, ::1] ndk,
-                       const double[:, ::1] ps, int64_t k0, int64_t k1, double *stats, double *entropy) noexcept nogil:
+cdef void add_document(int64_t j, const bnp_csr_t *m, const double[:, ::1] r, const double[::1] L, int64_t first,
+                       const double[:, ::1] ndk, const double[:, ::1] ps, int64_t k0, int64_t k1, double *stats,
+                       double *entropy) noexcept nogil:
     """Document j's terms of the E-step's sums for topics k0..k1-1, in their
     order: -n_jk psi(theta'_jk) into the entropy, then pair by pair c r into the
     statistics and c r L into the entropy; its pairs' responsibilities and log
     normalisers are the rows ``first``.. of ``r`` and ``L``. ``stats`` is a
     (words, k1 - k0) array and ``entropy`` has k1 - k0 entries, both for these
     topics only."""
+    cdef const int64_t *ptr = m.indptr
+    cdef const int32_t *words = m.indices
+    cdef const int32_t *counts = m.counts
     cdef int64_t p, k, i, n = k1 - k0
     cdef double c, x
     cdef double *row
@@ -239,6 +245,11 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
     cdef signed char[::1] flags = flags_arr
     cdef int64_t[:, ::1] rounds = rounds_arr
     cdef double m
+    cdef bnp_csr_t docs = csr_view(ptr, words, counts, V)
+    # a document's rows of the chunk's buffers (an empty last document's start is their end)
+    cdef double *rows_p = &rows[0, 0]
+    cdef double *L_p = &L[0]
+    cdef char *flags_p = <char *> &flags[0]
     with nogil:
         for b in prange(n_threads, num_threads=n_threads, schedule="static"):
             copy_columns(stats, entropy, kb[b], kb[b + 1], &cols[V * kb[b] + b * PAD], &ent[b, 0], True)
@@ -256,9 +267,9 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
             base = ptr[start]
             for j in prange(start, stop, num_threads=n_threads, schedule="dynamic"):
                 tid = threadid()
-                doc_rounds(j, ptr, words, counts, elogphi, expphi, alpha_beta, tol, max_iter, warm, theta, ndk,
-                           &rows[ptr[j] - base, 0], &L[ptr[j] - base], <char *> &flags[ptr[j] - base], &ps[j, 0],
-                           &eb[tid, 0], &eb[tid, K], &rounds[tid, 0])
+                doc_rounds(j, &docs, elogphi, expphi, alpha_beta, tol, max_iter, warm, theta, ndk,
+                           rows_p + (ptr[j] - base) * rows.shape[1], L_p + (ptr[j] - base),
+                           flags_p + (ptr[j] - base), &ps[j, 0], &eb[tid, 0], &eb[tid, K], &rounds[tid, 0])
             for j in prange(start, stop, num_threads=n_threads, schedule="static"):
                 m = -INFINITY
                 for k in range(K):
@@ -275,7 +286,7 @@ def estep(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] c
                 k0 = kb[b]
                 k1 = kb[b + 1]
                 for j in range(start, stop):      # the reduction, in document order
-                    add_document(j, ptr, words, counts, rows, L, ptr[j] - base, ndk, ps, k0, k1,
+                    add_document(j, &docs, rows, L, ptr[j] - base, ndk, ps, k0, k1,
                                  &cols[V * k0 + b * PAD], &ent[b, 0])
             start = stop
         for b in prange(n_threads, num_threads=n_threads, schedule="static"):
@@ -305,17 +316,31 @@ def reduce_sums(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[
         raise ValueError("resp must have shape (nnz, K), ndk and psi_theta (S, K), entropy (K,)")
     if K == 0:
         return
+    cdef bnp_csr_t docs = csr_view(ptr, words, counts, stats.shape[0])
     with nogil:
         for j in range(S):
-            add_document(j, ptr, words, counts, resp, log_norm, ptr[j], ndk, psi_theta, 0, K,
+            add_document(j, &docs, resp, log_norm, ptr[j], ndk, psi_theta, 0, K,
                          &stats[0, 0] if stats.shape[0] else NULL, &entropy[0])
 
 
-def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
-               const double[::1] mass, const double[::1] memory1, const double[::1] memory2,
-               double base1, double base2, double rho_eta, double rho_scale, double ab1, double ab2,
-               double tol, int max_iter, int n_sweeps,
-               double[::1] theta1, double[::1] theta2, double[::1] r1, double[::1] stats1, double[::1] stats2):
+cdef struct RestrictedSettings:
+    # one restricted iteration of a split; from Python, a dict with these keys (every key required)
+    double base1         # Lambda_k' without the minibatch statistics: sum_w memory1_w + rho eta W
+    double base2         # the same for k''
+    double rho_eta       # rho eta
+    double rho_scale     # rho D / |B|
+    double ab1           # alpha beta*_k'
+    double ab2           # alpha beta*_k''
+    double tol           # per-document stopping rule: mean absolute change of (theta', theta'') ...
+    int max_iter         # ... or this many rounds
+    int n_sweeps         # passes over the documents
+
+
+def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,  # IN minibatch
+               const double[::1] mass, const double[::1] memory1, const double[::1] memory2,  # IN
+               RestrictedSettings settings,                                                   # IN
+               double[::1] theta1, double[::1] theta2, double[::1] r1,                        # IN/OUT
+               double[::1] stats1, double[::1] stats2):                                       # IN/OUT
     """The restricted iteration of a split ([SM] Alg. 1): only the two halves
     k', k'' of a split topic change; each pair keeps the responsibility
     ``R_jw`` the topic had: the exact coordinate step with the other topics
@@ -335,20 +360,25 @@ def restricted(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[:
 
     Parameters
     ----------
+    ptr, words, counts : the minibatch (S documents, local word ids < Vb)
     mass : (nnz,) IN, R_jw
     memory1, memory2 : (Vb,) IN, the halves' remembered parameters at the minibatch words
-    base1, base2 : IN, Lambda_l without the minibatch statistics: sum_w memory_lw + rho eta W
-    rho_eta, rho_scale : rho eta and rho D / |B|
-    ab1, ab2 : alpha beta*_k', alpha beta*_k''
+    settings : dict with the keys ``base1, base2`` (Lambda_l without the
+        minibatch statistics: sum_w memory_lw + rho eta W), ``rho_eta,
+        rho_scale`` (rho eta and rho D / |B|), ``ab1, ab2`` (alpha beta*_k',
+        alpha beta*_k''), ``tol, max_iter`` (the per-document stopping rule)
+        and ``n_sweeps`` (passes over the documents)
     theta1, theta2 : (S,) IN (initial) / OUT, at eq. 4 for the final r'
     r1 : (nnz,) IN (initial) / OUT
     stats1, stats2 : (Vb,) IN / OUT, sum_j c r' and sum_j c r'', consistent with ``r1``
-    n_sweeps : passes over the documents
 
     Returns
     -------
     int, the rounds summed over documents and passes.
     """
+    cdef double base1 = settings.base1, base2 = settings.base2, ab1 = settings.ab1, ab2 = settings.ab2
+    cdef double rho_eta = settings.rho_eta, rho_scale = settings.rho_scale, tol = settings.tol
+    cdef int max_iter = settings.max_iter, n_sweeps = settings.n_sweeps
     cdef int64_t S = ptr.shape[0] - 1, V = memory1.shape[0], nnz = words.shape[0]
     if mass.shape[0] != nnz or r1.shape[0] != nnz or counts.shape[0] != nnz or ptr[S] != nnz:
         raise ValueError("mass, r1, words, counts and ptr disagree")

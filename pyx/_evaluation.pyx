@@ -7,8 +7,9 @@ layer sums the per-document values in a fixed order, so a result does not
 depend on the number of threads.
 
 Counts come as a CSR matrix (``indptr`` int64, ``indices`` int32 word ids,
-``counts`` int32 > 0) that :class:`bnpcore.Corpus` has validated; the callers in
-``bnpcore.evaluation`` check every other argument. Word-major ``word_topic``
+``counts`` int32 > 0; one ``bnp_csr_t`` in the nogil code) that
+:class:`bnpcore.Corpus` has validated; the callers in ``bnpcore.evaluation``
+check every other argument. Word-major ``word_topic``
 arrays are ``topic_word.T`` made contiguous, so the K values of one word are
 adjacent.
 """
@@ -21,6 +22,7 @@ from libc.stdlib cimport free, malloc
 
 from bnpcore.kernels.parallel cimport PAD
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_gamma, bnp_rng_uniform
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.special cimport (bnp_digamma, bnp_dlgamma, bnp_lgamma, bnp_log_dirmult, bnp_logaddexp,
                                       bnp_logsumexp)
 
@@ -94,10 +96,11 @@ def doc_token_log_likelihood(const double[:, ::1] doc_topic,    # IN  (n_docs, K
     cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_topics = doc_topic.shape[1], j
     cdef int64_t i
     cdef double acc
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, word_topic.shape[0])
     for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
         acc = 0.0
-        for i in range(indptr[j], indptr[j + 1]):
-            acc = acc + counts[i] * log(dot(&doc_topic[j, 0], &word_topic[indices[i], 0], n_topics))
+        for i in range(docs.indptr[j], docs.indptr[j + 1]):
+            acc = acc + docs.counts[i] * log(dot(&doc_topic[j, 0], &word_topic[docs.indices[i], 0], n_topics))
         out[j] = acc
 
 
@@ -123,33 +126,36 @@ def mixture_doc_log_likelihood(const double[::1] log_weights,   # IN  (K,)
     cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_comp = params.shape[0], j, k
     cdef int64_t i, lo, hi
     cdef double m, s, v
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, params.shape[1])
     for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
-        lo = indptr[j]
-        hi = indptr[j + 1]
+        lo = docs.indptr[j]
+        hi = docs.indptr[j + 1]
         m = -INFINITY
         s = 0.0
         for k in range(n_comp):
             if log_weights[k] == -INFINITY:
                 continue
             if dirichlet:
-                v = bnp_log_dirmult(&indices[lo] if hi > lo else NULL, &counts[lo] if hi > lo else NULL,
+                v = bnp_log_dirmult(docs.indices + lo if hi > lo else NULL, docs.counts + lo if hi > lo else NULL,
                                     hi - lo, &params[k, 0], totals[k])
             else:
                 v = 0.0
                 for i in range(lo, hi):
-                    v = v + counts[i] * params[k, indices[i]]
+                    v = v + docs.counts[i] * params[k, docs.indices[i]]
             logaddexp_into(&m, &s, log_weights[k] + v)
         v = m + log(s) if s > 0.0 else -INFINITY
         if multinomial_coef and hi > lo:
-            v = v + log_multinomial_coef(&counts[lo], hi - lo)
+            v = v + log_multinomial_coef(docs.counts + lo, hi - lo)
         out[j] = v
 
 
-cdef inline int64_t infer_one_document(const double *word_topic, const double *alpha,
-                                       const int32_t *ids, const int32_t *c, int64_t nnz,
-                                       Py_ssize_t n_topics, int64_t max_iter, double tol,
+cdef inline int64_t infer_one_document(const double *word_topic, const double *alpha, const bnp_csr_t *docs,
+                                       int64_t j, Py_ssize_t n_topics, int64_t max_iter, double tol,
                                        double *gamma, double *expw, double *new) noexcept nogil:
-    """Mean-field iterations of one document with fixed topics; returns the iterations done."""
+    """Mean-field iterations of document j of docs with fixed topics; returns the iterations done."""
+    cdef const int32_t *ids = docs.indices + docs.indptr[j]
+    cdef const int32_t *c = docs.counts + docs.indptr[j]
+    cdef int64_t nnz = docs.indptr[j + 1] - docs.indptr[j]
     cdef Py_ssize_t k
     cdef int64_t i, it
     cdef double n = 0.0, top, p, f, change
@@ -211,15 +217,12 @@ def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = top
     g = alpha + (c[:, None] * r / r.sum(1, keepdims=True)).sum(0)``.
     """
     cdef Py_ssize_t n_docs = indptr.shape[0] - 1, n_topics = word_topic.shape[1], j
-    cdef int64_t lo, hi
     cdef double *buf
     cdef double[:, ::1] scratch = np.empty((n_threads, 2 * n_topics + PAD))
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, word_topic.shape[0])
     for j in prange(n_docs, nogil=True, schedule="guided", num_threads=n_threads):
-        lo = indptr[j]
-        hi = indptr[j + 1]
         buf = &scratch[threadid(), 0]
-        n_iter[j] = infer_one_document(&word_topic[0, 0], &alpha[0], &indices[lo] if hi > lo else NULL,
-                                       &counts[lo] if hi > lo else NULL, hi - lo, n_topics, max_iter, tol,
+        n_iter[j] = infer_one_document(&word_topic[0, 0], &alpha[0], &docs, j, n_topics, max_iter, tol,
                                        &gamma[j, 0], buf, buf + n_topics)
 
 
@@ -227,11 +230,22 @@ def infer_doc_topic(const double[:, ::1] word_topic,    # IN  (n_words, K) = top
 # HDP held-out likelihood by importance sampling ([TF] S.3, §8.4)              #
 # --------------------------------------------------------------------------- #
 
-cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, const double *topics, int64_t K,
-                             int64_t W, const double *prior, double prior_total, int burnin, int n_samples,
-                             double defensive, bnp_bitgen_t *g, double *phid, int32_t *tokp, int32_t *z, double *nk, double *cw,
-                             double *lg, double *lw) noexcept nogil:
-    """log p(x | topics, Dir(prior)) of one document by importance sampling.
+cdef struct Heldout:
+    # what hdp_heldout estimates, the same for every document
+    const double *topics     # (K, W) topic-word probabilities
+    int64_t K
+    int64_t W
+    const double *prior      # (K,) Dirichlet prior of the proportions
+    double prior_total       # its sum
+    int burnin               # Gibbs sweeps before the samples
+    int n_samples            # importance samples
+    double defensive         # weight of the prior in the proposal mixture, in [0, 1)
+
+
+cdef double heldout_document(const bnp_csr_t *docs, int64_t j, const Heldout *h, bnp_bitgen_t *g, double *phid,
+                             int32_t *tokp, int32_t *z, double *nk, double *cw, double *lg,
+                             double *lw) noexcept nogil:
+    """log p(x | topics, Dir(prior)) of document j of docs by importance sampling.
 
     Gibbs on the topic of every token with the topics fixed (``burnin`` sweeps
     from z_i ∝ prior_k phi_k,x_i), then ``n_samples`` draws pi ~ Dir(prior + n)
@@ -244,6 +258,14 @@ cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, 
     eps Dir(prior) + (1 - eps) Dir(prior + n) and
     log w = sum_i log sum_k pi_k phi_k,x_i - log(eps + (1 - eps) ratio) <= -log eps.
     """
+    cdef const int32_t *wd = docs.indices + docs.indptr[j]
+    cdef const int32_t *cd = docs.counts + docs.indptr[j]
+    cdef int64_t nnz = docs.indptr[j + 1] - docs.indptr[j]
+    cdef const double *topics = h.topics
+    cdef const double *prior = h.prior
+    cdef int64_t K = h.K, W = h.W
+    cdef int burnin = h.burnin, n_samples = h.n_samples
+    cdef double defensive = h.defensive
     cdef int64_t p, k, i, n = 0, c
     cdef int s, r
     cdef bint from_prior
@@ -277,7 +299,7 @@ cdef double heldout_document(const int32_t *wd, const int32_t *cd, int64_t nnz, 
                 nk[z[i]] += 1.0
     if n == 0 or n_samples == 0:
         return 0.0
-    base = bnp_dlgamma(prior_total, <double>n)
+    base = bnp_dlgamma(h.prior_total, <double>n)
     for k in range(K):
         base -= bnp_dlgamma(prior[k], nk[k])
     for r in range(n_samples):
@@ -316,6 +338,7 @@ def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int
     cdef int64_t maxnnz = 0, maxlen = 0, n, p
     cdef double prior_total = 0.0
     cdef int failed[1]
+    cdef Heldout h
     if chunk < 1 or len(generators) != n_chunks:
         raise ValueError(f"need one generator per chunk of {chunk} documents ({n_chunks}), got {len(generators)}")
     if prior.shape[0] != K or loglik.shape[0] != D:
@@ -332,6 +355,8 @@ def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int
         maxnnz = max(maxnnz, indptr[j + 1] - indptr[j])
     for j in range(K):
         prior_total += prior[j]
+    h = Heldout(&topics[0, 0], K, W, &prior[0], prior_total, burnin, n_samples, defensive)
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, W)
     cdef bnp_bitgen_t **gens = <bnp_bitgen_t **>malloc(max(n_chunks, 1) * sizeof(bnp_bitgen_t *))
     cdef double *buf = NULL
     cdef int32_t *ibuf = NULL
@@ -349,12 +374,9 @@ def hdp_heldout(const int64_t[::1] indptr, const int32_t[::1] indices, const int
             else:
                 for c in prange(n_chunks, schedule="dynamic"):
                     for j in range(c * chunk, min((c + 1) * chunk, D)):
-                        loglik[j] = heldout_document(
-                            &indices[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
-                            &counts[indptr[j]] if indptr[j] < indices.shape[0] else NULL,
-                            indptr[j + 1] - indptr[j], &topics[0, 0], K, W, &prior[0], prior_total, burnin,
-                            n_samples, defensive, gens[c], buf, ibuf, ibuf + maxlen, buf + maxnnz * K,
-                            buf + maxnnz * K + K, buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K)
+                        loglik[j] = heldout_document(&docs, j, &h, gens[c], buf, ibuf, ibuf + maxlen,
+                                                     buf + maxnnz * K, buf + maxnnz * K + K,
+                                                     buf + maxnnz * K + 2 * K, buf + maxnnz * K + 3 * K)
             free(buf)
             free(ibuf)
     finally:

@@ -1,6 +1,9 @@
 """Kernels of the direct-assignment HDP Gibbs sampler (G-HDP; Teh, Jordan, Beal &
 Blei 2006, section 5.3).
 
+The documents are a CSR count matrix (``indptr`` int64, ``indices`` int32 word
+ids, ``counts`` int32), one ``bnp_csr_t`` in the nogil code.
+
 State layout (owned by :class:`bnpcore.hdp.DirectAssignmentGibbs`): topic slots
 0..k_used-1 of capacity kcap; ``z`` the slot of every token (int32, CSR order);
 ``n_wk`` (n_words x kcap, word-major so a token touches one contiguous row) int32
@@ -23,10 +26,12 @@ KOS) instead of all K, and the draw is from the identical distribution.
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport exp, log
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from bnpcore.kernels.parallel cimport PAD
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.rng cimport (bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_rng_log_beta, bnp_stream_t,
                                   bnp_stream_init)
 from bnpcore.kernels.stirling cimport StirlingTable, sample_tables
@@ -211,15 +216,19 @@ cdef void _setup(SweepConfig *cfg, double alpha, double gamma, double eta, int64
             cfg.n_free += n_k[k] == 0
 
 
-cdef int64_t _sweep(const int64_t *indptr, const int32_t *indices, const int32_t *counts, int64_t n_docs,
-                    int32_t *z, int32_t *njk, int32_t *n_wk, int64_t *n_k, double *beta, double *ab,
-                    double *inv, double *cum, SweepConfig *cfg, TopicLists *tl, int64_t start_tok,
+cdef int64_t _sweep(const bnp_csr_t *m, int32_t *z, int32_t *njk, int32_t *n_wk, int64_t *n_k, double *beta,
+                    double *ab, double *inv, double *cum, SweepConfig *cfg, TopicLists *tl, int64_t start_tok,
                     bnp_bitgen_t *g) noexcept nogil:
-    """Gibbs update of every token from token start_tok on (tokens in CSR order: the
-    copies of each (document, word) entry in turn); returns the token at which it
-    stopped for lack of a free slot (the number of tokens when done). ``njk`` is
-    the current document's row of counts, rebuilt from its labels (kcap zeros on
-    entry, left zero)."""
+    """Gibbs update of every token of the documents m from token start_tok on
+    (tokens in CSR order: the copies of each (document, word) entry in turn; z has
+    one label per token of m); returns the token at which it stopped for lack of
+    a free slot (the number of tokens when done). ``njk`` is the current
+    document's row of counts, rebuilt from its labels (kcap zeros on entry, left
+    zero)."""
+    cdef const int64_t *indptr = m.indptr
+    cdef const int32_t *indices = m.indices
+    cdef const int32_t *counts = m.counts
+    cdef int64_t n_docs = m.n_rows
     cdef int64_t j = 0, t = 0, lo = 0, p, c, i, k, kcap = cfg.kcap
     cdef int32_t w
     cdef int32_t *nwk
@@ -358,11 +367,10 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
     tl.dl = &iv[0, 0]
     tl.dpos = &iv[1, 0]
     cdef bnp_bitgen_t *g = bitgen_of(generator)
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, n_words)
     with generator.bit_generator.lock, nogil:
-        next_tok = _sweep(&indptr[0], &indices[0] if indices.shape[0] else NULL,
-                          &counts[0] if counts.shape[0] else NULL, n_docs, &z[0] if z.shape[0] else NULL,
-                          &nv[0], &n_wk[0, 0], &n_k[0], &beta[0], &sv[0, 0], &sv[1, 0], &sv[2, 0], &cfg, &tl,
-                          start_tok, g)
+        next_tok = _sweep(&docs, &z[0] if z.shape[0] else NULL, &nv[0], &n_wk[0, 0], &n_k[0], &beta[0], &sv[0, 0],
+                          &sv[1, 0], &sv[2, 0], &cfg, &tl, start_tok, g)
     return next_tok, cfg.k_used, cfg.beta_new
 
 
@@ -430,12 +438,28 @@ def draw_tables(const int64_t[::1] tok_ptr,     # IN  token offsets of the docum
                     njk[k] = 0
 
 
-cdef void _fold_in_doc(const int32_t *words, int64_t lo, int64_t hi, const double *phi_wk, const double *cdf_wk,
-                       const double *prior, int64_t K, double prior_sum, int64_t n_sweeps, int64_t burn_in,
-                       uint64_t key, uint64_t doc_key, int64_t *z, int64_t *cnt, int64_t *dl, int64_t *dpos,
-                       double *dw, double *theta) noexcept nogil:
-    """fold_in of the document with tokens lo..hi, drawing from stream (key, doc_key, 0). Scratch: cnt, dpos
+cdef struct FoldIn:
+    # what fold_in does to every document
+    const double *phi_wk     # (n_words, K) topic-word probabilities, word-major
+    const double *cdf_wk     # (n_words, K) cumulative sums of prior_k phi_wk over k
+    const double *prior      # (K,)
+    int64_t K
+    double prior_sum
+    int64_t n_sweeps
+    int64_t burn_in
+    uint64_t key             # document j draws from the stream (key, doc_keys[j], 0)
+
+
+cdef void _fold_in_doc(const FoldIn *f, const int32_t *words, int64_t lo, int64_t hi, uint64_t doc_key, int64_t *z,
+                       int64_t *cnt, int64_t *dl, int64_t *dpos, double *dw, double *theta) noexcept nogil:
+    """fold_in of the document with tokens lo..hi, drawing from stream (f.key, doc_key, 0). Scratch: cnt, dpos
     (K int64, zero on entry and on return), dl (K int64), dw (K doubles); theta is its output row."""
+    cdef const double *phi_wk = f.phi_wk
+    cdef const double *cdf_wk = f.cdf_wk
+    cdef const double *prior = f.prior
+    cdef int64_t K = f.K, n_sweeps = f.n_sweeps, burn_in = f.burn_in
+    cdef double prior_sum = f.prior_sum
+    cdef uint64_t key = f.key
     cdef bnp_stream_t stream
     cdef bnp_bitgen_t *g = &stream.bitgen
     cdef int64_t t, k, s, i, w, dlen = 0, n_avg = n_sweeps - burn_in
@@ -553,11 +577,11 @@ def fold_in(const int32_t[::1] words,        # IN  word ids of the new documents
     cdef double[:, ::1] wv = weights
     cdef const int32_t *wp = &words[0] if words.shape[0] else NULL
     cdef int64_t *zp = &z[0] if words.shape[0] else NULL
+    cdef FoldIn f = FoldIn(&phi_wk[0, 0], &cdf[0, 0], &prior[0], K, prior_sum, n_sweeps, burn_in, key)
     for j in prange(n_docs, nogil=True, num_threads=n_threads, schedule="dynamic"):
         tid = threadid()
-        _fold_in_doc(wp, tok_ptr[j], tok_ptr[j + 1], &phi_wk[0, 0], &cdf[0, 0], &prior[0], K, prior_sum, n_sweeps,
-                     burn_in, key, doc_keys[j], zp, &cv[tid, 0], &cv[tid, K], &cv[tid, 2 * K], &wv[tid, 0],
-                     &theta[j, 0])
+        _fold_in_doc(&f, wp, tok_ptr[j], tok_ptr[j + 1], doc_keys[j], zp, &cv[tid, 0], &cv[tid, K], &cv[tid, 2 * K],
+                     &wv[tid, 0], &theta[j, 0])
 
 
 # ---------------------------------------------------------------------------
@@ -585,27 +609,44 @@ cdef void _copy_word(const int32_t *src_row, const int32_t *src_list, int32_t sr
     length[0] = src_len
 
 
-cdef void _delayed_block(const int64_t *indptr, const int32_t *indices, const int32_t *counts, int64_t n_docs,
-                         int32_t *z, int32_t *n_wk, int64_t *n_k, double *beta, int32_t *wl, int32_t *wpos,
-                         int32_t *wlen, double *beta_new, int64_t *k_used, int64_t *next_tok, int64_t kcap,
-                         int64_t n_words, double alpha, double gamma, double eta, bint reuse_holes,
-                         double *work, int32_t *iwork, bnp_bitgen_t *g) noexcept nogil:
-    """``gibbs_sweep`` of one block from token next_tok on, against its own table; updates
-    beta_new, k_used and next_tok (the token where it stopped for lack of a slot)."""
+cdef struct BlockTable:
+    # a block's own copy of the topic table (delayed_sweep's *_t arrays at the block)
+    int32_t *n_wk            # (n_words, kcap)
+    int64_t *n_k             # (kcap,)
+    double *beta             # (kcap,)
+    int32_t *wl              # (n_words, kcap) word lists, as TopicLists
+    int32_t *wpos            # (n_words, kcap)
+    int32_t *wlen            # (n_words,)
+    double beta_new
+    int64_t k_used
+    int64_t next_tok         # token of the block to resume from
+    int64_t kcap
+
+
+cdef void _delayed_block(const bnp_csr_t *docs, int64_t first, int64_t last, int32_t *z, BlockTable *t,
+                         int64_t n_words, double alpha, double gamma, double eta, bint reuse_holes, double *work,
+                         int32_t *iwork, bnp_bitgen_t *g) noexcept nogil:
+    """``gibbs_sweep`` of one block, documents first..last-1 of docs (z: their labels),
+    from token t.next_tok on, against its own table t; updates t.beta_new, t.k_used and
+    t.next_tok (the token where it stopped for lack of a slot)."""
     cdef SweepConfig cfg
     cdef TopicLists tl
-    _setup(&cfg, alpha, gamma, eta, n_words, beta_new[0], k_used[0], kcap, reuse_holes, n_k, beta, work,
+    cdef int64_t kcap = t.kcap
+    cdef bnp_csr_t block = docs[0]
+    block.indptr = docs.indptr + first
+    block.n_rows = last - first
+    _setup(&cfg, alpha, gamma, eta, n_words, t.beta_new, t.k_used, kcap, reuse_holes, t.n_k, t.beta, work,
            work + kcap)
     memset(iwork + 2 * kcap, 0, kcap * sizeof(int32_t))
-    tl.wl = wl
-    tl.wpos = wpos
-    tl.wlen = wlen
+    tl.wl = t.wl
+    tl.wpos = t.wpos
+    tl.wlen = t.wlen
     tl.dl = iwork
     tl.dpos = iwork + kcap
-    next_tok[0] = _sweep(indptr, indices, counts, n_docs, z, iwork + 2 * kcap, n_wk, n_k, beta, work,
-                         work + kcap, work + 2 * kcap, &cfg, &tl, next_tok[0], g)
-    k_used[0] = cfg.k_used
-    beta_new[0] = cfg.beta_new
+    t.next_tok = _sweep(&block, z, iwork + 2 * kcap, t.n_wk, t.n_k, t.beta, work, work + kcap, work + 2 * kcap, &cfg,
+                        &tl, t.next_tok, g)
+    t.k_used = cfg.k_used
+    t.beta_new = cfg.beta_new
 
 
 def delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
@@ -680,8 +721,7 @@ def delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const i
     cdef bnp_stream_t *st
     cdef bnp_bitgen_t *g = bitgen_of(generator)
     cdef bint reuse = T == 1
-    cdef const int32_t *words = &indices[0] if indices.shape[0] else NULL
-    cdef const int32_t *pair_counts = &counts[0] if counts.shape[0] else NULL
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, W)
     cdef int32_t *zp = &z[0] if z.shape[0] else NULL
     if fresh:
         for b in range(T):
@@ -689,24 +729,33 @@ def delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const i
             beta_new_t[b] = beta_new
             k_used_t[b] = k_used
             next_tok_t[b] = 0
-    with generator.bit_generator.lock, nogil:
-        for b in prange(T, num_threads=n_threads, schedule="static", chunksize=1):
-            if fresh:
-                for w in range(W):
-                    _copy_word(&n_wk[w, 0], &lists[0, w, 0], wlen[w], &n_wk_t[b, w, 0], &lists_t[b, 0, w, 0],
-                               &lists_t[b, 1, w, 0], &wlen_t[b, w])
-                memcpy(&n_k_t[b, 0], &n_k[0], kcap * sizeof(int64_t))
-                memcpy(&beta_t[b, 0], &beta[0], kcap * sizeof(double))
-                for w in range(kcap, kcap_t):
-                    n_k_t[b, w] = 0
-                    beta_t[b, w] = 0.0
-            if next_tok_t[b] < tok_starts[b + 1] - tok_starts[b]:
-                st = <bnp_stream_t *>&streams[b, 0]
-                _delayed_block(&indptr[starts[b]], words, pair_counts, starts[b + 1] - starts[b],
-                               zp + tok_starts[b], &n_wk_t[b, 0, 0], &n_k_t[b, 0], &beta_t[b, 0],
-                               &lists_t[b, 0, 0, 0], &lists_t[b, 1, 0, 0], &wlen_t[b, 0], &beta_new_t[b],
-                               &k_used_t[b], &next_tok_t[b], kcap_t, W, alpha, gamma, eta, reuse, &wv[b, 0],
-                               &iv[b, 0], g if reuse else &st.bitgen)
+    cdef BlockTable *tab = <BlockTable *>malloc(T * sizeof(BlockTable))     # one per block
+    if tab == NULL:
+        raise MemoryError()
+    try:
+        for b in range(T):
+            tab[b] = BlockTable(&n_wk_t[b, 0, 0], &n_k_t[b, 0], &beta_t[b, 0], &lists_t[b, 0, 0, 0],
+                                &lists_t[b, 1, 0, 0], &wlen_t[b, 0], beta_new_t[b], k_used_t[b], next_tok_t[b], kcap_t)
+        with generator.bit_generator.lock, nogil:
+            for b in prange(T, num_threads=n_threads, schedule="static", chunksize=1):
+                if fresh:
+                    for w in range(W):
+                        _copy_word(&n_wk[w, 0], &lists[0, w, 0], wlen[w], &n_wk_t[b, w, 0], &lists_t[b, 0, w, 0],
+                                   &lists_t[b, 1, w, 0], &wlen_t[b, w])
+                    memcpy(&n_k_t[b, 0], &n_k[0], kcap * sizeof(int64_t))
+                    memcpy(&beta_t[b, 0], &beta[0], kcap * sizeof(double))
+                    for w in range(kcap, kcap_t):
+                        n_k_t[b, w] = 0
+                        beta_t[b, w] = 0.0
+                if next_tok_t[b] < tok_starts[b + 1] - tok_starts[b]:
+                    st = <bnp_stream_t *>&streams[b, 0]
+                    _delayed_block(&docs, starts[b], starts[b + 1], zp + tok_starts[b], &tab[b], W, alpha, gamma,
+                                   eta, reuse, &wv[b, 0], &iv[b, 0], g if reuse else &st.bitgen)
+                    beta_new_t[b] = tab[b].beta_new
+                    k_used_t[b] = tab[b].k_used
+                    next_tok_t[b] = tab[b].next_tok
+    finally:
+        free(tab)
 
 
 def delayed_merge(int32_t[:, ::1] n_wk,               # IN/OUT (n_words, kcap) shared counts before the sweep

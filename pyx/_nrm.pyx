@@ -6,6 +6,9 @@ owned by the Python layer (``bnpcore.models.nrm``) with spare capacity: a kernel
 that needs a new cluster slot (or site space) when none is left returns the
 position it stopped at, the caller grows the arrays and calls again.
 
+Documents are a CSR count matrix (``indptr``, ``indices``, ``counts``; one
+``bnp_csr_t`` in the nogil code).
+
 Notation: ``lam`` (K x W) Dirichlet parameters of q(phi_k), ``lam_tot`` their row
 sums Lambda_k, ``S`` soft masses S_k = sum_i q_ik, ``logP`` = sum_i log(1 - q_ik)
 (for E[K], supp (18)), ``V = log U`` of the auxiliary variable.
@@ -22,6 +25,7 @@ from libc.math cimport exp, log, log1p, expm1, fabs, INFINITY, NAN, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from cython.parallel cimport prange
 
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.special cimport bnp_dlgamma, bnp_log_rising, bnp_sample_logweights
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_uniform, bnp_rng_uniform_pos
 
@@ -323,9 +327,14 @@ cdef inline double doc_tokens(const int32_t *cnt, int64_t nnz) noexcept nogil:
     return n
 
 
-cdef nrm_state load_state(double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,
-                          uint8_t[::1] alive, nggp_state_t *scalars, double[::1] scratch,
+cdef nrm_state load_state(tuple clusters, nggp_state_t *scalars, double[::1] scratch,
                           int64_t n_words) except *:
+    """The kernels' view of the cluster arrays ``clusters = (lam, lam_tot, S, logP,
+    alive)``: float64 (cap, W), (cap,), (cap,), (cap,) and uint8 (cap,)."""
+    cdef double[:, ::1] lam
+    cdef double[::1] lam_tot, S, logP
+    cdef uint8_t[::1] alive
+    lam, lam_tot, S, logP, alive = clusters
     if (lam.shape[1] != n_words or lam_tot.shape[0] != lam.shape[0] or S.shape[0] != lam.shape[0]
             or logP.shape[0] != lam.shape[0] or alive.shape[0] != lam.shape[0]
             or scratch.shape[0] < lam.shape[0] + 1 or not 0 <= scalars.n_slots <= lam.shape[0]):
@@ -357,21 +366,23 @@ cdef nggp_state_t *scalar_state(nggp_state_t[::1] state) except NULL:
     return &state[0]
 
 
-def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN
+def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
             int64_t start, int64_t stop, dict params,                                          # IN
-            double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,          # IN/OUT
-            uint8_t[::1] alive, nggp_state_t[::1] state,                                       # IN/OUT
+            tuple clusters, nggp_state_t[::1] state,                                           # IN/OUT
             double[::1] scratch,                                                               # scratch
-            int64_t[::1] site_ptr, int32_t[::1] site_k, double[::1] site_q):                   # OUT (optional)
+            tuple sites=None):                                                                 # OUT (optional)
     """ADF-NRM (Alg. 1) over documents start..stop-1, in order.
 
-    ``state`` (``new_state()``) carries the scalar state: n_slots, n_alive,
+    ``clusters = (lam, lam_tot, S, logP, alive)`` are the cluster arrays over
+    all slots (module docstring; float64 (cap, W), (cap,), (cap,), (cap,),
+    uint8 (cap,)). ``state`` (``new_state()``) carries the scalar state: n_slots, n_alive,
     n_obs (m, the observations already absorbed: document n uses the
     predictive rule of the first n - 1: Alg. 1 starts at n = 2), n_sites (site entries written),
-    log_u (warm start of the mode of q(U)) and u_last. ``scratch`` has at least cap + 1 entries. With a non-empty
-    ``site_ptr`` (length n_docs + 1, ``site_ptr[start]`` set) the
-    responsibilities of each document are appended to ``site_k``/``site_q``
-    (EP's initial sites). Returns the index of the first unprocessed document:
+    log_u (warm start of the mode of q(U)) and u_last. ``scratch`` has at least cap + 1 entries. With
+    ``sites = (site_ptr, site_k, site_q)`` (int64 n_docs + 1 with ``site_ptr[start]``
+    set, int32 and float64 of one capacity) the responsibilities of each
+    document are appended to ``site_k``/``site_q`` (EP's initial sites).
+    Returns the index of the first unprocessed document:
     ``stop``, or earlier when a cluster slot or site space must be added first.
 
     Equivalent, for one document x (dense NumPy over clusters k = 1..K)::
@@ -384,27 +395,34 @@ def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     cdef nrm_cfg c
     fill_cfg(&c, params)
     cdef nggp_state_t *sc = scalar_state(state)
-    cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, sc, scratch, c.n_words)
-    cdef bint store = site_ptr.shape[0] > 0
-    cdef int64_t site_cap = site_k.shape[0]
+    cdef nrm_state st = load_state(clusters, sc, scratch, c.n_words)
+    cdef bint store = sites is not None
+    cdef int64_t[::1] site_ptr
+    cdef int32_t[::1] site_k
+    cdef double[::1] site_q
+    cdef int64_t site_cap = 0
     cdef int64_t used = sc.n_sites, m = sc.n_obs, i, lo, n
     cdef int32_t *ok = NULL
     cdef double *oq = NULL
-    if store and (site_ptr.shape[0] != indptr.shape[0] or site_q.shape[0] != site_cap):
-        raise ValueError("adf_run: site arrays do not match the corpus")
+    if store:
+        site_ptr, site_k, site_q = sites
+        site_cap = site_k.shape[0]
+        if site_ptr.shape[0] != indptr.shape[0] or site_q.shape[0] != site_cap:
+            raise ValueError("adf_run: site arrays do not match the corpus")
     if not 0 <= start <= stop <= indptr.shape[0] - 1:
         raise ValueError("adf_run: bad document range")
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, c.n_words)
     with nogil:
         i = start
         while i < stop:
             if st.n_slots >= st.cap or (store and used + st.n_slots + 1 > site_cap):
                 break
-            lo = indptr[i]
-            n = indptr[i + 1] - lo
+            lo = docs.indptr[i]
+            n = docs.indptr[i + 1] - lo
             if store:
                 ok = &site_k[0] + used
                 oq = &site_q[0] + used
-            n = doc_step(&st, &c, &indices[0] + lo, &counts[0] + lo, n, doc_tokens(&counts[0] + lo, n),
+            n = doc_step(&st, &c, docs.indices + lo, docs.counts + lo, n, doc_tokens(docs.counts + lo, n),
                          <double>m, expected_k(&st, &c), &scratch[0], ok, oq)
             if store:
                 used += n
@@ -417,14 +435,18 @@ def adf_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
     return i
 
 
-def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN
+def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,   # IN corpus
            int64_t start, int64_t stop, dict params,                                           # IN
-           double[:, ::1] lam, double[::1] lam_tot, double[::1] S, double[::1] logP,           # IN/OUT
-           uint8_t[::1] alive, nggp_state_t[::1] state,                                        # IN/OUT
+           tuple clusters, nggp_state_t[::1] state,                                            # IN/OUT
            double[::1] scratch,                                                                # scratch
-           const int64_t[::1] old_ptr, const int32_t[::1] old_k, const double[::1] old_q,      # IN
-           int64_t[::1] new_ptr, int32_t[::1] new_k, double[::1] new_q):                       # OUT
+           tuple old_sites,                                                                    # IN
+           tuple new_sites):                                                                   # OUT
     """One EP-NRM epoch (supp Alg. 2) over documents start..stop-1 of N = n_docs.
+
+    ``clusters = (lam, lam_tot, S, logP, alive)`` as in ``adf_run``; the sites
+    are CSR triples ``(ptr, k, q)`` by document (int64 n_docs + 1, int32 and
+    float64 of one capacity): ``old_sites`` those of the last epoch,
+    ``new_sites`` receives this epoch's.
 
     For document i: remove its stored site (old_k, old_q) from the clusters it
     names (the cavity, supp (28); sites of removed clusters are skipped),
@@ -448,10 +470,18 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         q = adf_step(x_i, S, lam, m=N-1); qbar[i] = q          # as adf_run
         alive &= ~(S < epsilon)
     """
+    cdef const int64_t[::1] old_ptr
+    cdef const int32_t[::1] old_k
+    cdef const double[::1] old_q
+    cdef int64_t[::1] new_ptr
+    cdef int32_t[::1] new_k
+    cdef double[::1] new_q
+    old_ptr, old_k, old_q = old_sites
+    new_ptr, new_k, new_q = new_sites
     cdef nrm_cfg c
     fill_cfg(&c, params)
     cdef nggp_state_t *sc = scalar_state(state)
-    cdef nrm_state st = load_state(lam, lam_tot, S, logP, alive, sc, scratch, c.n_words)
+    cdef nrm_state st = load_state(clusters, sc, scratch, c.n_words)
     cdef int64_t n_docs = indptr.shape[0] - 1
     cdef int64_t site_cap = new_k.shape[0], used = sc.n_sites, i, lo, n, e, f, k
     cdef double n_tok, tv = sc.change, q, dq
@@ -461,15 +491,16 @@ def ep_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[
         raise ValueError("ep_run: site arrays do not match the corpus")
     if not 0 <= start <= stop <= n_docs:
         raise ValueError("ep_run: bad document range")
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, c.n_words)
     with nogil:
         i = start
         while i < stop:
             if st.n_slots >= st.cap or used + st.n_slots + 1 > site_cap:
                 break
-            lo = indptr[i]
-            n = indptr[i + 1] - lo
-            ids = &indices[0] + lo
-            cnt = &counts[0] + lo
+            lo = docs.indptr[i]
+            n = docs.indptr[i + 1] - lo
+            ids = docs.indices + lo
+            cnt = docs.counts + lo
             n_tok = doc_tokens(cnt, n)
             for e in range(old_ptr[i], old_ptr[i + 1]):
                 if st.alive[old_k[e]]:
@@ -521,8 +552,7 @@ def dm_matrix(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
     """
     cdef int64_t n_docs = indptr.shape[0] - 1, K = rows.shape[0], W = rows.shape[1], d, k, lo, n
     cdef double n_tok
-    cdef const int32_t *ids = &indices[0] if indices.shape[0] else NULL
-    cdef const int32_t *cnt = &counts[0] if counts.shape[0] else NULL
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, W)
     if out.shape[0] != n_docs or out.shape[1] != K or row_tot.shape[0] != K:
         raise ValueError("dm_matrix: shapes do not match")
     if n_threads < 1:
@@ -530,11 +560,11 @@ def dm_matrix(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
     if K == 0:
         return
     for d in prange(n_docs, nogil=True, num_threads=n_threads, schedule="guided"):
-        lo = indptr[d]
-        n = indptr[d + 1] - lo
-        n_tok = doc_tokens(cnt + lo, n)
+        lo = docs.indptr[d]
+        n = docs.indptr[d + 1] - lo
+        n_tok = doc_tokens(docs.counts + lo, n)
         for k in range(K):
-            out[d, k] = bnp_log_rising(ids + lo, cnt + lo, n, &rows[k, 0], offset, 1.0) \
+            out[d, k] = bnp_log_rising(docs.indices + lo, docs.counts + lo, n, &rows[k, 0], offset, 1.0) \
                         - bnp_dlgamma(offset * W + row_tot[k], n_tok)
 
 
@@ -601,6 +631,7 @@ def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
             or z_trace.shape[1] != n_docs or u_trace.shape[0] < n_sweeps))):
         raise ValueError("gibbs_run: state arrays do not match")
     cdef bnp_bitgen_t *g = bitgen_of(generator)
+    cdef bnp_csr_t docs = csr_view(indptr, indices, counts, W)
     with generator.bit_generator.lock, nogil:
         while done < n_sweeps:
             if pos == 0 and c.sigma > 0.0:
@@ -609,10 +640,10 @@ def gibbs_run(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
                 if n_occ >= cap:
                     break
                 j = pos
-                lo = indptr[j]
-                n = indptr[j + 1] - lo
-                ids = &indices[0] + lo
-                cnt = &counts[0] + lo
+                lo = docs.indptr[j]
+                n = docs.indptr[j + 1] - lo
+                ids = docs.indices + lo
+                cnt = docs.counts + lo
                 n_tok = doc_tokens(cnt, n)
                 k = z[j]
                 row = &C[k, 0]

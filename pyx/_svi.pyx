@@ -7,7 +7,8 @@ the GIL. The global variational state is passed in the lazily scaled form of
 ``Lambda_k = W eta + scale * row_tilde[rows[k]]``, ``u_k = 1 + sizes[k]``,
 ``v_k = g + sum_{l>k} sizes[l]``. Minibatches use a local vocabulary
 (``bnpcore.inference.online.Minibatch``): pair p of document j has local word
-id ``words[p]`` (global id ``vocab[words[p]]``) and count ``counts[p]``.
+id ``words[p]`` (global id ``vocab[words[p]]``) and count ``counts[p]`` (one
+``bnp_csr_t`` in the nogil code).
 
 Random draws go through the numpy Generator passed in (its bit generator,
 under its lock), so a seeded run is reproducible draw for draw.
@@ -24,6 +25,7 @@ from cython.parallel cimport parallel, prange
 from bnpcore.kernels.special cimport (bnp_digamma, bnp_dlgamma, bnp_lgamma, bnp_log_rising, bnp_logaddexp,
                                       bnp_logsumexp, bnp_sample_logweights)
 from bnpcore.kernels.rng cimport bnp_bitgen_t, bitgen_of, bnp_rng_log_beta, bnp_rng_log_gamma, bnp_rng_uniform
+from bnpcore.kernels.sparse cimport bnp_csr_t, csr_view
 from bnpcore.kernels.stirling cimport BNP_STIRLING_MAX_N, StirlingTable, bnp_stirling_t, sample_tables
 
 cnp.import_array()
@@ -265,9 +267,7 @@ cdef struct DPWork:
     double eta, w_eta
     bint exact
     Sticks st              # pi_k = V_k prod_{l<k}(1 - V_l), V ~ Beta(1, a) beyond the K global sticks
-    const int64_t *ptr
-    const int32_t *words
-    const int32_t *counts
+    bnp_csr_t docs         # the minibatch (local word ids)
     int64_t *doclen
     double *dmrest         # S: log DM(c_j | eta)
     int32_t *z             # S
@@ -310,8 +310,9 @@ cdef void dp_free(DPWork *w) noexcept nogil:
 
 cdef inline double dp_log_dm(DPWork *w, int64_t j, int64_t k) noexcept nogil:
     """log DM(c_j | lambda_k + C_k), the document's token sequence (§2.3)."""
-    cdef int64_t lo = w.ptr[j]
-    return bnp_log_rising(w.words + lo, w.counts + lo, w.ptr[j + 1] - lo, w.lc + k * w.nv, 0.0, 1.0) \
+    cdef int64_t lo = w.docs.indptr[j]
+    return bnp_log_rising(w.docs.indices + lo, w.docs.counts + lo, w.docs.indptr[j + 1] - lo, w.lc + k * w.nv,
+                          0.0, 1.0) \
         - bnp_dlgamma(w.lamtot[k], <double>w.doclen[j])
 
 
@@ -319,10 +320,10 @@ cdef inline void dp_move(DPWork *w, int64_t j, int64_t k, int sign) noexcept nog
     """Add (sign = 1) or remove (sign = -1) document j to or from component k."""
     cdef int64_t p
     cdef int32_t c
-    for p in range(w.ptr[j], w.ptr[j + 1]):
-        c = sign * w.counts[p]
-        w.C[k * w.nv + w.words[p]] += c
-        w.lc[k * w.nv + w.words[p]] += c
+    for p in range(w.docs.indptr[j], w.docs.indptr[j + 1]):
+        c = sign * w.docs.counts[p]
+        w.C[k * w.nv + w.docs.indices[p]] += c
+        w.lc[k * w.nv + w.docs.indices[p]] += c
     w.lamtot[k] += sign * w.doclen[j]
     w.m[k] += sign
     w.counter += 1
@@ -431,9 +432,7 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
     memset(&w, 0, sizeof(DPWork))
     w.S, w.nv, w.st.K, w.st.L, w.st.g = S, nv, K, K, a
     w.eta, w.w_eta, w.exact = eta, W * eta, exact
-    w.ptr = &ptr[0]
-    w.words = &words[0] if words.shape[0] else NULL
-    w.counts = &counts[0] if counts.shape[0] else NULL
+    w.docs = csr_view(ptr, words, counts, nv)
     try:
         with rng.bit_generator.lock, nogil:
             _resize(<void **>&w.doclen, S * sizeof(int64_t))
@@ -444,7 +443,7 @@ def dp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_
                 w.doclen[j] = 0
                 for p in range(ptr[j], ptr[j + 1]):
                     w.doclen[j] += counts[p]
-                w.dmrest[j] = bnp_log_rising(NULL, w.counts + ptr[j], ptr[j + 1] - ptr[j], NULL, eta, 1.0) \
+                w.dmrest[j] = bnp_log_rising(NULL, w.docs.counts + ptr[j], ptr[j + 1] - ptr[j], NULL, eta, 1.0) \
                     - bnp_dlgamma(w.w_eta, <double>w.doclen[j])
             for k in range(K):
                 for v in range(nv):
@@ -768,11 +767,23 @@ cdef int hdp_sample_sticks(HDPWork *w, bnp_bitgen_t *g) except -1 nogil:
     return 0
 
 
-def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
-                   const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
-                   const int64_t[::1] rows, double scale, const double[::1] sizes,
-                   double eta, double gamma, double alpha, int sweeps, bint exact, rng,
-                   StirlingTable stirling, int32_t[:, ::1] trace=None, int n_samples=1):
+cdef struct HDPLocalSettings:
+    # the truncation-free local sampler of the HDP; from Python, a dict with these keys (every key required)
+    double eta           # topic Dirichlet prior
+    double gamma         # top-level concentration
+    double alpha         # document-level concentration
+    int sweeps           # burn-in sweeps before the first sample
+    bint exact           # new topics by the retrospective walk (else the next-stick rule)
+    int n_samples        # samples averaged into the statistics (at least 1)
+
+
+def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,  # IN minibatch
+                   const int32_t[::1] vocab,                                                     # IN
+                   const double[:, ::1] gwords, const double[::1] row_tilde,                     # IN state
+                   const int64_t[::1] rows, double scale, const double[::1] sizes,               # IN state
+                   HDPLocalSettings settings, rng,                                               # IN
+                   StirlingTable stirling,                                                       # IN/OUT cache
+                   int32_t[:, ::1] trace=None):                                                  # OUT (optional)
     """Truncation-free local step of the HDP topic model on one minibatch ([TF] S.2.2, §5.3).
 
     Collapsed Gibbs over the topics z of all minibatch tokens (q(phi_k)
@@ -794,19 +805,18 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
     ptr, words, counts, vocab : the minibatch (``Minibatch``)
     gwords, row_tilde, rows, scale, sizes : the global state (``StickState``;
         sizes are expected table counts)
-    eta, gamma, alpha : float
-        Topic Dirichlet prior, top-level and document-level concentrations.
-    sweeps : int
-        Burn-in sweeps before the first sample.
-    exact : bool
+    settings : dict
+        Every key required: ``eta``, ``gamma``, ``alpha`` (topic Dirichlet
+        prior, top-level and document-level concentrations), ``sweeps``
+        (burn-in sweeps before the first sample), ``exact`` (new topics by
+        the retrospective walk) and ``n_samples`` (samples averaged into the
+        statistics, at least 1).
     rng : numpy.random.Generator
     stirling : bnpcore.kernels.stirling.StirlingTable
         Grown here to the longest minibatch document (at most its cap; longer
         counts use the seating sampler).
     trace : int32 array of shape (sweeps + n_samples - 1, n_tokens), optional
         OUT: topic (stick position) of every token after every sweep.
-    n_samples : int
-        Samples averaged into the statistics (at least 1).
 
     Returns
     -------
@@ -818,6 +828,9 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
     tables : ndarray of shape (K + n_new,)
         sum_j m_jk, minibatch table counts of every topic (averaged).
     """
+    cdef double eta = settings.eta, gamma = settings.gamma, alpha = settings.alpha
+    cdef int sweeps = settings.sweeps, n_samples = settings.n_samples
+    cdef bint exact = settings.exact
     cdef HDPWork w
     cdef int64_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
     cdef int64_t j, k, i, p, c, s, t, kout, ntok = 0, longest = 0, n, total_sweeps = sweeps + n_samples - 1
@@ -925,9 +938,19 @@ cdef inline double _softmax(double *v, int64_t n, const double *prior, double *c
     return m
 
 
+cdef struct OnlineVBSettings:
+    # the document-level fit of the online HDP; from Python, a dict with these keys (every key required)
+    double eta           # topic Dirichlet prior
+    double alpha         # document-level concentration
+    int n_atoms          # T, the document's stick atoms
+    bint ranked          # atoms start at the document's best topics (else uniform zeta)
+    int max_iter         # iterations per document, at most ...
+    double tol           # ... or until the relative change of the document bound is in [0, tol)
+
+
 cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const int32_t *cd, int64_t nnz,
-                         int64_t T, const double *elog_beta, const double *zeros, double alpha, bint ranked,
-                         int max_iter, double tol, double *varphi, double *zeta, double *ed, double *zc, double *dots,
+                         const double *elog_beta, const double *zeros, const OnlineVBSettings *s,
+                         double *varphi, double *zeta, double *ed, double *zc, double *dots,
                          double *entropy, double *est, double *colsum, int *n_iter) noexcept nogil:
     """Document-level coordinate ascent of the online HDP (Wang et al. 2011).
 
@@ -949,6 +972,10 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
     entropy (nnz), est and colsum (T); ``zeros`` holds max(K, T) zeros.
     Returns the document bound.
     """
+    cdef int64_t T = s.n_atoms
+    cdef double alpha = s.alpha, tol = s.tol
+    cdef bint ranked = s.ranked
+    cdef int max_iter = s.max_iter
     cdef int64_t t, k, p, best
     cdef int it = 0, min_iter = 5 if ranked else 0
     cdef double d, g, h, dg, elv, el1mv, cum, acc, cross = 0.0
@@ -1055,13 +1082,21 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
     return bound
 
 
-def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,
-                       const int32_t[::1] vocab, const double[:, ::1] gwords, const double[::1] row_tilde,
-                       const int64_t[::1] rows, double scale, const double[::1] elog_beta, double eta,
-                       double alpha, int n_atoms, bint ranked, int max_iter, double tol,
-                       double[:, ::1] block, double[::1] sizes, double[:, ::1] doc_topic, double[::1] bound,
-                       int32_t[::1] n_iter, int n_threads=1):  # IN x15, OUT x5
+def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,  # IN minibatch
+                       const int32_t[::1] vocab,                                                     # IN
+                       const double[:, ::1] gwords, const double[::1] row_tilde,                     # IN state
+                       const int64_t[::1] rows, double scale, const double[::1] elog_beta,           # IN state
+                       OnlineVBSettings settings,                                                    # IN
+                       tuple out,                                                                    # OUT
+                       int n_threads=1):
     """Local step of the online HDP of Wang, Paisley & Blei (2011) on a minibatch (§5.4 b).
+
+    ``settings`` is a dict ``{"eta", "alpha", "n_atoms", "ranked", "max_iter",
+    "tol"}`` (every key required): the topic prior, the document-level
+    concentration, the T atoms of a document, their initialisation and the
+    per-document stopping rule (``wpb_document``). ``out = (block, sizes,
+    doc_topic, bound, n_iter)``: float64 (K, Vb), (K,), (S, K) or (0, K),
+    (S,) and int32 (S,), written here.
 
     Every document runs ``wpb_document`` (in parallel over documents); the
     minibatch statistics are then summed serially, in document order, so the
@@ -1071,8 +1106,14 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     ``doc_topic[j, k] = sum_t varphi_jtk N_jt`` (expected topic counts).
     ``bound`` and ``n_iter`` receive each document's bound and iterations.
     """
+    cdef double[:, ::1] block, doc_topic
+    cdef double[::1] sizes, bound
+    cdef int32_t[::1] n_iter
+    block, sizes, doc_topic, bound, n_iter = out
+    cdef double eta = settings.eta
+    cdef bint ranked = settings.ranked
     cdef Py_ssize_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
-    cdef Py_ssize_t T = n_atoms, nnz = words.shape[0], j, k, t, v, i
+    cdef Py_ssize_t T = settings.n_atoms, nnz = words.shape[0], j, k, t, v, i
     cdef int64_t p, maxnnz = 0
     cdef bint keep = doc_topic.shape[0] == S
     if block.shape[0] != K or block.shape[1] != nv or sizes.shape[0] != K or elog_beta.shape[0] != K:
@@ -1104,6 +1145,7 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
             ek[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - dt[k]
     elogphi = np.ascontiguousarray(elogphi_k.T)        # word-major: a document gathers rows
     ev = elogphi
+    cdef const double *evp = &ev[0, 0] if nv else NULL     # no minibatch words: only empty documents
     contrib = np.empty((max(maxnnz, 1), K), dtype=np.float64)
     weighted = np.empty((max(maxnnz, 1), T), dtype=np.float64)
     cdef double[:, ::1] cv = contrib, zcv = weighted
@@ -1113,10 +1155,10 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
             scratch = <double *>malloc((maxnnz * (K + 2 * T + 1) + 2 * T + 1) * sizeof(double))
             if scratch != NULL:
                 for j in prange(S, schedule="dynamic"):
-                    bound[j] = wpb_document(&ev[0, 0], K, &words[ptr[j]] if ptr[j] < nnz else NULL,
+                    bound[j] = wpb_document(evp, K, &words[ptr[j]] if ptr[j] < nnz else NULL,
                                             &counts[ptr[j]] if ptr[j] < nnz else NULL, ptr[j + 1] - ptr[j],
-                                            T, &elog_beta[0], &zr[0], alpha, ranked, max_iter, tol,
-                                            &vv[j, 0, 0], &zv[ptr[j], 0] if ptr[j] < nnz else NULL, scratch,
+                                            &elog_beta[0], &zr[0], &settings, &vv[j, 0, 0],
+                                            &zv[ptr[j], 0] if ptr[j] < nnz else NULL, scratch,
                                             scratch + maxnnz * K, scratch + maxnnz * (K + T),
                                             scratch + maxnnz * (K + 2 * T), scratch + maxnnz * (K + 2 * T + 1),
                                             scratch + maxnnz * (K + 2 * T + 1) + T, &it)

@@ -75,7 +75,7 @@ def assert_same_online(dist, local):
     minibatch, state and generator); the mean-field ones to 1e-10 (each
     partition's share of a minibatch runs where it lives and the client sums
     the shares: the sums' order differs)."""
-    if dist._sum_over_documents:
+    if dist.additive_local_step:
         np.testing.assert_allclose(dist.components_, local.components_, rtol=1e-10, atol=0)
         np.testing.assert_allclose(dist.weights_, local.weights_, rtol=1e-10, atol=0)
     else:

@@ -15,11 +15,11 @@ import bnpcore  # noqa: E402
 from bnpcore import cli, datasets, lda  # noqa: E402
 from bnpcore import distributed as bnpdist  # noqa: E402
 from bnpcore.corpus import Corpus, write  # noqa: E402
-from bnpcore.models.lda import _RECOUNT_EVERY  # noqa: E402
+from bnpcore.inference.stats import RECOUNT_EVERY  # noqa: E402
 
-# 12 sweeps: the expected counts are recomputed from r after sweep 10 (_RECOUNT_EVERY)
+# 12 sweeps: the expected counts are recomputed from r after sweep 10 (RECOUNT_EVERY)
 PARAMS = {"n_components": 5, "max_iter": 12, "tol": None, "schedule": "delayed", "random_state": 3}
-assert PARAMS["max_iter"] > _RECOUNT_EVERY
+assert PARAMS["max_iter"] > RECOUNT_EVERY
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_lost_worker_changes_nothing(client, corpus, order):
     killed = []
 
     def kill_a_worker(est, record):
-        if record["iteration"] == _RECOUNT_EVERY - 1:
+        if record["iteration"] == RECOUNT_EVERY - 1:
             holders = [w for w, keys in client.has_what().items() if any(k.startswith("getitem") for k in keys)]
             assert holders, "no worker holds a partition"
             pid = client.run(os.getpid, workers=holders[:1])[holders[0]]

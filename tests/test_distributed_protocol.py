@@ -4,7 +4,7 @@ estimator whose state implements it runs on Dask with no code of its own in
 distributed.py. Here the example estimator of examples/unigram_mixture.py, on a
 LocalCluster of 2 worker processes, and lda.CollapsedGibbs, whose state
 runs AD-LDA on partitions; and the driver's source, which names no estimator
-and imports no private name."""
+and imports or reads no private name."""
 import ast
 import sys
 from pathlib import Path
@@ -104,6 +104,17 @@ def test_driver_names_no_estimator_and_imports_no_private_name():
     for estimator in ("StandardVB", "CollapsedVB", "PartiallyCollapsedGibbs", "DirectAssignmentVB",
                       "UnigramMixture"):
         assert estimator not in names | attributes
+
+
+def test_driver_reads_no_private_attribute():
+    """The driver runs estimators, states and corpora through their public
+    protocol only (the states' steps, the online ``local_step``,
+    ``fit_on_partitions``, ``fit_with_local_step``, ``Corpus.blocks``): no
+    attribute it reads is private."""
+    tree = ast.parse(Path(bnpdist.__file__).read_text())
+    private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+               and not (n.attr.startswith("__") and n.attr.endswith("__"))}
+    assert not private
 
 
 # -- a built-in estimator that needed no code in distributed.py: lda.CollapsedGibbs as AD-LDA --

@@ -18,9 +18,9 @@ from bnpcore.base import BaseEstimator, exclusive
 from bnpcore.bayesnet.junction import Plan
 from bnpcore.bayesnet.network import Network
 from bnpcore.inference.batch import BatchState, run_iterations
+from bnpcore.inference.stats import RECOUNT_EVERY, random_responsibilities
 from bnpcore.kernels import _bayesnet
 from bnpcore.kernels.special import digamma
-from bnpcore.models.lda import _RECOUNT_EVERY, _random_rows
 
 __all__ = ["NetworkState", "Scorer", "StandardVB", "CollapsedGibbs", "Hybrid"]
 
@@ -119,7 +119,7 @@ class NetworkState(BatchState):
     def _random_marginals(self, rng, n):
         """Product marginals from random rows per hidden node, as clique marginal rows."""
         plan = self.plan
-        rows = {v: _random_rows(rng, n, int(self.network.states[v])) for v in plan.hidden}
+        rows = {v: random_responsibilities(rng, n, int(self.network.states[v])) for v in plan.hidden}
         q = np.empty((n, max(int(plan.clique_off[-1]), 1)))
         for c, clique in enumerate(plan.cliques):
             block = np.ones((n, 1))
@@ -169,7 +169,7 @@ class NetworkState(BatchState):
                                              self.threshold, self.q, self.z, self.vb, self.cg, self.vb_col,
                                              self.cg_col, layout.prior, layout.prior_col, self.rng)
         self.n_sweeps += 1
-        if self.schedule == "sequential" and self.n_sweeps % _RECOUNT_EVERY == 0:
+        if self.schedule == "sequential" and self.n_sweeps % RECOUNT_EVERY == 0:
             self._recount_expected()
         record = {"delta": delta / (max(self.n_vb_tokens, 1) * self.plan.n_cliques)}
         if len(self.z) == 0:

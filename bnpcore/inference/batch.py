@@ -543,17 +543,22 @@ class BatchEstimator(BaseEstimator):
                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, max_seconds=max_seconds,
                          resume=resume)
 
+    def fit_on_partitions(self, X, partitions, **options):
+        """``fit`` (with its keyword ``options``), every iteration run as
+        ``state.iterate(parts, sampling)`` on the partitions that
+        ``partitions(state) -> (state, parts)`` gives for the fit's state
+        (``bnpcore.distributed``: Dask's partitions, with ``map``, ``gather``,
+        ``root`` and ``seconds`` as :class:`Partitions`). Every record also
+        holds ``driver_seconds``, the time outside the slowest partition's
+        local steps; the partitions are gathered into the state before every
+        checkpoint and at the end, and restart from it (``parts.root()``)
+        every ``checkpoint_every`` iterations."""
+        return self._fit(as_corpus(X), partitions=partitions, **options)
+
     @exclusive
     def _fit(self, X, *, heldout=None, eval_every=1, progress=False, checkpoint=None, checkpoint_every=None,
              max_seconds=None, resume=False, partitions=None):
-        """``fit`` on the Corpus ``X``. ``partitions(state) -> (state, parts)``
-        (``bnpcore.distributed``): every iteration is ``state.iterate(parts,
-        sampling)`` on those partitions, and its record also holds
-        ``driver_seconds`` (the time outside the slowest partition's local
-        steps); the partitions are gathered into the state before every
-        checkpoint and at the end, and their lineage restarts from it every
-        ``checkpoint_every`` iterations (``parts.root()``), with or without
-        ``checkpoint``."""
+        """``fit`` on the Corpus ``X``; ``partitions``: as in ``fit_on_partitions`` (None: one block here)."""
         if X.n_tokens == 0 and self._requires_tokens:
             raise ValueError("the training corpus has no tokens")
         loop = self._loop_settings(X)

@@ -26,17 +26,19 @@ exact), with the lazily decayed representation ``Nst_kw = scale * Ntilde_kw``
 that makes a global step cost O(nnz of the minibatch) instead of O(K W).
 
 Estimators subclass :class:`OnlineEstimator` and implement a few hooks
-(``_check_params``, ``_state_prior``, ``_local_step``, ``_size_key``, and
+(``_check_params``, ``_state_prior``, ``local_step``, ``_size_key``, and
 optionally ``_init_state``); the base class owns ``fit``, ``partial_fit``,
-checkpoints, ``history_`` and the fitted attributes. The local step is a
-function of the minibatch, the global state and the random generator only, so
-``bnpcore.distributed`` runs the same hook on a Dask worker that holds the
-minibatch's documents and this loop applies the global step.
+``global_step``, checkpoints, ``history_`` and the fitted attributes.
 
 In the terms of the state protocol (``bnpcore.inference.batch``): the online
-loop is the local step on a minibatch (``_local_step``: documents to
-``SuffStats``), then the global step with the step size rho_t
-(``_global_step``: ``StickState.update``, reorder, prune).
+loop is the local step on a minibatch (``OnlineEstimator.local_step(batch,
+state, rng) -> (n_new, SuffStats)``: documents to statistics), then the global
+step with the step size rho_t (``OnlineEstimator.global_step(stats, rho)``:
+``StickState.update`` and reordering; the loop prunes on its schedule). The
+local step is a function of the minibatch, the global state and the random
+generator only, so ``bnpcore.distributed`` runs it on a Dask worker that holds
+the minibatch's documents (``OnlineEstimator.fit_with_local_step``) and this
+loop applies the global step.
 """
 import functools
 import math
@@ -431,23 +433,17 @@ class OnlineEstimator(BaseEstimator):
     * ``_init_state(state, rng, n_docs)`` (optional): initialise a fresh state
       (e.g. the random topics of a truncated model; ``n_docs`` is the corpus
       size n); by default it starts empty (K = 0);
-    * ``_local_step(batch, state, rng)``: the local step on a :class:`Minibatch`
-      given the global :class:`StickState` ``state`` (read only), drawing
-      from ``rng``; it may use the estimator's parameters but no fitted
-      attribute (``bnpcore.distributed`` calls it on a worker's copy of the
-      unfitted estimator); returns ``(n_new, stats)``: the number of
-      components it instantiated
-      (appended after the existing ones) and the minibatch statistics in stick
-      order, a :class:`~bnpcore.inference.stats.SuffStats` with ``words`` of
-      shape (K + n_new, len(batch.vocab)) over the minibatch vocabulary
-      ``batch.vocab`` and ``sizes`` of shape (K + n_new,) (see
-      :func:`minibatch_stats`);
+    * ``local_step(batch, state, rng) -> (n_new, stats)``: the local step of
+      the state protocol (documents to statistics; :meth:`local_step`);
     * ``_size_key()``: the component sizes used for reordering and pruning;
-    * ``_sum_over_documents`` (class attribute, default False): True when the
+    * ``additive_local_step`` (class attribute, default False): True when the
       local step draws no random numbers, adds no components and its
       statistics are a sum over the minibatch's documents, each computed from
       the global state alone (mean-field local steps): ``bnpcore.distributed``
       then runs it on every partition's share of a minibatch and sums.
+
+    The base class's :meth:`global_step` applies the summed statistics with
+    the step size rho_t.
 
     The driver state (updates t, documents n_t, the random generator, the
     stream position) is saved with ``save``: a checkpoint written mid-stream
@@ -477,13 +473,40 @@ class OnlineEstimator(BaseEstimator):
         self._init_state(state, rng, n_docs)
         return state
 
-    def _local_step(self, batch, state, rng):
+    def local_step(self, batch, state, rng):
+        """The local step of the state protocol: a minibatch's documents to statistics.
+
+        Parameters
+        ----------
+        batch : Minibatch
+            The documents, over their own vocabulary ``batch.vocab``.
+        state : StickState
+            The global state, read only.
+        rng : numpy.random.Generator
+            The random numbers the step draws (it advances it).
+
+        Returns
+        -------
+        n_new : int
+            Components the step instantiated, appended after the existing K.
+        stats : SuffStats
+            The minibatch statistics in stick order over all K + n_new
+            components: ``words`` of shape (K + n_new, len(batch.vocab)) over
+            the minibatch vocabulary and ``sizes`` of shape (K + n_new,)
+            (:func:`minibatch_stats`), as :meth:`global_step` takes them.
+
+        It reads the estimator's parameters but no fitted attribute:
+        ``bnpcore.distributed`` calls it on a worker's copy of the unfitted
+        estimator.
+        """
         raise NotImplementedError
 
     def _size_key(self):
         raise NotImplementedError
 
-    _sum_over_documents = False
+    #: The local step's statistics are a sum over the minibatch's documents,
+    #: each from the global state alone (no random numbers, no new components).
+    additive_local_step = False
 
     # -- validation -----------------------------------------------------------
     def _check_driver_params(self):
@@ -558,10 +581,8 @@ class OnlineEstimator(BaseEstimator):
     @exclusive
     def _fit(self, X, stats_of, heldout=None, eval_every=None, progress=False, checkpoint=None, checkpoint_every=None,
              max_documents=None, max_seconds=None, resume=False):
-        """``fit`` on the Corpus ``X``, with the local step of the minibatch of
-        documents ``ids`` from ``stats_of(ids) -> (n_new, stats, record)``
-        (``record``: more entries of its ``history_`` record; None:
-        ``_local_step`` here; ``bnpcore.distributed`` runs it on a worker)."""
+        """``fit`` on the Corpus ``X``, with the local step of every minibatch
+        run by ``stats_of`` (``fit_with_local_step``; None: here)."""
         if X.n_tokens == 0:
             raise ValueError("the training corpus has no tokens")
         self._check_params()
@@ -619,6 +640,20 @@ class OnlineEstimator(BaseEstimator):
                   heldout, eval_every, False, None, None, None, None, total=X.n_docs)
         return self
 
+    def fit_with_local_step(self, X, stats_of, *, checkpoint=None, checkpoint_every=None, resume=False):
+        """``fit``, with the local step of every minibatch run by ``stats_of``
+        (``bnpcore.distributed`` runs it on a Dask worker).
+
+        ``stats_of(ids, state, rng) -> (n_new, stats, record)`` returns what
+        :meth:`local_step` returns for the documents ``ids`` of ``X`` (in that
+        order) given the global state ``state``, and advances ``rng`` as the
+        local step does; ``record``, a dict, adds entries to the minibatch's
+        ``history_`` record. The loop then applies :meth:`global_step`, as in
+        ``fit``, whose ``checkpoint``, ``checkpoint_every`` and ``resume`` these are.
+        """
+        return self._fit(as_corpus(X), stats_of, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                         resume=resume)
+
     def _start(self, X, total):
         """Forget any previous fit and initialise the state for vocabulary size W."""
         self._rng = check_random_state(self.random_state)
@@ -649,8 +684,8 @@ class OnlineEstimator(BaseEstimator):
             for ids in batches:
                 tick = time.perf_counter()
                 before = drv["documents"]
-                n_new, stats, extra = stats_of(ids)
-                self._global_step(len(ids), n_new, stats)
+                n_new, stats, extra = stats_of(ids, self._state, self._rng)
+                self._step(len(ids), n_new, stats)
                 drv["seconds"] += time.perf_counter() - tick
                 now = drv["documents"]
                 metrics = {"n_documents": now, "fit_seconds": drv["seconds"], "n_components": self._state.n_components,
@@ -674,27 +709,56 @@ class OnlineEstimator(BaseEstimator):
         if self._state.truncated:  # a truncated model whose every component holds a word: say so
             warn_capacity(self, int((self._size_key() >= 1.0).sum()), int(self.n_components), "n_components")
 
-    def _stats_here(self, X, ids):
+    def _stats_here(self, X, ids, state, rng):
         """The local step on the documents ``ids`` of ``X`` in this process."""
-        n_new, stats = self._local_step(Minibatch(X, ids, self._word_map), self._state, self._rng)
+        n_new, stats = self.local_step(Minibatch(X, ids, self._word_map), state, rng)
         X.release_pages()     # an opened on-disk corpus: keep only the next minibatch's pages resident
         return n_new, stats, {}
 
-    def _global_step(self, S, n_new, stats):
-        """The rest of a minibatch of ``S`` documents after its local step
-        (``n_new`` new components, statistics ``stats``): natural-gradient
-        step, reorder, prune."""
-        drv, state = self._driver, self._state
+    def global_step(self, stats, rho, *, n_new=0, factor=1.0):
+        """The global step of the state protocol: the global state moved by a
+        minibatch's statistics.
+
+        The ``n_new`` components the local step instantiated join the state
+        at their prior, the natural-gradient step ``Nst <- (1 - rho) Nst +
+        rho * factor * stats`` moves every component (:meth:`StickState.update`),
+        and with ``reorder`` the components are sorted by size. The loop
+        (``fit``, ``partial_fit``) calls it after every local step, with
+        rho_t, and sets the fitted attributes at its end.
+
+        Parameters
+        ----------
+        stats : SuffStats
+            The minibatch statistics (:meth:`local_step`; the sum of the
+            pieces' statistics when the local step ran on pieces).
+        rho : float in (0, 1]
+            The step size (:func:`learning_rate`).
+        n_new : int
+            Components the local step instantiated.
+        factor : float
+            n / S, the corpus size over the minibatch size.
+        """
+        if getattr(self, "_state", None) is None:
+            self._check_fitted()
+        state = self._state
+        state.table.add(n_new)
+        state.update(rho, factor, stats)
+        if self.reorder:
+            moves.reorder(state.table, self._size_key())
+
+    def _step(self, S, n_new, stats):
+        """The loop's part of a minibatch of ``S`` documents after its local
+        step (``n_new`` new components, statistics ``stats``): count the
+        documents, the step size rho_t, the global step, and pruning every
+        ``prune_every`` documents."""
+        drv = self._driver
         drv["documents"] += S
         total = drv["total"] if drv["total"] is not None else drv["documents"]
         rho = learning_rate(self.schedule, drv["updates"], drv["documents"], S, total,
                             self.learning_offset, self.learning_decay)
-        state.table.add(n_new)
-        state.update(rho, total / S, stats)
+        self.global_step(stats, rho, n_new=n_new, factor=total / S)
         drv["updates"] += 1
         drv["rho"] = rho
-        if self.reorder:
-            moves.reorder(state.table, self._size_key())
         if self.prune_every is not None:
             while drv["documents"] >= drv["next_prune"]:
                 drv["next_prune"] += self.prune_every

@@ -16,12 +16,37 @@ a minibatch are usually kept over the minibatch's own vocabulary: pass
 ``vocab`` (the global word id of each column) and name the fields whose *last*
 axis runs over it in ``word_fields``; adding two statistics with different
 vocabularies aligns them on the union of their words.
+
+Expected counts of collapsed variational methods (LDA's CVB and SVB, the
+Bayes-net estimators) start from :func:`random_responsibilities` and, under
+sequential sweeps, are recomputed every :data:`RECOUNT_EVERY` sweeps.
 """
 import numbers
 
 import numpy as np
 
-__all__ = ["SuffStats"]
+__all__ = ["SuffStats", "RECOUNT_EVERY", "random_responsibilities"]
+
+#: Sweeps between recomputations of incrementally updated expected counts.
+#: Sequential sweeps update the expected counts incrementally; rounding drifts
+#: them from sum c r, by a few units of rounding a sweep, and counts that
+#: should be 0 go slightly negative (the kernels clamp them at 0, so nothing
+#: breaks). Not needed for correctness, then, but the drift grows with the
+#: sweeps: recomputing the counts from the responsibilities every few sweeps
+#: (a pass over the nnz x K rows costing about half a CVB0 sweep, so ~5% of a
+#: run) keeps it at the level of a few sweeps for runs of any length (the
+#: drift on KOS: benchmarks/results/design_choices.txt).
+RECOUNT_EVERY = 10
+
+
+def random_responsibilities(rng, n, K):
+    """``n`` random responsibility rows over ``K`` components, the start of a
+    variational fit: uniform draws from ``rng`` plus 1e-3, normalised to sum
+    to 1; an (n, K) float64 array."""
+    r = rng.random((n, K))
+    r += 1e-3
+    r /= r.sum(axis=1, keepdims=True)
+    return r
 
 
 class SuffStats:

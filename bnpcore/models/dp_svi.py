@@ -145,7 +145,7 @@ class TruncationFreeSVI(_OnlineDPMixture):
     def _state_prior(self):
         return float(self.eta), float(self.a), False
 
-    def _local_step(self, batch, st, rng):
+    def local_step(self, batch, st, rng):
         n_new, _, block, docs = dp_local_step(
             batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale,
             st.sizes, float(self.eta), float(self.a), int(self.local_sweeps), self.new_component == "exact", rng)
@@ -217,7 +217,7 @@ class StochasticVB(_OnlineDPMixture):
         (``weights_`` sums to one: the last stick takes the rest).
     """
 
-    _sum_over_documents = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
+    additive_local_step = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
 
     def __init__(self, n_components=300, eta=0.5, a=1.0, batch_size=100, n_epochs="auto", schedule="robbins_monro",
                  learning_offset=1.0, learning_decay=0.6, init_scale=100.0, prune_every=20000,
@@ -250,7 +250,7 @@ class StochasticVB(_OnlineDPMixture):
                           effective_n_threads(self.n_threads))
         return block, docs
 
-    def _local_step(self, batch, state, rng):
+    def local_step(self, batch, state, rng):
         block, docs = self._meanfield(batch, state, np.empty((0, state.n_components)))
         return 0, minibatch_stats(batch, block, docs)
 

@@ -53,7 +53,6 @@ and ordering, which renumber the topics through ``bnpcore.inference.moves``
 and ``SuffStats``.
 """
 import math
-import time
 
 import numpy as np
 from scipy.special import digamma
@@ -63,7 +62,7 @@ from bnpcore._validation import (MAX_DOCUMENTS, PRODUCT_RANGE, check_inner, chec
 from bnpcore.base import TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, InitFromMixin, Number, OneOf,
-                                     RandomGenerator)
+                                     RandomGenerator, run_iterations)
 from bnpcore.inference.online import Minibatch, learning_rate
 from bnpcore.inference.stats import SuffStats
 from bnpcore.kernels import _dahdp
@@ -670,7 +669,10 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         else the constructor's, else that of the previous fit, else the
         documents seen so far including ``X``. The first call on an unfitted
         estimator starts from a fresh state; later calls continue the model's
-        (also after ``bnpcore.load``).
+        (also after ``bnpcore.load``). Each minibatch is one iteration of the
+        batch loop (``bnpcore.inference.batch.run_iterations``): one ``history_``
+        record, and a reporting callback that returns True stops the call after
+        that minibatch, with the model fitted on the minibatches so far.
         """
         return self._partial_fit(X, total_samples)
 
@@ -694,12 +696,10 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
             state.n_total = total
         elif getattr(self, "_grow_total", False):      # D = the documents seen so far
             state.n_total = state.documents + X.n_docs
-        bs = settings["batch_size"]
-        for start in range(0, X.n_docs, bs):
-            tick = time.perf_counter()
-            record = state.step(np.arange(start, min(start + bs, X.n_docs)))
-            seconds += time.perf_counter() - tick
-            self._report(state.updates, n_components=state.n_components, fit_seconds=seconds, **record)
+        # the batch loop of every estimator, one iteration per minibatch of X in order
+        state.order, state.position = np.arange(X.n_docs), 0
+        run_iterations(self, state, state.updates, state.updates - (-X.n_docs // settings["batch_size"]), seconds,
+                       record=lambda it, seconds: {"n_components": state.n_components, "fit_seconds": seconds})
         self._set_fitted(state, X)
         return self
 
@@ -725,10 +725,15 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         settings = dict(self._settings(), split_merge=False)
         state = DAState(X, settings, self.components_, np.append(self.weights_, self.rest_weight_), self.alpha_,
                         self.gamma_, self.eta_, X.n_docs, None)
+        # several batches: E[log phi] of every word once, each batch taking its rows (the same
+        # values as state.elogphi of its vocabulary, without K digammas per word per batch)
+        elogphi = state.elogphi(slice(None)) if X.n_docs > batch_size else None
         out = np.empty((X.n_docs, self.n_components_))
         for start in range(0, X.n_docs, batch_size):
             ids = np.arange(start, min(start + batch_size, X.n_docs))
-            theta = state.estep(Minibatch(X, ids, state._word_map)).theta[:, :-1]
+            batch = Minibatch(X, ids, state._word_map)
+            theta = (state.estep(batch).theta if elogphi is None else
+                     estep_documents(batch, elogphi[batch.vocab], state.alpha * state.beta, settings)[0])[:, :-1]
             total = theta.sum(axis=1, keepdims=True)
             out[ids] = np.divide(theta, total, out=np.full_like(theta, 1.0 / theta.shape[1]), where=total > 0)
         return out

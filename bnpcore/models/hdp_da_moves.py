@@ -335,10 +335,11 @@ def split_proposal(state, local, scale, rho, k, old_lam, lam_hat, old_beta, beta
         stats1 = np.bincount(batch.words, counts * r1, minlength=V)
         stats2 = np.bincount(batch.words, counts * (mass - r1), minlength=V)
         ab1, ab2 = state.alpha * beta1, state.alpha * beta2
-        _dahdp.restricted(batch.ptr, batch.words, counts, mass, np.ascontiguousarray(memory[vocab]),
-                          np.zeros(V), memory.sum() + fit_rho * state.eta * W, fit_rho * state.eta * W,
-                          fit_rho * state.eta, fit_rho * scale, ab1, ab2, cfg["estep_tol"], rounds,
-                          cfg["restricted_sweeps"], theta1, theta2, r1, stats1, stats2)
+        settings = {"base1": memory.sum() + fit_rho * state.eta * W, "base2": fit_rho * state.eta * W,
+                    "rho_eta": fit_rho * state.eta, "rho_scale": fit_rho * scale, "ab1": ab1, "ab2": ab2,
+                    "tol": cfg["estep_tol"], "max_iter": rounds, "n_sweeps": cfg["restricted_sweeps"]}
+        _dahdp.restricted(batch.ptr, batch.words, counts, mass, np.ascontiguousarray(memory[vocab]), np.zeros(V),
+                          settings, theta1, theta2, r1, stats1, stats2)
         if divide:
             # each half's share by its own ratio: 1 - share rounds to 0 where eta << the counts
             share1, share2 = np.full(W, 0.5), np.full(W, 0.5)

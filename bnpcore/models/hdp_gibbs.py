@@ -3,6 +3,9 @@
 Teh, Jordan, Beal & Blei (2006), section 5.3 and appendix A; used as G-HDP1 /
 G-HDP100 by Teh, Kurihara & Welling (2007).
 """
+import functools
+from copy import deepcopy
+
 import numpy as np
 from scipy.special import gammaln
 
@@ -121,6 +124,14 @@ def settings_invariants(settings):
     yield "settings['rounds']", Number(0, integer=True), settings["rounds"]
 
 
+def relabel(z, mapping):
+    """``z[:] = mapping[z]`` in place, a block of labels at a time (no second array of labels)."""
+    mapping = np.asarray(mapping).astype(np.int32)
+    for start in range(0, len(z), _LABEL_BLOCK):
+        block = z[start:start + _LABEL_BLOCK]
+        block[:] = mapping[block]
+
+
 class _GibbsState(BatchState):
     """The direct-assignment sampler's state: topic indicators z of the tokens
     (int32, in the corpus's CSR token order), the counts n_wk, n_k, the table
@@ -234,10 +245,7 @@ class _GibbsState(BatchState):
         return self.lists
 
     def _compact(self):
-        mapping = moves.compact(self.topics, self.topics["n_k"]).astype(np.int32)
-        for start in range(0, len(self.z), _LABEL_BLOCK):        # in place: no second array of labels
-            block = self.z[start:start + _LABEL_BLOCK]
-            block[:] = mapping[block]
+        relabel(self.z, moves.compact(self.topics, self.topics["n_k"]))
 
     def sweep(self):
         self._sample_topics()
@@ -263,13 +271,17 @@ class _GibbsState(BatchState):
         self.beta_new = beta_new
         self._compact()
 
-    def _sample_globals(self):
-        """Steps 2-5 of the sweep on the current labels: tables, global weights, concentrations."""
+    def _sample_globals(self, m_k=None):
+        """Steps 2-5 of the sweep on the current labels: tables, global weights,
+        concentrations (``m_k``: the table counts, drawn where the labels are)."""
         rng, a, comp = self.rng, self.topics.arrays, self.topics
         K = comp.n
         self.steps += K
         # 2. tables, 3. global weights
-        self._draw_tables(a, K)
+        if m_k is None:
+            self._draw_tables(a, K)
+        else:
+            a["m_k"][:K], a["m_k"][K:] = m_k, 0
         shape = np.append(a["m_k"][:K].astype(np.float64), self.gamma)
         beta = np.exp(_log_dirichlet_draw(shape, 1, rng, log=True)[0])
         a["beta"][:K], self.beta_new = beta[:K], beta[K]
@@ -418,17 +430,19 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         a["m_k"][:K] = m_k.sum(axis=0)
         a["m_k"][K:] = 0
 
-    def _place_births(self, copies, births, K):
-        """Shared slot of every block's new topics: after the K shared topics, block by
-        block ("separate"), or, "match" (Newman et al.'s rule), each block's new topics
-        first matched greedily to the earlier blocks' by the cosine similarity of their
-        word counts (pairs in decreasing similarity, at least _MATCH_MIN, each topic in
-        one pair), the unmatched ones appended."""
+    def _place_births(self, births, K):
+        """Shared slot of every block's new topics (``births[t]``: block t's new
+        topics' word counts, W x its number of new topics): after the K shared
+        topics, block by block ("separate"), or, "match" (Newman et al.'s rule),
+        each block's new topics first matched greedily to the earlier blocks' by
+        the cosine similarity of their word counts (pairs in decreasing
+        similarity, at least _MATCH_MIN, each topic in one pair), the unmatched
+        ones appended."""
         targets, placed, n = [], [], K          # placed: (slot, word counts) of the new shared topics
-        for t, new in enumerate(births):
-            slots = np.full(len(new), -1, dtype=np.int64)
-            if self.new_topics == "match" and placed and len(new):
-                mine = copies["n_wk"][t][:, new].astype(np.float64)
+        for t, counts in enumerate(births):
+            slots = np.full(counts.shape[1], -1, dtype=np.int64)
+            if self.new_topics == "match" and placed and counts.shape[1]:
+                mine = counts.astype(np.float64)
                 theirs = np.stack([v for _, v in placed], axis=1)
                 sim = (mine.T @ theirs) / np.outer(np.linalg.norm(mine, axis=0), np.linalg.norm(theirs, axis=0))
                 used = np.zeros(len(placed), dtype=bool)
@@ -442,7 +456,7 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
             for i in np.flatnonzero(slots < 0):
                 slots[i] = n
                 if self.new_topics == "match":
-                    placed.append((n, copies["n_wk"][t][:, new[i]].astype(np.float64)))
+                    placed.append((n, counts[:, i].astype(np.float64)))
                 n += 1
             targets.append(slots)
         return targets, n
@@ -457,7 +471,7 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         comp, T = self.topics, self.n_threads
         used = copies["k_used"]
         births = [np.arange(K, k)[copies["n_k"][t, K:k] > 0] for t, k in enumerate(used)]
-        targets, G = self._place_births(copies, births, K)
+        targets, G = self._place_births([copies["n_wk"][t][:, b] for t, b in enumerate(births)], K)
         n_births = sum(len(b) for b in births)
         self._births = n_births, n_births - (G - K)
         comp.n = K
@@ -478,12 +492,160 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
             new = z >= K
             z[new] = slot_map[t, z[new]]
         comp.n = G
+        self._settle_weights()
+
+    def _settle_weights(self):
+        """After a merge: the weights of topics left without tokens given to
+        beta_new, all renormalised to sum to 1."""
+        G, a = self.topics.n, self.topics.arrays
+        n_k, beta = a["n_k"], a["beta"]
         dead = n_k[:G] == 0
         beta_new = self.beta_new + beta[:G][dead].sum()
         beta[:G][dead] = 0.0
         total = beta[:G].sum() + beta_new
         beta[:G] /= total
         self.beta_new = beta_new / total
+
+    # -- on partitions (bnpcore.inference.batch; bnpcore.distributed): AD-HDP on Dask workers --
+    # A sweep is two rounds. 1: every partition sweeps its documents against its own copy of the
+    # shared table (``local_step``: n_wk, n_k, the weights, beta_new; a Dask worker's copy) and
+    # returns the moves of the shared topics' counts and its new topics; the client merges them by
+    # the threaded blocks' rule (``_place_births``, ``_settle_weights``), compacts the table and
+    # sends each partition the map of its slots to the merged ones. 2: every partition relabels its
+    # tokens and draws its documents' table counts (``table_step``); the client sums them and
+    # resamples the weights and concentrations (``_sample_globals``). One partition is the
+    # one-block schedule, i.e. the sequential sweep draw for draw: the state's generator travels
+    # there and back, and the copy becomes the table as it is (holes reused).
+    def partition(self, start, stop):
+        """The block's topic labels, its first document (its streams' key) and its token pointers from 0."""
+        tp = self.tok_ptr
+        return {"first_doc": int(start), "tok_ptr": tp[start:stop + 1] - tp[start],
+                "z": self.z[tp[start]:tp[stop]]}
+
+    @staticmethod
+    def local_step(part, n_wk, n_k, beta, beta_new, capacity, alpha, gamma, eta, rng):
+        """``gibbs_sweep`` of a block against its copy of the shared table (the
+        K shared topics' ``n_wk`` (W x K), ``n_k`` and weights, in a table of
+        ``capacity`` slots), drawing from ``rng`` (a Generator, copied and
+        returned: one partition) or from the generator seeded with (``rng``,
+        first document) (an int key). Returns (the new partition, output): one
+        partition, (the copy's n_wk, n_k and weights over its slots in use, its
+        capacity, its beta_new and the advanced generator); several, (the moves
+        of the shared topics' n_wk (W x K int32) and n_k, the block's slots that
+        hold new topics, their n_wk columns, n_k and weights). The kernel may
+        put a new topic in the slot of a shared topic that the block emptied:
+        such a slot lost its shared weight (set to 0 when the topic emptied), so
+        it is found, and counted as a new topic, the shared topic's move being
+        minus its counts."""
+        single = isinstance(rng, np.random.Generator)
+        rng = deepcopy(rng) if single else np.random.default_rng([rng, part["first_doc"]])
+        z = part["z"].copy()
+        (W, K), cap = n_wk.shape, capacity
+        table = [np.zeros((W, cap), np.int32), np.zeros(cap, np.int64), np.zeros(cap)]
+        table[0][:, :K], table[1][:K], table[2][:K] = n_wk, n_k, beta
+        lists, k_used, mass, tok = _hdp_gibbs.word_lists(table[0], K), K, beta_new, 0
+        while True:
+            tok, k_used, mass = _hdp_gibbs.gibbs_sweep(part["indptr"], part["indices"], part["counts"], z, *table, mass,
+                                                       k_used, alpha, gamma, eta, tok, *lists, rng)
+            if tok == len(z):
+                break
+            cap *= 2                        # out of slots: twice as many, as the sequential sweep grows its table
+            grown = [np.zeros((W, cap), np.int32), np.zeros(cap, np.int64), np.zeros(cap)]
+            grown[0][:, :cap // 2], grown[1][:cap // 2], grown[2][:cap // 2] = table
+            table, lists = grown, _hdp_gibbs.word_lists(grown[0], k_used)
+        new = dict(part, z=z)
+        n_wk_t, n_k_t, beta_t = table
+        if single:
+            return new, ((n_wk_t[:, :k_used], n_k_t[:k_used], beta_t[:k_used]), cap, mass, rng)
+        kept = beta_t[:K] == beta          # the shared topics this block never emptied
+        births = np.concatenate([np.flatnonzero(~kept & (n_k_t[:K] > 0)), K + np.flatnonzero(n_k_t[K:k_used] > 0)])
+        moves_wk = n_wk_t[:, :K] * kept - n_wk
+        moves_k = n_k_t[:K] * kept - n_k
+        return new, (moves_wk, moves_k, births, n_wk_t[:, births], n_k_t[births], beta_t[births])
+
+    @staticmethod
+    def table_step(part, ab, K, rng, mapping):
+        """Relabel a block's tokens by ``mapping`` (its slots -> the merged,
+        compacted table's) and draw its documents' table counts (``draw_tables``
+        given ``ab`` = alpha beta), from ``rng`` as in ``local_step``. Returns
+        (the new partition, (m_k of the block, the advanced generator or None))."""
+        single = isinstance(rng, np.random.Generator)
+        rng = deepcopy(rng) if single else np.random.default_rng([rng, part["first_doc"]])
+        z, tp = part["z"].copy(), part["tok_ptr"]
+        relabel(z, mapping)
+        m_k = np.zeros(K, dtype=np.int64)
+        longest = int(np.diff(tp).max(initial=0))
+        _hdp_gibbs.draw_tables(tp, z, ab, K, _stirling_table(min(longest, _STIRLING_MAX_N)), rng, m_k)
+        return dict(part, z=z), (m_k, rng if single else None)
+
+    def iterate(self, parts, sampling=False):
+        """One sweep on ``parts`` in the two rounds above; its record, as ``sweep``'s."""
+        comp, K = self.topics, self.topics.n
+        single = len(parts.bounds) == 2
+        a = comp.arrays
+        key = self.rng if single else int(self.rng.integers(0, 1 << 63))
+        # the shared topics only (the slots above them are empty): W x K counts out
+        outs = parts.map(type(self).local_step, np.ascontiguousarray(a["n_wk"][:, :K]), a["n_k"][:K], a["beta"][:K],
+                         self.beta_new, comp.capacity, self.alpha, self.gamma, self.eta, key)
+        if single:      # the copy becomes the table (its slots above k_used are empty, as the table's are)
+            (n_wk, n_k, beta), capacity, self.beta_new, rng = outs[0]
+            self.rng.bit_generator.state = rng.bit_generator.state
+            comp.reserve(capacity)
+            a, k_used = comp.arrays, len(n_k)
+            a["n_wk"][:, :k_used], a["n_k"][:k_used], a["beta"][:k_used] = n_wk, n_k, beta
+            comp.n, self._births = k_used, (0, 0)
+            maps = {0: (moves.compact(comp, comp["n_k"]),)}
+        else:
+            maps = self._merge_partitions(outs, K)
+        key = self.rng if single else int(self.rng.integers(0, 1 << 63))
+        found = parts.map(type(self).table_step, self.alpha * comp.arrays["beta"], comp.n, key, each=maps,
+                          documents=False)
+        if single:
+            self.rng.bit_generator.state = found[0][1].bit_generator.state
+        record = self._sample_globals(np.sum([m_k for m_k, _ in found], axis=0))
+        record["new_topics"], record["matched_topics"] = self._births
+        if sampling:
+            self.collect()
+        return record
+
+    def _merge_partitions(self, outs, K):
+        """``_merge`` of the partitions' outputs (``local_step``), then the table
+        compacted; returns each partition's map of its slots to the new table's."""
+        comp = self.topics
+        births = [out[3] for out in outs]
+        targets, G = self._place_births(births, K)
+        n_births = sum(b.shape[1] for b in births)
+        self._births = n_births, n_births - (G - K)
+        comp.reserve(G)
+        a = comp.arrays
+        for t, (moves_wk, moves_k, _, n_wk, n_k, beta) in enumerate(outs):     # integer sums: exact in any order
+            a["n_wk"][:, :K] += moves_wk
+            a["n_k"][:K] += moves_k
+            a["n_wk"][:, targets[t]] += n_wk        # a block's new topics have distinct slots
+            np.add.at(a["n_k"], targets[t], n_k)
+            np.add.at(a["beta"], targets[t], beta)
+        comp.n = G
+        self._settle_weights()
+        merged = moves.compact(comp, comp["n_k"])
+        maps = {}
+        for t, out in enumerate(outs):
+            slots = out[2]
+            mapping = np.full(max(K, int(slots.max(initial=-1)) + 1), -1, dtype=np.int64)
+            mapping[:K], mapping[slots] = merged[:K], merged[targets[t]]
+            maps[t] = (mapping,)
+        return maps
+
+    def gather(self, parts, bounds):
+        tp = self.tok_ptr
+        for p, part in enumerate(parts):
+            self.z[tp[bounds[p]]:tp[bounds[p + 1]]] = part["z"]
+
+
+@functools.lru_cache(maxsize=4)
+def _stirling_table(n_max):
+    """This process's Stirling table of ``n_max`` rows, built once for the
+    partitions' table draws (read by any thread; nothing grows it)."""
+    return StirlingTable(n_max)
 
 
 class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchEstimator):
@@ -572,6 +734,17 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
         number of threads and depends on both; with one thread it is the
         sequential sampler, draw for draw. The copies cost ``n_threads``
         x W x (topic slots) x 12 bytes, and the corpus is held in memory.
+        ``bnpcore.distributed.fit`` runs this schedule on Dask workers, one
+        block per partition (contiguous blocks of documents): each worker
+        sweeps its documents against a copy of the broadcast table and
+        returns the moves of its counts and its new topics, which the client
+        merges by the same ``new_topics`` rule before resampling the rest;
+        then each worker draws its documents' table counts. Repeatable for a
+        seed and number of partitions (the partitions' draws come from
+        generators seeded by the seed and their first document, so the chain
+        is not the threaded one); one partition is the sequential sampler,
+        draw for draw. The sequential schedule does not run there
+        (ValueError).
     new_topics : {"match", "separate"}, default "match"
         Delayed schedule: how the blocks' new topics enter the merged table.
         "match" (Newman et al.'s rule): each block's new topics are matched
@@ -644,6 +817,17 @@ class DirectAssignmentGibbs(ResultsMixin, TrainingPredictive, TopicMixin, BatchE
                  random_state=None, n_threads=None, store_doc_topic=True, schedule="sequential",
                  new_topics="match"):
         self._store_params(locals())
+
+    partitioned = True      # the delayed schedule on partitions (_DelayedGibbsState.iterate; bnpcore.distributed)
+
+    def check_partitioned(self):
+        super().check_partitioned()
+        # (a subclass without schedules, hdp.PartiallyCollapsedGibbs, runs as it is)
+        if "schedule" in self.get_params() and self.schedule != "delayed":
+            raise ValueError(f"bnpcore.distributed runs DirectAssignmentGibbs with schedule='delayed' only (AD-HDP: "
+                             f"each partition samples against its own copy of the topic table), got "
+                             f"schedule={self.schedule!r}: the sequential sampler conditions every draw on all "
+                             "other tokens, on one machine")
 
     _PAPER_PRESET = {"eta_tot": 100.0, "alpha_prior": (4.0, 4.0), "gamma_prior": (7.5, 7.5),
                      "max_steps": 17_500, "max_iter": 10_000, "burn_in": 50}

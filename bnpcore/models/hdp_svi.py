@@ -14,10 +14,13 @@ given ``transform`` on the other 80%), and
 ``heldout_document_log_likelihood(X)`` is the papers' metric, the
 importance-sampling estimate of whole documents ([TF] supplement S.3).
 """
+import threading
+
 import numpy as np
 
+from bnpcore._threads import map_threads
 from bnpcore._validation import (LOCAL_SWEEPS_MAX, PRODUCT_RANGE, check_init_scale, check_inner, check_int, check_memory,
-                                 check_positive, check_prior, effective_n_threads)
+                                 blas_limited, check_positive, check_prior, effective_n_threads)
 from bnpcore.base import TopicMixin
 from bnpcore.evaluation import hdp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
@@ -31,9 +34,20 @@ __all__ = ["TruncationFreeSVI", "OnlineVB"]
 # the lower bound of alpha, 1e-100: alpha = 1e-150 gives NaN proportions for a one-token document, 1e-100 finite ones
 _ALPHA_REASON = "the document sticks' digammas psi(alpha) ~ -1/alpha overflow the E-step below it"
 
+# OnlineVB.transform's documents per kernel call: as many as hold about this many bytes of atom
+# responsibilities (documents x n_atoms x K); the kernel computes E[log phi] over each chunk's
+# vocabulary, about 30% of the time at 256 documents a call; on 50,000 short texts the CPU time fell
+# little beyond ~8,000 documents, this size at K = 69, n_atoms = 15 (benchmarks/results/bench_user_path.txt)
+_TRANSFORM_CHUNK_BYTES = 1 << 26
+
 
 class _OnlineHDP(ResultsMixin, OnlineEstimator, TopicMixin):
     """What both online HDP estimators share: sizes, scoring, parameters."""
+
+    # export_pyldavis folds a whole corpus in with transform's tol=1e-3 instead of 1e-4 (TruncationFreeSVI's
+    # default, OnlineVB's doc_tol): on 50,000 short texts a quarter less CPU time, the topic frequencies
+    # moved by 0.03% of the tokens (benchmarks/results/bench_user_path.txt)
+    _export_fold_in = {"tol": 1e-3}
 
     def _check_common(self):
         self._check_driver_params()
@@ -193,16 +207,18 @@ class TruncationFreeSVI(_OnlineHDP):
         check_local_sampler(self.local_sweeps, self.new_component, self.gamma, "gamma", self.eta)
         check_inner(self.n_samples, "n_samples", maximum=LOCAL_SWEEPS_MAX)
 
-    def _local_step(self, batch, st, rng):
+    def local_step(self, batch, st, rng):
         if getattr(self, "_stirling", None) is None:
             self._stirling = StirlingTable()        # cache of log Stirling numbers, never saved
         n_tokens = int(batch.counts.sum(dtype=np.int64))     # the local sampler's words and topics per token
         check_memory(16 * n_tokens, f"batch_size={self.batch_size} (a minibatch of {batch.n_docs} documents and "
                      f"{n_tokens} tokens)")
+        settings = {"eta": float(self.eta), "gamma": float(self.gamma), "alpha": float(self.alpha),
+                    "sweeps": int(self.local_sweeps), "exact": self.new_component == "exact",
+                    "n_samples": int(self.n_samples)}
         n_new, block, sizes = hdp_local_step(
             batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots, st.scale, st.sizes,
-            float(self.eta), float(self.gamma), float(self.alpha), int(self.local_sweeps),
-            self.new_component == "exact", rng, self._stirling, n_samples=int(self.n_samples))
+            settings, rng, self._stirling)
         return n_new, minibatch_stats(batch, block, sizes)
 
     def __getstate__(self):
@@ -358,7 +374,7 @@ class OnlineVB(_OnlineHDP):
     # n_epochs="auto": a pass costs several times TruncationFreeSVI's (4 passes on KOS)
     _auto_epoch_tokens = 1_500_000
 
-    _sum_over_documents = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
+    additive_local_step = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
 
     def __init__(self, n_components=100, n_atoms=15, eta=0.5, gamma=10.0, alpha=1.0, batch_size=100, n_epochs="auto",
                  schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="ranked",
@@ -385,33 +401,64 @@ class OnlineVB(_OnlineHDP):
         state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
         state.row_tilde[rows] = state.words[rows].sum(axis=1)
 
-    def _estep(self, batch, st, doc_topic):
+    def _estep(self, batch, st, doc_topic, n_threads=None, tol=None):
         K = st.n_components
+        n_threads = effective_n_threads(self.n_threads) if n_threads is None else n_threads
         # the kernel's atom responsibilities (documents x n_atoms x K, pairs x n_atoms) and word statistics
         check_memory(8 * (int(self.n_atoms) * (batch.n_docs * K + len(batch.words)) + 2 * K * len(batch.vocab)),
                      f"n_atoms={self.n_atoms}, n_components={K}, batch_size={batch.n_docs}")
         block, sizes = np.empty((K, len(batch.vocab))), np.empty(K)
         bound, n_iter = np.empty(batch.n_docs), np.empty(batch.n_docs, dtype=np.int32)
+        settings = {"eta": float(self.eta), "alpha": float(self.alpha), "n_atoms": int(self.n_atoms),
+                    "ranked": self.doc_init == "ranked", "max_iter": int(self.max_doc_iter),
+                    "tol": float(self.doc_tol if tol is None else tol)}
         hdp_online_vb_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots,
-                           st.scale, st.expected_log_weights(), float(self.eta), float(self.alpha),
-                           int(self.n_atoms), self.doc_init == "ranked", int(self.max_doc_iter), float(self.doc_tol),
-                           block, sizes, doc_topic, bound, n_iter, effective_n_threads(self.n_threads))
+                           st.scale, st.expected_log_weights(), settings, (block, sizes, doc_topic, bound, n_iter),
+                           n_threads)
         return block, sizes
 
-    def _local_step(self, batch, state, rng):
+    def local_step(self, batch, state, rng):
         block, sizes = self._estep(batch, state, np.empty((0, state.n_components)))
         return 0, minibatch_stats(batch, block, sizes)
 
-    def transform(self, X, chunk=256):
+    def transform(self, X, chunk=None, *, tol=None):
         """Document-topic proportions from the document-level variational
         parameters: ``sum_t varphi_jtk N_jt`` normalised (an empty document
-        gets ``weights_``)."""
+        gets ``weights_``).
+
+        Each document is fitted on its own (the E-step of ``fit``), so the
+        result does not depend on ``chunk`` nor on ``n_threads``: the
+        documents go to the kernel ``chunk`` at a time (by default as many as
+        keep its atom responsibilities near ``_TRANSFORM_CHUNK_BYTES``), the
+        chunks on ``n_threads`` threads. Larger chunks compute E[log phi] over
+        fewer minibatch vocabularies, and whole chunks in parallel also run
+        the kernel's serial minibatch sums on every thread. ``tol``: the
+        documents' stopping rule (relative change of the document bound),
+        by default ``doc_tol``, the fit's.
+        """
         X = self._check_input(X)
-        out = np.empty((X.n_docs, self._state.n_components))
-        word_map = np.full(X.n_words, -1, dtype=np.int32)
-        for s in range(0, X.n_docs, chunk):
-            ids = np.arange(s, min(s + chunk, X.n_docs))
-            self._estep(Minibatch(X, ids, word_map), self._state, out[ids[0]:ids[-1] + 1])
+        tol = check_positive(self.doc_tol if tol is None else tol, "tol", allow_zero=True)
+        K = self._state.n_components
+        if chunk is None:
+            chunk = max(256, _TRANSFORM_CHUNK_BYTES // (8 * int(self.n_atoms) * max(K, 1)))
+        chunk = check_int(chunk, "chunk")
+        out = np.empty((X.n_docs, K))
+        starts = iter(range(0, X.n_docs, chunk))
+        lock = threading.Lock()
+
+        def worker(_):
+            word_map = np.full(X.n_words, -1, dtype=np.int32)
+            while True:
+                with lock:      # the next chunk, and reading it (an on-disk corpus reads its pages)
+                    start = next(starts, None)
+                    if start is None:
+                        return
+                    batch = Minibatch(X, np.arange(start, min(start + chunk, X.n_docs)), word_map)
+                self._estep(batch, self._state, out[start:start + batch.n_docs], n_threads=1, tol=tol)
+
+        n_threads = min(effective_n_threads(self.n_threads), -(-X.n_docs // chunk))
+        with blas_limited():        # the kernel's small matrix products, one BLAS thread per worker
+            map_threads(worker, range(n_threads), n_threads)
         total = out.sum(axis=1, keepdims=True)
         empty = total[:, 0] == 0
         out[empty] = self.weights_

@@ -25,7 +25,7 @@ from bnpcore._validation import (PRODUCT_RANGE, check_dirichlet, check_inner, ch
 from bnpcore.base import TopicMixin
 from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, Items, Number, OneOf, RandomGenerator,
                                      block_bounds, same_counts)
-from bnpcore.inference.stats import SuffStats
+from bnpcore.inference.stats import RECOUNT_EVERY, SuffStats, random_responsibilities
 from bnpcore.kernels import _lda
 from bnpcore.kernels.special import digamma, dpsi
 
@@ -33,14 +33,6 @@ __all__ = ["CollapsedGibbs", "StandardVB", "CollapsedVB", "Hybrid", "svb_bound",
 
 _ALL_SAMPLED = np.iinfo(np.int32).max   # threshold that samples every pair
 _NONE_SAMPLED = -1                      # threshold that samples no pair
-# Sequential sweeps update the expected counts incrementally; rounding drifts them
-# from sum c r, by a few units of rounding a sweep, and counts that should be 0 go
-# slightly negative (the kernels clamp E^- at 0, so nothing breaks). Not needed for
-# correctness, then, but the drift grows with the sweeps: recomputing the counts
-# from r every few sweeps (a pass over the nnz x K rows costing about half a CVB0
-# sweep, so ~5% of a run) keeps it at the level of a few sweeps for runs of any
-# length (the drift on KOS: benchmarks/results/design_choices.txt).
-_RECOUNT_EVERY = 10
 
 
 # ---------------------------------------------------------------------------
@@ -153,14 +145,6 @@ def svb_log_doc(ndk, alpha, n_threads=1):
 # states: counts plus one kernel call per sweep (the BatchState protocol)
 # ---------------------------------------------------------------------------
 
-def _random_rows(rng, n, K):
-    """n random responsibility rows (uniform weights + 1e-3, normalised), in place."""
-    r = rng.random((n, K))
-    r += 1e-3
-    r /= r.sum(axis=1, keepdims=True)
-    return r
-
-
 # Pairs per block of random rows at the start of a parallel-schedule SVB fit (at least W, so that
 # adding a block's W x K word counts costs less than drawing its rows): one draw of all rows is
 # slow on pages new to the process, blocks of 2^16 pairs reuse theirs and cost as little as a draw
@@ -170,13 +154,14 @@ _START_PAIRS = 1 << 16
 
 def random_counts(rng, corpus, K):
     """``(ndk, nwk, nk)``: the expected counts of one random responsibility row
-    per pair (``_random_rows``, the same draws in the same order), drawn for a
-    block of documents at a time, so that the rows are never all in memory."""
+    per pair (``random_responsibilities``, the same draws in the same order),
+    drawn for a block of documents at a time, so that the rows are never all in
+    memory."""
     ndk, nwk, nk = np.zeros((corpus.n_docs, K)), np.zeros((corpus.n_words, K)), np.zeros(K)
     block_wk, block_k = np.empty_like(nwk), np.empty_like(nk)
     per_block = max(1, max(_START_PAIRS, corpus.n_words) * corpus.n_docs // max(corpus.nnz, 1))
     for start, chunk in zip(range(0, corpus.n_docs, per_block), corpus.iter_chunks(per_block)):
-        r = _random_rows(rng, chunk.nnz, K)
+        r = random_responsibilities(rng, chunk.nnz, K)
         _lda.count_expected(chunk.indptr, chunk.indices, chunk.counts, _NONE_SAMPLED, r,
                             ndk[start:start + chunk.n_docs], block_wk, block_k)
         nwk += block_wk
@@ -498,7 +483,7 @@ class SequentialState(_State):
         sampled = c.counts <= threshold
         self.n_vb_tokens = int(c.counts[~sampled].sum(dtype=np.int64))
         self.z = rng.integers(0, K, size=int(c.counts[sampled].sum(dtype=np.int64)), dtype=np.int32)
-        self.r = _random_rows(rng, int((~sampled).sum()), K)
+        self.r = random_responsibilities(rng, int((~sampled).sum()), K)
         self.vb_dk = np.zeros((c.n_docs, K))
         self.vb_wk = np.zeros((c.n_words, K))
         self.vb_k = np.zeros(K)
@@ -591,7 +576,7 @@ class SequentialState(_State):
         else:
             delta, entropy = self._run(True, True, self.stack)
         self.n_sweeps += 1
-        if self.n_sweeps % _RECOUNT_EVERY == 0:
+        if self.n_sweeps % RECOUNT_EVERY == 0:
             self._recount()
         record = {"delta": delta / max(self.n_vb_tokens, 1)}
         if self.mode == _lda.MODE_SVB and len(self.z) == 0:
@@ -615,7 +600,7 @@ class SequentialState(_State):
 
     def counts(self):
         # incremental updates leave counts that should be 0 at about -1e-12 (see
-        # _RECOUNT_EVERY): clamped, else small priors give negative proportions
+        # RECOUNT_EVERY): clamped, else small priors give negative proportions
         if len(self.z) == 0:
             return np.maximum(self.vb_dk, 0.0), np.maximum(self.vb_wk, 0.0)
         return np.maximum(self.vb_dk + self.cg_dk, 0.0), np.maximum(self.vb_wk + self.cg_wk, 0.0)
@@ -767,7 +752,7 @@ class DelayedCVBState(SequentialState):
         changes), every tenth sweep their recounts added by ``set_counts``, in
         block order, as the threaded sweep does; so the fit equals the local
         one with ``n_threads`` = the number of partitions, bit for bit."""
-        recount = (self.n_sweeps + 1) % _RECOUNT_EVERY == 0
+        recount = (self.n_sweeps + 1) % RECOUNT_EVERY == 0
         outs = parts.map(DelayedCVBState.local_step, recount, *self.shared())
         if recount:     # the recount overwrites every shared count: the sweep's merge is not needed
             self.set_counts([out[0] for out in outs])

@@ -264,7 +264,6 @@ def _adf_pass(state, corpus, p, sites=None, on_block=None, start=0):
     stops the pass. Returns (documents processed, clusters merged).
     """
     n_docs = corpus.n_docs
-    empty_i64, empty_i32, empty_f64 = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
     n_merged = 0
     i = start
     while i < n_docs:
@@ -275,11 +274,9 @@ def _adf_pass(state, corpus, p, sites=None, on_block=None, start=0):
             if sites is not None and state.n_sites + state.n_slots + 1 > len(sites.k):
                 sites.grow(state.n_sites + state.n_slots + 1)
             i = _nrm.adf_run(corpus.indptr, corpus.indices, corpus.counts, i, stop, p,
-                             state.lam, state.lam_tot, state.S, state.logP, state.alive,
+                             (state.lam, state.lam_tot, state.S, state.logP, state.alive),
                              state.scalars, state.scratch,
-                             sites.ptr if sites is not None else empty_i64,
-                             sites.k if sites is not None else empty_i32,
-                             sites.q if sites is not None else empty_f64)
+                             (sites.ptr, sites.k, sites.q) if sites is not None else None)
         merged = 0
         if p["merge"] and state.m % p["merge_every"] == 0:
             before = state.n_slots
@@ -833,8 +830,8 @@ class _EPState(BatchState):
             if st.n_sites + st.n_slots + 1 > len(new.k):
                 new.grow(st.n_sites + st.n_slots + 1)
             i = _nrm.ep_run(docs.indptr, docs.indices, docs.counts, i, docs.n_docs, p,
-                            st.lam, st.lam_tot, st.S, st.logP, st.alive, st.scalars, st.scratch,
-                            old.ptr, old.k, old.q, new.ptr, new.k, new.q)
+                            (st.lam, st.lam_tot, st.S, st.logP, st.alive), st.scalars, st.scratch,
+                            (old.ptr, old.k, old.q), (new.ptr, new.k, new.q))
         change = float(st.scalars["change"][0]) / docs.n_docs
         new.remap(st.compact())
         merged = 0

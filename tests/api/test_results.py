@@ -189,6 +189,22 @@ def test_export_pyldavis_of_the_training_corpus_uses_the_fitted_proportions(name
     assert not np.allclose(est.document_topics(tiny_corpus), est.export_pyldavis(tiny_corpus)["doc_topic_dists"])
 
 
+@pytest.mark.parametrize("name", ["hdp-tf-svi", "hdp-online-vb", "hdp-da-sm"])
+def test_export_pyldavis_of_an_online_fit_folds_in_its_training_corpus(name, tiny_corpus):
+    """The online estimators keep no proportions of their training stream: on
+    the training corpus too the export is their transform on the used
+    components, document_topics, for the HDP SVIs with the tolerance 1e-3."""
+    est = fitted(name, tiny_corpus)
+    assert getattr(est, "doc_topic_", None) is None
+    data = est.export_pyldavis(tiny_corpus)
+    if name == "hdp-da-sm":
+        np.testing.assert_array_equal(data["doc_topic_dists"], est.document_topics(tiny_corpus))
+    else:
+        theta = est.transform(tiny_corpus, tol=1e-3)[:, est.used_components()]
+        np.testing.assert_array_equal(data["doc_topic_dists"], theta / theta.sum(axis=1, keepdims=True))
+        assert not np.allclose(data["doc_topic_dists"], est.document_topics(tiny_corpus), rtol=0, atol=1e-12)
+
+
 def test_export_pyldavis_is_accepted_by_pyldavis(tiny_corpus):
     pyLDAvis = pytest.importorskip("pyLDAvis")
     est = fitted("hdp-gibbs", tiny_corpus)

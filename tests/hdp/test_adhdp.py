@@ -185,19 +185,20 @@ def _births_state(rule):
     n_wk[0, 0, K], n_wk[0, 1, K + 1] = 3, 2          # block 0: a topic of word 0, one of word 1
     n_wk[1, 1, K], n_wk[1, 0, K + 1], n_wk[1, 4, K + 1] = 1, 2, 1   # block 1: word 1; words 0 and 4
     n_wk[1, 5, K + 2] = 1                            # and one of word 5
-    return state, {"n_wk": n_wk}, [np.array([K, K + 1]), np.array([K, K + 1, K + 2])], K
+    births = [np.array([K, K + 1]), np.array([K, K + 1, K + 2])]
+    return state, [n_wk[t][:, b] for t, b in enumerate(births)], K
 
 
 def test_new_topics_rules():
     """"match": block 1's topic of word 1 joins block 0's, its topic of words 0 and 4
     (cosine 0.89 with block 0's word-0 topic) joins that one, its word-5 topic
     (similarity 0) stays apart; "separate": five new topics."""
-    state, copies, births, K = _births_state("match")
-    targets, n = state._place_births(copies, births, K)
+    state, births, K = _births_state("match")
+    targets, n = state._place_births(births, K)
     assert n == K + 3
     assert targets[0].tolist() == [2, 3] and targets[1].tolist() == [3, 2, 4]
-    state, copies, births, K = _births_state("separate")
-    targets, n = state._place_births(copies, births, K)
+    state, births, K = _births_state("separate")
+    targets, n = state._place_births(births, K)
     assert n == K + 5
     assert targets[0].tolist() == [2, 3] and targets[1].tolist() == [4, 5, 6]
 
@@ -270,3 +271,77 @@ def test_checkpoint_resume_continues_exactly(tmp_path):
     resumed = base.load(tmp_path / "ck.npz").fit(BARS, resume=True)
     np.testing.assert_array_equal(resumed.topics_, full.topics_)
     np.testing.assert_array_equal(resumed._z, full._z)
+
+
+# -- the schedule on partitions (bnpcore.distributed runs the same iterate on Dask workers:
+#    tests/test_distributed_adhdp.py); here with the partitions in this process ------------------
+def _partitioned_run(X, params, n_partitions, n_sweeps):
+    """The state after each of ``n_sweeps`` iterations on ``n_partitions`` in-process
+    partitions (labels gathered after each), and the records."""
+    from bnpcore.inference.batch import Partitions, block_bounds
+    est = DirectAssignmentGibbs(schedule="delayed", n_threads=1, random_state=2, **params)
+    est._check_params()
+    state = est._init_state(X, np.random.default_rng(2))
+    for _ in range(n_sweeps):
+        parts = Partitions(state, block_bounds(X.n_docs, n_partitions))
+        record = state.iterate(parts, False)
+        parts.gather()
+        yield state, record
+
+
+@pytest.mark.parametrize("X, params", [(BARS, dict(n_components=1, eta_tot=5.0)), GROWING], ids=["bars", "growing"])
+def test_one_partition_is_the_sweep(X, params):
+    """``iterate`` on one partition: the sequential sweep (the one-block schedule), draw for draw."""
+    est = DirectAssignmentGibbs(schedule="delayed", n_threads=1, random_state=2, **params)
+    est._check_params()
+    state = est._init_state(X, np.random.default_rng(2))
+    for part_state, record in _partitioned_run(X, params, 1, 6):
+        want = state.sweep()
+        np.testing.assert_array_equal(part_state.z, state.z)
+        np.testing.assert_array_equal(part_state.topics["n_wk"], state.topics["n_wk"])
+        assert record == want
+
+
+@pytest.mark.parametrize("n_partitions", [2, 3])
+@pytest.mark.parametrize("rule", ["match", "separate"])
+def test_partitions_conserve_every_count(rule, n_partitions):
+    """Every sweep on 2-3 partitions: the merged table equals the counts of the gathered labels."""
+    params = dict(n_components=1, eta_tot=0.2, alpha=5.0, gamma=5.0, new_topics=rule)
+    born = 0
+    for state, record in _partitioned_run(BARS, params, n_partitions, 8):
+        fitted = type("Fitted", (), {"_batch_state": state})()
+        births = _check_merged_table(fitted, dict(record, n_components=state.n_components))
+        born += births[0]
+        assert rule == "match" or births[1] == 0
+    assert born > 0
+
+
+def test_local_step_finds_a_new_topic_in_an_emptied_shared_slot():
+    """A block whose one token is the whole of shared topic 0: the token leaves it
+    (topic 0 is deleted in the block's copy), topic 1 has almost no weight, so the
+    token starts a new topic, which the kernel puts in the hole of slot 0. The
+    block's output must count it as a new topic, and topic 0 as emptied (its move
+    minus its counts), not as shared topic 0 still holding the token."""
+    W, cap, K = 3, 16, 2
+    n_wk, n_k, beta = np.zeros((W, cap), np.int32), np.zeros(cap, np.int64), np.zeros(cap)
+    n_wk[0, 0], n_wk[1, 1] = 1, 5
+    n_k[:K], beta[:K] = (1, 5), (0.5, 1e-12)
+    part = {"indptr": np.array([0, 1]), "indices": np.array([0], np.int32), "counts": np.array([1], np.int32),
+            "z": np.array([0], np.int32), "tok_ptr": np.array([0, 1]), "first_doc": 0}
+    new, (moves_wk, moves_k, births, born_wk, born_k, born_beta) = _DelayedGibbsState.local_step(
+        part, n_wk[:, :K].copy(), n_k[:K], beta[:K], 0.5 - 1e-12, cap, 1.0, 1.0, 0.1, 7)
+    assert new["z"].tolist() == [0] and part["z"].tolist() == [0]       # the slot of the hole; the input untouched
+    assert births.tolist() == [0]
+    assert moves_wk[:, 0].tolist() == [-1, 0, 0] and not moves_wk[:, 1].any()
+    assert moves_k.tolist() == [-1, 0]
+    assert born_wk[:, 0].tolist() == [1, 0, 0] and born_k.tolist() == [1]
+    assert 0 < born_beta[0] < 1 and born_beta[0] != 0.5      # a new stick of beta_new (0.5 + topic 0's 0.5)
+
+
+def test_only_the_delayed_schedule_runs_on_partitions():
+    from bnpcore.hdp import PartiallyCollapsedGibbs
+    assert DirectAssignmentGibbs.partitioned
+    DirectAssignmentGibbs(schedule="delayed").check_partitioned()
+    PartiallyCollapsedGibbs().check_partitioned()        # no schedules: runs as it is
+    with pytest.raises(ValueError, match="schedule='delayed' only.*got schedule='sequential'"):
+        DirectAssignmentGibbs().check_partitioned()

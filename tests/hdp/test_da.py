@@ -596,6 +596,8 @@ def test_sizes_sorted_and_transform_normalised():
     theta = est.transform(data.test)
     assert theta.shape == (20, est.n_components_)
     np.testing.assert_allclose(theta.sum(1), 1.0)
+    # several batches take their rows of one E[log phi] of the whole vocabulary: one batch's numbers
+    np.testing.assert_array_equal(est.transform(data.test, batch_size=3), theta)
 
 
 def test_partial_fit_streams_and_continues_after_load(tmp_path):
@@ -614,6 +616,22 @@ def test_partial_fit_streams_and_continues_after_load(tmp_path):
     batch = DirectAssignmentVB(n_components=4, eta=0.5, mode="batch", max_iter=2, random_state=0).fit(X[:100])
     batch.partial_fit(X[100:150])
     assert batch.history_[-1]["rho"] == pytest.approx(3 ** -0.5)      # online step t = 2 after two passes
+
+
+def test_partial_fit_runs_on_the_batch_loop():
+    """partial_fit's minibatches are iterations of the batch loop: a callback that
+    returns True stops the call after that minibatch, with the model of the
+    minibatches so far."""
+    X = make_bars("sm", n_docs=200, n_test=20, random_state=0).train
+    params = dict(n_components=4, eta=0.5, batch_size=50, total_samples=200, random_state=0)
+    stopped = DirectAssignmentVB(**params)
+    seen = []
+    with stopped.reporting(lambda est, record: seen.append(record["iteration"]) or True):
+        stopped.partial_fit(X[:150])
+    assert seen == [1] and len(stopped.history_) == 1
+    first = DirectAssignmentVB(**params).partial_fit(X[:50])
+    np.testing.assert_array_equal(stopped.components_, first.components_)
+    assert stopped.history_[0]["n_documents"] == 50 and stopped.history_[0]["fit_seconds"] > 0
 
 
 @pytest.mark.parametrize("params, match", [

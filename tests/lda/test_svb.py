@@ -4,6 +4,7 @@ import pytest
 from scipy.special import gammaln, logsumexp
 
 from bnpcore.corpus import Corpus
+from bnpcore.inference.stats import random_responsibilities
 from bnpcore.kernels import _lda
 from bnpcore.lda import StandardVB
 from bnpcore.models import lda as lda_models
@@ -124,7 +125,7 @@ def test_parallel_state_keeps_no_rows_and_draws_its_start_in_blocks(counts, monk
     monkeypatch.setattr(lda_models, "_START_PAIRS", 9)             # blocks of a few documents
     assert corpus.nnz > 3 * corpus.n_words
     state = ParallelSVBState(corpus, K, alpha, eta, np.random.default_rng(5))
-    r = lda_models._random_rows(np.random.default_rng(5), corpus.nnz, K)
+    r = random_responsibilities(np.random.default_rng(5), corpus.nnz, K)
     want = np.zeros((corpus.n_docs, K)), np.zeros((corpus.n_words, K)), np.zeros(K)
     _lda.count_expected(corpus.indptr, corpus.indices, corpus.counts, -1, r, *want)
     for got, expected in zip((state.ndk, state.nwk, state.nk), want):

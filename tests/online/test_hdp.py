@@ -33,9 +33,10 @@ def run_local(state, docs, alpha, sweeps, exact, seed, trace=True, n_samples=1):
     X = Corpus(docs, n_words=state.n_words)
     b = Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32))
     out = np.empty((sweeps + n_samples - 1, X.n_tokens), dtype=np.int32) if trace else None
+    settings = {"eta": state.eta, "gamma": state.concentration, "alpha": alpha, "sweeps": sweeps, "exact": exact,
+                "n_samples": n_samples}
     res = hdp_local_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
-                         state.sizes, state.eta, state.concentration, alpha, sweeps, exact,
-                         np.random.default_rng(seed), StirlingTable(), out, n_samples=n_samples)
+                         state.sizes, settings, np.random.default_rng(seed), StirlingTable(), out)
     return res, out, b
 
 
@@ -353,9 +354,9 @@ def vb_step(state, X, alpha, T, iters, tol=-1.0, n_threads=1, ranked=True):
     K = state.n_components
     block, sizes, doc_topic = np.empty((K, len(b.vocab))), np.empty(K), np.empty((X.n_docs, K))
     bound, n_iter = np.empty(X.n_docs), np.empty(X.n_docs, dtype=np.int32)
+    settings = {"eta": state.eta, "alpha": alpha, "n_atoms": T, "ranked": ranked, "max_iter": iters, "tol": tol}
     hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
-                       state.expected_log_weights(), state.eta, alpha, T, ranked, iters, tol, block, sizes, doc_topic,
-                       bound, n_iter, n_threads)
+                       state.expected_log_weights(), settings, (block, sizes, doc_topic, bound, n_iter), n_threads)
     return b, block, sizes, doc_topic, bound, n_iter
 
 
@@ -440,9 +441,10 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     order = rng.permutation(X.n_docs)
     b = Minibatch(X, order, np.full(X.n_words, -1, dtype=np.int32))
     empty = StickState(X.n_words, eta, est.gamma)
+    settings = {"eta": eta, "gamma": est.gamma, "alpha": 1.0, "sweeps": 3, "exact": True,
+                "n_samples": est.n_samples}
     n_new, block, tables = hdp_local_step(b.ptr, b.words, b.counts, b.vocab, empty.words, empty.row_tilde,
-                                          empty.slots, 1.0, empty.sizes, eta, est.gamma, 1.0, 3, True, rng,
-                                          StirlingTable(), n_samples=est.n_samples)
+                                          empty.slots, 1.0, empty.sizes, settings, rng, StirlingTable())
     lam = np.full((n_new, X.n_words), eta)
     lam[:, b.vocab] += block
     assert np.all(np.diff(est.components_.sum(axis=1)) <= 1e-9)       # sorted by mass (averages tie often)
@@ -476,6 +478,26 @@ def test_transform_and_score_contract():
         np.testing.assert_array_equal(r, est.transform(X))       # seeded from random_state
         assert np.isfinite(est.score(X)) and est.score(X) == est.score(X)
         np.testing.assert_allclose(est.topics_.sum(axis=1), 1.0)
+
+
+def test_online_vb_transform_does_not_depend_on_chunks_or_threads():
+    """OnlineVB.transform fits each document on its own: chunks of any size on
+    any number of threads give, bit for bit, one kernel call over all documents."""
+    X, _ = bars_corpus(7, n_docs=60, length=20)
+    X = Corpus(np.vstack([X.matrix.toarray(), np.zeros((1, X.n_words), dtype=int)]))
+    est = hdp.OnlineVB(n_components=10, n_atoms=4, batch_size=10, random_state=0).fit(X)
+    whole = np.empty((X.n_docs, est.n_components_))
+    est._estep(Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32)), est._state, whole,
+               n_threads=1)
+    whole[:-1] /= whole[:-1].sum(axis=1, keepdims=True)
+    whole[-1] = est.weights_        # the empty document
+    for n_threads, chunk in [(1, None), (2, None), (2, 1), (2, 7), (3, 60)]:
+        est.n_threads = n_threads
+        np.testing.assert_array_equal(est.transform(X, chunk=chunk), whole)
+    with pytest.raises(ValueError, match="chunk"):
+        est.transform(X, chunk=0)
+    with pytest.raises(ValueError, match="tol"):
+        est.transform(X, tol=-1.0)
 
 
 def cvb0_proportions(doc_words, doc_counts, topics, prior, sweeps=2000):

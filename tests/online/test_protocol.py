@@ -7,7 +7,7 @@ import pytest
 from bnpcore import hdp, mixture
 from bnpcore.corpus import Corpus
 from bnpcore.inference import moves
-from bnpcore.inference.online import StickState
+from bnpcore.inference.online import Minibatch, StickState
 from bnpcore.inference.stats import SuffStats
 
 
@@ -239,3 +239,46 @@ def test_history_keys(make):
     assert seconds == sorted(seconds)
     assert est.history_[-1]["n_components"] == est.n_components_
     assert est.history_[-1]["heldout_loglik"] == est.score(new)
+
+
+# -- the public local and global steps -----------------------------------------------------
+
+@pytest.mark.parametrize("name", ["hdp.TruncationFreeSVI", "mixture.StochasticVB"])
+def test_fit_is_the_public_local_step_then_the_global_step(name):
+    """``fit`` equals the online loop run with the public local step given from
+    outside (``fit_with_local_step``, as bnpcore.distributed gives it), on the
+    loop's state and generator, bit for bit; the record takes its entries."""
+    X = corpus(0)
+    make = ESTIMATORS[name]
+    reference = make(4).fit(X)
+    est, word_map, sizes = make(4), np.full(X.n_words, -1, dtype=np.int32), []
+
+    def stats_of(ids, state, rng):
+        sizes.append(len(ids))
+        n_new, stats = est.local_step(Minibatch(X, ids, word_map), state, rng)
+        return n_new, stats, {"from_outside": True}
+
+    est.fit_with_local_step(X, stats_of)
+    np.testing.assert_array_equal(est.components_, reference.components_)
+    np.testing.assert_array_equal(est.weights_, reference.weights_)
+    assert sizes == [10] * 6 and all(record["from_outside"] for record in est.history_)
+
+
+def test_global_step_is_the_natural_gradient_step_with_new_components():
+    """``global_step(stats, rho, n_new, factor)``: the new components join at the
+    prior, every component moves to (1 - rho) Nst + rho * factor * stats."""
+    X = corpus(0)
+    est = mixture.TruncationFreeSVI(batch_size=10, n_epochs=1, reorder=False, prune_every=None,
+                                    random_state=0).fit(X)
+    state = est._state
+    K = state.n_components
+    words, sizes = state.word_stats(), state.sizes.copy()
+    block = np.zeros((K + 1, 2))
+    block[0], block[K] = [1.0, 0.0], [4.0, 2.0]
+    est.global_step(word_stats(np.array([0, 3]), block, np.r_[np.zeros(K), 1.0]), 0.25, n_new=1, factor=2.0)
+    expected = np.vstack([0.75 * words, np.zeros(X.n_words)])
+    expected[:, [0, 3]] += 0.5 * block
+    assert state.n_components == K + 1
+    np.testing.assert_allclose(state.word_stats(), expected, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(state.sizes, np.r_[0.75 * sizes, 0.5], rtol=1e-13, atol=0)
+
