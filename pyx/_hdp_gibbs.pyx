@@ -39,6 +39,13 @@ from bnpcore.kernels.stirling cimport StirlingTable, sample_tables
 cnp.import_array()
 
 
+cdef struct Priors:
+    # the sampler's hyperparameters; from Python, a dict with these keys (every key required)
+    double alpha         # document-level concentration
+    double gamma         # top-level concentration
+    double eta           # topic Dirichlet parameter (per word)
+
+
 cdef struct SweepConfig:
     double alpha
     double gamma
@@ -318,15 +325,18 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
                 const int32_t[::1] indices,      # IN  word ids,
                 const int32_t[::1] counts,       # IN  counts
                 int32_t[::1] z,                  # IN/OUT topic slot of every token (CSR order)
-                int32_t[:, ::1] n_wk,            # IN/OUT (n_words, kcap)
-                int64_t[::1] n_k,                # IN/OUT (kcap,)
-                double[::1] beta,                # IN/OUT (kcap,) global weights of the slots
-                double beta_new, int64_t k_used, double alpha, double gamma, double eta,
+                tuple table,                     # IN/OUT (n_wk, n_k, beta)
+                double beta_new, int64_t k_used,
+                Priors priors,                   # IN  {"alpha", "gamma", "eta"}
                 int64_t start_tok,
-                int32_t[:, :, ::1] lists,        # IN/OUT word_lists(n_wk, k_used), kept up to date
-                int32_t[::1] wlen,               # IN/OUT
+                tuple lists,                     # IN/OUT word_lists(n_wk, k_used), kept up to date
                 generator):
     """One sweep of topic indicators with the new-topic option (Teh et al. 2006, section 5.3, first step).
+
+    ``table = (n_wk, n_k, beta)``: the counts, int32 (n_words, kcap) and int64
+    (kcap,), and the global weights of the slots, float64 (kcap,);
+    ``lists = (lists, wlen)``: ``word_lists(n_wk, k_used)``; ``priors``: a dict
+    ``{"alpha", "gamma", "eta"}`` (every key required).
 
     For each token: remove it (an emptied topic is deleted, its weight returned to
     beta_new), draw ``k`` with probability proportional to
@@ -341,6 +351,13 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
     capacity ran out before token ``next_tok``; grow the arrays, rebuild the word
     lists and call again from there.
     """
+    cdef int32_t[:, ::1] n_wk
+    cdef int64_t[::1] n_k
+    cdef double[::1] beta
+    cdef int32_t[:, :, ::1] wl
+    cdef int32_t[::1] wlen
+    n_wk, n_k, beta = table
+    wl, wlen = lists
     cdef int64_t kcap = n_wk.shape[1], n_docs = indptr.shape[0] - 1, n_words = n_wk.shape[0], k, next_tok
     if n_k.shape[0] != kcap or beta.shape[0] != kcap:
         raise ValueError("count arrays disagree on the topic capacity")
@@ -350,7 +367,7 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
         raise ValueError("indptr, indices and counts do not form a CSR matrix")
     if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
         raise ValueError("z must hold one topic per token")
-    if lists.shape[0] != 2 or lists.shape[1] != n_words or lists.shape[2] != kcap or wlen.shape[0] != n_words:
+    if wl.shape[0] != 2 or wl.shape[1] != n_words or wl.shape[2] != kcap or wlen.shape[0] != n_words:
         raise ValueError("word lists disagree with n_wk")
     cdef SweepConfig cfg
     cdef TopicLists tl
@@ -360,9 +377,10 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
     cdef double[:, ::1] sv = scratch
     cdef int32_t[:, ::1] iv = ilists
     cdef int32_t[::1] nv = njk
-    _setup(&cfg, alpha, gamma, eta, n_words, beta_new, k_used, kcap, True, &n_k[0], &beta[0], &sv[0, 0], &sv[1, 0])
-    tl.wl = &lists[0, 0, 0]
-    tl.wpos = &lists[1, 0, 0]
+    _setup(&cfg, priors.alpha, priors.gamma, priors.eta, n_words, beta_new, k_used, kcap, True, &n_k[0], &beta[0],
+           &sv[0, 0], &sv[1, 0])
+    tl.wl = &wl[0, 0, 0]
+    tl.wpos = &wl[1, 0, 0]
     tl.wlen = &wlen[0]
     tl.dl = &iv[0, 0]
     tl.dpos = &iv[1, 0]
@@ -650,26 +668,12 @@ cdef void _delayed_block(const bnp_csr_t *docs, int64_t first, int64_t last, int
 
 
 def delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
-                  const int64_t[::1] starts,          # IN  (T + 1,) first document of each block, then D
-                  const int64_t[::1] tok_starts,      # IN  (T + 1,) first token of each block, then N
-                  int32_t[::1] z,                     # IN/OUT topic slot of every token, in its block's slots
-                  const int32_t[:, ::1] n_wk,         # IN  shared (n_words, kcap) counts
-                  const int64_t[::1] n_k,             # IN  shared (kcap,) topic sizes
-                  const double[::1] beta,             # IN  shared (kcap,) weights
-                  const int32_t[:, :, ::1] lists,     # IN  word_lists(n_wk, k_used) of the shared counts
-                  const int32_t[::1] wlen,            # IN
-                  double beta_new, int64_t k_used,
-                  int32_t[:, :, ::1] n_wk_t,          # IN/OUT (T, n_words, kcap_t) the blocks' counts
-                  int64_t[:, ::1] n_k_t,              # IN/OUT (T, kcap_t)
-                  double[:, ::1] beta_t,              # IN/OUT (T, kcap_t)
-                  int32_t[:, :, :, ::1] lists_t,      # IN/OUT (T, 2, n_words, kcap_t) their word lists
-                  int32_t[:, ::1] wlen_t,             # IN/OUT (T, n_words)
-                  double[::1] beta_new_t,             # IN/OUT (T,) per block
-                  int64_t[::1] k_used_t,              # IN/OUT (T,)
-                  int64_t[::1] next_tok_t,            # IN/OUT (T,) token of the block to resume from
-                  unsigned char[:, ::1] streams,      # IN/OUT (T, >= STREAM_ROW) the blocks' random streams
-                  bint fresh, double alpha, double gamma, double eta, uint64_t key, generator,
-                  int n_threads):
+                  tuple blocks,                       # IN      (starts, tok_starts)
+                  int32_t[::1] z,                     # IN/OUT  topic slot of every token, in its block's slots
+                  tuple shared,                       # IN      (n_wk, n_k, beta, lists, wlen, beta_new, k_used)
+                  tuple copies,                       # IN/OUT  the blocks' tables, below
+                  Priors priors,                      # IN      {"alpha", "gamma", "eta"}
+                  bint fresh, uint64_t key, generator, int n_threads):
     """The topic-indicator step of one sweep of the delayed schedule (AD-HDP; Newman,
     Asuncion, Smyth & Welling 2009, section 4), an approximation of ``gibbs_sweep``.
 
@@ -688,7 +692,41 @@ def delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const i
     A block that runs out of slots stops; ``next_tok_t[t]`` is then below its
     token count: grow the blocks' arrays (``word_lists`` for their lists) and
     call again with ``fresh=False``, which resumes every unfinished block.
+
+    The arrays come in three groups:
+
+    * ``blocks = (starts, tok_starts)``, int64 (T + 1,) each: the first document
+      and the first token of each block, then D and N;
+    * ``shared = (n_wk, n_k, beta, lists, wlen, beta_new, k_used)``: the shared
+      table, int32 (n_words, kcap), int64 (kcap,), float64 (kcap,), its
+      ``word_lists(n_wk, k_used)`` and its ``beta_new`` and ``k_used``;
+    * ``copies = (n_wk_t, n_k_t, beta_t, lists_t, wlen_t, beta_new_t, k_used_t,
+      next_tok_t, streams)``: the blocks' tables, (T, n_words, kcap_t) int32,
+      (T, kcap_t) int64, (T, kcap_t) float64, (T, 2, n_words, kcap_t) and
+      (T, n_words) int32 word lists, (T,) float64 ``beta_new``, (T,) int64
+      ``k_used`` and token to resume from, and the blocks' random streams,
+      (T, >= STREAM_ROW) uint8.
     """
+    cdef const int64_t[::1] starts, tok_starts
+    cdef const int32_t[:, ::1] n_wk
+    cdef const int64_t[::1] n_k
+    cdef const double[::1] beta
+    cdef const int32_t[:, :, ::1] lists
+    cdef const int32_t[::1] wlen
+    cdef double beta_new
+    cdef int64_t k_used
+    cdef int32_t[:, :, ::1] n_wk_t
+    cdef int64_t[:, ::1] n_k_t
+    cdef double[:, ::1] beta_t
+    cdef int32_t[:, :, :, ::1] lists_t
+    cdef int32_t[:, ::1] wlen_t
+    cdef double[::1] beta_new_t
+    cdef int64_t[::1] k_used_t, next_tok_t
+    cdef unsigned char[:, ::1] streams
+    starts, tok_starts = blocks
+    n_wk, n_k, beta, lists, wlen, beta_new, k_used = shared
+    n_wk_t, n_k_t, beta_t, lists_t, wlen_t, beta_new_t, k_used_t, next_tok_t, streams = copies
+    cdef double alpha = priors.alpha, gamma = priors.gamma, eta = priors.eta
     cdef int64_t T = n_wk_t.shape[0], W = n_wk.shape[0], kcap = n_wk.shape[1], kcap_t = n_wk_t.shape[2]
     cdef int64_t D = indptr.shape[0] - 1, b, w
     if T < 1 or starts.shape[0] != T + 1 or tok_starts.shape[0] != T + 1 or n_k_t.shape[0] != T \

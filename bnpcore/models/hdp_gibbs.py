@@ -244,6 +244,10 @@ class _GibbsState(BatchState):
         self.lists = _hdp_gibbs.word_lists(n_wk, self.topics.n, self.n_threads, self.lists)
         return self.lists
 
+    def priors(self):
+        """The hyperparameters as the kernels take them."""
+        return {"alpha": self.alpha, "gamma": self.gamma, "eta": self.eta}
+
     def _compact(self):
         relabel(self.z, moves.compact(self.topics, self.topics["n_k"]))
 
@@ -262,8 +266,8 @@ class _GibbsState(BatchState):
                 if lists is None:
                     lists = self._word_lists()
                 next_tok, comp.n, beta_new = _hdp_gibbs.gibbs_sweep(
-                    chunk.indptr, chunk.indices, chunk.counts, z, a["n_wk"], a["n_k"], a["beta"], beta_new,
-                    comp.n, self.alpha, self.gamma, self.eta, next_tok, *lists, rng)
+                    chunk.indptr, chunk.indices, chunk.counts, z, (a["n_wk"], a["n_k"], a["beta"]), beta_new,
+                    comp.n, self.priors(), next_tok, lists, rng)
                 if next_tok == len(z):
                     break
                 comp.reserve(2 * comp.capacity)
@@ -392,9 +396,9 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
                 a = comp.arrays
                 run.update(n_wk=a["n_wk"][None], n_k=a["n_k"][None], beta=a["beta"][None], lists=lists[0][None],
                            wlen=lists[1][None])
-                _hdp_gibbs.delayed_sweep(c.indptr, c.indices, c.counts, *self.blocks, self.z, a["n_wk"], a["n_k"],
-                                         a["beta"], *lists, self.beta_new, comp.n, *self._sweep_args(run), False,
-                                         self.alpha, self.gamma, self.eta, 0, self.rng, 1)
+                _hdp_gibbs.delayed_sweep(c.indptr, c.indices, c.counts, self.blocks, self.z,
+                                         (a["n_wk"], a["n_k"], a["beta"], *lists, self.beta_new, comp.n),
+                                         self._sweep_args(run), self.priors(), False, 0, self.rng, 1)
                 comp.n = int(run["k_used"][0])
                 if run["next_tok"][0] == n_tok[0]:
                     break
@@ -409,9 +413,9 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         a = comp.arrays
         key, fresh = int(self.rng.integers(0, 1 << 63)), True
         while True:
-            _hdp_gibbs.delayed_sweep(c.indptr, c.indices, c.counts, *self.blocks, self.z, a["n_wk"], a["n_k"],
-                                     a["beta"], *lists, self.beta_new, K, *self._sweep_args(copies), fresh,
-                                     self.alpha, self.gamma, self.eta, key, self.rng, T)
+            _hdp_gibbs.delayed_sweep(c.indptr, c.indices, c.counts, self.blocks, self.z,
+                                     (a["n_wk"], a["n_k"], a["beta"], *lists, self.beta_new, K),
+                                     self._sweep_args(copies), self.priors(), fresh, key, self.rng, T)
             fresh = False
             if np.array_equal(copies["next_tok"], n_tok):
                 break
@@ -523,7 +527,7 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
                 "z": self.z[tp[start]:tp[stop]]}
 
     @staticmethod
-    def local_step(part, n_wk, n_k, beta, beta_new, capacity, alpha, gamma, eta, rng):
+    def local_step(part, n_wk, n_k, beta, beta_new, capacity, priors, rng):
         """``gibbs_sweep`` of a block against its copy of the shared table (the
         K shared topics' ``n_wk`` (W x K), ``n_k`` and weights, in a table of
         ``capacity`` slots), drawing from ``rng`` (a Generator, copied and
@@ -545,8 +549,8 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         table[0][:, :K], table[1][:K], table[2][:K] = n_wk, n_k, beta
         lists, k_used, mass, tok = _hdp_gibbs.word_lists(table[0], K), K, beta_new, 0
         while True:
-            tok, k_used, mass = _hdp_gibbs.gibbs_sweep(part["indptr"], part["indices"], part["counts"], z, *table, mass,
-                                                       k_used, alpha, gamma, eta, tok, *lists, rng)
+            tok, k_used, mass = _hdp_gibbs.gibbs_sweep(part["indptr"], part["indices"], part["counts"], z, tuple(table),
+                                                       mass, k_used, priors, tok, lists, rng)
             if tok == len(z):
                 break
             cap *= 2                        # out of slots: twice as many, as the sequential sweep grows its table
@@ -586,7 +590,7 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         key = self.rng if single else int(self.rng.integers(0, 1 << 63))
         # the shared topics only (the slots above them are empty): W x K counts out
         outs = parts.map(type(self).local_step, np.ascontiguousarray(a["n_wk"][:, :K]), a["n_k"][:K], a["beta"][:K],
-                         self.beta_new, comp.capacity, self.alpha, self.gamma, self.eta, key)
+                         self.beta_new, comp.capacity, self.priors(), key)
         if single:      # the copy becomes the table (its slots above k_used are empty, as the table's are)
             (n_wk, n_k, beta), capacity, self.beta_new, rng = outs[0]
             self.rng.bit_generator.state = rng.bit_generator.state

@@ -329,7 +329,7 @@ def test_local_step_finds_a_new_topic_in_an_emptied_shared_slot():
     part = {"indptr": np.array([0, 1]), "indices": np.array([0], np.int32), "counts": np.array([1], np.int32),
             "z": np.array([0], np.int32), "tok_ptr": np.array([0, 1]), "first_doc": 0}
     new, (moves_wk, moves_k, births, born_wk, born_k, born_beta) = _DelayedGibbsState.local_step(
-        part, n_wk[:, :K].copy(), n_k[:K], beta[:K], 0.5 - 1e-12, cap, 1.0, 1.0, 0.1, 7)
+        part, n_wk[:, :K].copy(), n_k[:K], beta[:K], 0.5 - 1e-12, cap, {"alpha": 1.0, "gamma": 1.0, "eta": 0.1}, 7)
     assert new["z"].tolist() == [0] and part["z"].tolist() == [0]       # the slot of the hole; the input untouched
     assert births.tolist() == [0]
     assert moves_wk[:, 0].tolist() == [-1, 0, 0] and not moves_wk[:, 1].any()

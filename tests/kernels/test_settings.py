@@ -3,7 +3,7 @@ a missing key is an error that names it, before anything is computed."""
 import numpy as np
 import pytest
 
-from bnpcore.kernels import _dahdp, _nrm, _svi
+from bnpcore.kernels import _dahdp, _hdp_gibbs, _nrm, _svi
 from bnpcore.kernels.stirling import StirlingTable
 
 # one document of two pairs over a minibatch vocabulary of two words
@@ -29,7 +29,16 @@ def local_step(settings):
                                StirlingTable())
 
 
+def gibbs_sweep(priors):
+    cap = 4
+    table = (np.zeros((2, cap), np.int32), np.zeros(cap, np.int64), np.zeros(cap))
+    z = np.zeros(3, np.int32)
+    return _hdp_gibbs.gibbs_sweep(PTR, WORDS, COUNTS, z, table, 1.0, 0, priors, 0, _hdp_gibbs.word_lists(table[0], 0),
+                                  np.random.default_rng(0))
+
+
 KERNELS = {
+    "gibbs_sweep": (gibbs_sweep, {"alpha": 1.0, "gamma": 1.0, "eta": 0.1}),
     "restricted": (restricted, {"base1": 1.0, "base2": 1.0, "rho_eta": 0.5, "rho_scale": 1.0, "ab1": 0.5,
                                 "ab2": 0.5, "tol": 1e-3, "max_iter": 5, "n_sweeps": 1}),
     "hdp_online_vb_step": (online_vb, {"eta": 0.5, "alpha": 1.0, "n_atoms": 3, "ranked": True, "max_iter": 5,
