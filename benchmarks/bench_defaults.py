@@ -30,7 +30,8 @@ the docstrings in reading order (windows of 10 tokens, gensim's default)::
     OMP_NUM_THREADS=1 python benchmarks/bench_defaults.py text
 
 ``--set NAME:param=value,...`` changes a default for a trial (e.g.
-``--set OnlineVB:eta=0.5``); ``--only`` runs some estimators; ``--seed`` sets
+``--set OnlineVB:eta=0.5``; values are Python literals, commas inside brackets
+stay in the value: ``--set "DirectAssignmentVB:learn_hyperparameters=('gamma',)"``); ``--only`` runs some estimators; ``--seed`` sets
 ``random_state`` (and tomotopy's seed): c_npmi moves by a few hundredths from
 seed to seed, so compare several.
 """
@@ -60,7 +61,14 @@ def parse_sets(items):
     out = {}
     for item in items:
         name, _, assignments = item.partition(":")
-        for pair in filter(None, assignments.split(",")):
+        # split at the commas outside brackets: a value may be a tuple, e.g. learn_hyperparameters=('gamma',)
+        pairs, depth, start = [], 0, 0
+        for i, char in enumerate(assignments + ","):
+            depth += (char in "([{") - (char in ")]}")
+            if char == "," and depth == 0:
+                pairs.append(assignments[start:i])
+                start = i + 1
+        for pair in filter(None, pairs):
             key, _, text = pair.partition("=")
             try:
                 value = ast.literal_eval(text)

@@ -88,7 +88,7 @@ def gensim_row(train, test, args, n_docs):
 
 
 # the study's configurations: changes from the [TF] settings (eta = 0.01, S = 100, 5 local sweeps, one sample)
-PAPER_SETTINGS = dict(eta=0.01, gamma=1.0, batch_size=100, local_sweeps=5, n_samples=1)
+PAPER_SETTINGS = dict(eta=0.01, gamma=1.0, alpha=1.0, batch_size=100, local_sweeps=5, n_samples=1)
 STUDY = ({}, {"n_samples": 5}, {"batch_size": 500}, {"batch_size": 20}, {"local_sweeps": 2, "n_samples": 4},
          {"eta": 0.05}, {"gamma": 10.0}, {"gamma": 10.0, "n_samples": 5},
          {"eta": 0.05, "n_samples": 5}, {"gamma": 3.0, "eta": 0.05, "n_samples": 5},

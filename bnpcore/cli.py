@@ -432,6 +432,9 @@ def cmd_topics(args):
 
 def cmd_evaluate(args):
     est = _load_topic_model(args.model)
+    if args.texts is None and args.data is None and getattr(est, "text_pipeline_", None) is not None:
+        raise _Error("the model was fitted on text: give the documents to score with --texts (and --lines for "
+                     "one document per line)")
     corpus, _ = _load_args_data(args, est if args.texts is not None else None)
     n_words = est.get_topics().shape[1]
     if corpus.n_words != n_words:
@@ -483,8 +486,9 @@ def cmd_infer(args):
         theta = est.transform(corpus)
         columns = np.arange(theta.shape[1])
     empty = int(np.sum(corpus.doc_lengths == 0))
-    print(f"{_plural(corpus.n_docs, 'document')}, {_plural(corpus.n_tokens, 'token')} of the model's words "
-          f"({_plural(empty, 'document')} without any, given the prior mean), {_plural(len(columns), 'topic')}")
+    without = f" ({_plural(empty, 'document')} without any, given the prior mean)" if empty else ""
+    print(f"{_plural(corpus.n_docs, 'document')}, {_plural(corpus.n_tokens, 'token')} of the model's words"
+          f"{without}, {_plural(len(columns), 'topic')}")
     if args.output:
         if args.output.lower().endswith(".npy"):
             np.save(args.output, theta)
@@ -569,9 +573,10 @@ def build_parser():
     p.add_argument("--version", action="version", version=f"bnpcore {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{fit,topics,evaluate,infer,corpus,list}", parser_class=_Parser)
 
-    def data_options(q, pruning=True, heldout=True):
-        q.add_argument("--data", help="'kos' (bundled, the default), 'bars' (synthetic), an on-disk corpus "
-                                      "directory (see 'bnpcore corpus') or a UCI docword file")
+    def data_options(q, pruning=True, heldout=True, kos_default=True):
+        q.add_argument("--data", help="'kos' (bundled" + (", the default" if kos_default else "") + "), 'bars' "
+                                      "(synthetic), an on-disk corpus directory (see 'bnpcore corpus') or a UCI "
+                                      "docword file")
         q.add_argument("--vocab", help="UCI vocabulary file for --data PATH")
         q.add_argument("--texts", metavar="DIR_OR_FILE",
                        help="raw UTF-8 text instead of --data: a folder (one document per file, recursively) or a "
@@ -634,7 +639,7 @@ def build_parser():
                                    "the model's training text was (its saved tokenizer settings and vocabulary; "
                                    "unknown words are dropped). Without -o, prints each document's main topics.")
     i.add_argument("model", help="model file written by 'bnpcore fit --output'")
-    data_options(i, pruning=False, heldout=False)
+    data_options(i, pruning=False, heldout=False, kos_default=False)     # infer has no default data
     i.add_argument("--output", "-o", metavar="OUT.csv|OUT.npy",
                    help="write the proportions: .csv (a row per document, named by file or file:line, a column "
                         "per topic) or .npy (the matrix)")

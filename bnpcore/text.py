@@ -610,10 +610,11 @@ def _prune(df, tokens, words, n_docs, min_df, max_df, max_features):
         order = np.lexsort((words[keep].astype(str), -tokens[keep]))
         keep = keep[order[:max_features]]
     if keep.size == 0:
-        raise ValueError(f"no words are left: min_df={min_df!r} and max_df={max_df!r} keep the words found in "
-                         f"{low:g} to {high:g} of the {n_docs} documents, and each of the {len(words)} distinct "
-                         f"words is in {df.min()} to {df.max()} (every document would be empty); lower min_df or "
-                         "raise max_df")
+        documents = f"{n_docs} document" + ("" if n_docs == 1 else "s")
+        raise ValueError(f"no words are left: min_df={min_df!r} and max_df={max_df!r} keep the words found in at "
+                         f"least {low:g} and at most {high:g} of the {documents}, and each of the {len(words)} "
+                         f"distinct words is in {df.min()} to {df.max()} of them (every document would be empty); "
+                         "lower min_df or raise max_df" + (", or split the text into documents" if n_docs == 1 else ""))
     return keep
 
 

@@ -46,6 +46,14 @@ cdef struct Priors:
     double eta           # topic Dirichlet parameter (per word)
 
 
+cdef struct SweepSettings:
+    # gibbs_sweep's; from Python, a dict with these keys (every key required)
+    double alpha         # document-level concentration
+    double gamma         # top-level concentration
+    double eta           # topic Dirichlet parameter (per word)
+    bint reuse_holes     # a new topic takes the first hole (False: the next slot after k_used)
+
+
 cdef struct SweepConfig:
     double alpha
     double gamma
@@ -327,7 +335,7 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
                 int32_t[::1] z,                  # IN/OUT topic slot of every token (CSR order)
                 tuple table,                     # IN/OUT (n_wk, n_k, beta)
                 double beta_new, int64_t k_used,
-                Priors priors,                   # IN  {"alpha", "gamma", "eta"}
+                SweepSettings settings,          # IN  {"alpha", "gamma", "eta", "reuse_holes"}
                 int64_t start_tok,
                 tuple lists,                     # IN/OUT word_lists(n_wk, k_used), kept up to date
                 generator):
@@ -335,21 +343,25 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
 
     ``table = (n_wk, n_k, beta)``: the counts, int32 (n_words, kcap) and int64
     (kcap,), and the global weights of the slots, float64 (kcap,);
-    ``lists = (lists, wlen)``: ``word_lists(n_wk, k_used)``; ``priors``: a dict
-    ``{"alpha", "gamma", "eta"}`` (every key required).
+    ``lists = (lists, wlen)``: ``word_lists(n_wk, k_used)``; ``settings``: a dict
+    ``{"alpha", "gamma", "eta", "reuse_holes"}`` (every key required).
 
     For each token: remove it (an emptied topic is deleted, its weight returned to
     beta_new), draw ``k`` with probability proportional to
     ``(n_jk + alpha beta_k)(n_kw + eta)/(n_k + W eta)`` or a new topic with
     probability proportional to ``alpha beta_new / W``; a new topic takes
-    ``beta_k = b beta_new``, ``b ~ Beta(1, gamma)``; add the token back. The
+    ``beta_k = b beta_new``, ``b ~ Beta(1, gamma)``; add the token back. A new
+    topic goes to the first hole (an emptied slot below ``k_used``) with
+    ``reuse_holes`` true (the sequential sampler), else always to slot
+    ``k_used``, so that the slots below the ``k_used`` passed in keep their
+    topics (a block of the delayed schedule against its copy of the table). The
     weights are evaluated by buckets (module docstring); the distribution is the
     one above. The documents' counts n_jk are not stored: each document's are
     rebuilt from its labels when the sweep reaches it.
 
     Returns ``(next_tok, k_used, beta_new)``: ``next_tok < n_tokens`` means the slot
-    capacity ran out before token ``next_tok``; grow the arrays, rebuild the word
-    lists and call again from there.
+    capacity ran out before token ``next_tok`` (with ``reuse_holes`` false, holes
+    do not count); grow the arrays, rebuild the word lists and call again from there.
     """
     cdef int32_t[:, ::1] n_wk
     cdef int64_t[::1] n_k
@@ -377,8 +389,8 @@ def gibbs_sweep(const int64_t[::1] indptr,       # IN  CSR of the documents: ent
     cdef double[:, ::1] sv = scratch
     cdef int32_t[:, ::1] iv = ilists
     cdef int32_t[::1] nv = njk
-    _setup(&cfg, priors.alpha, priors.gamma, priors.eta, n_words, beta_new, k_used, kcap, True, &n_k[0], &beta[0],
-           &sv[0, 0], &sv[1, 0])
+    _setup(&cfg, settings.alpha, settings.gamma, settings.eta, n_words, beta_new, k_used, kcap, settings.reuse_holes,
+           &n_k[0], &beta[0], &sv[0, 0], &sv[1, 0])
     tl.wl = &wl[0, 0, 0]
     tl.wpos = &wl[1, 0, 0]
     tl.wlen = &wlen[0]

@@ -26,7 +26,7 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from bnpcore._threads import map_rows
 from bnpcore.kernels.parallel cimport PAD
@@ -520,10 +520,14 @@ def cgs_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
         raise ValueError("z must hold one topic per token")
     if z.shape[0] and not (0 <= np.min(z) and np.max(z) < K):
         raise ValueError(f"topics in z must lie in [0, {K})")
+    cdef int status
     with generator.bit_generator.lock, nogil:
         _sg_bind(&s, K, &nk[0], &alpha[0], eta_tot, &scratch[0], &iscratch[0])
         s.nd_row = &iscratch[2 * K]
-        _cgs_block(&s, &m, 0, D, &eta[0], &z[0] if z.shape[0] else NULL, &nwk[0, 0], &wtopics[0, 0], &wlen[0], g)
+        status = _cgs_block(&s, &m, 0, D, &eta[0], &z[0] if z.shape[0] else NULL, z.shape[0], &nwk[0, 0],
+                            &wtopics[0, 0], &wlen[0], g)
+    if status != _BLOCK_OK:
+        raise ValueError(_BLOCK_ERRORS[status].format(K=K, W=nwk.shape[0]))
 
 
 def cgs_conditional(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,
@@ -1440,25 +1444,43 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
 
 cdef enum:
     _SPREAD = 4      # structs between two blocks' (SparseGibbs and bnp_stream_t are over 64 bytes)
+    # _cgs_block's outcomes
+    _BLOCK_OK = 0
+    _BAD_TOPIC = 1   # a topic of z outside [0, K)
+    _BAD_LENGTH = 2  # the documents hold another number of tokens than z's block
+    _BAD_WORD = 3    # a word id outside [0, W)
 
 
-cdef void _cgs_block(SparseGibbs *s, const bnp_csr_t *m, int64_t first, int64_t last, const double *eta,
-                     int32_t *z, int32_t *nwk, int32_t *wtopics, int32_t *wlen, bnp_bitgen_t *g) noexcept nogil:
+cdef int _cgs_block(SparseGibbs *s, const bnp_csr_t *m, int64_t first, int64_t last, const double *eta,
+                    int32_t *z, int64_t n_tokens, int32_t *nwk, int32_t *wtopics, int32_t *wlen,
+                    bnp_bitgen_t *g) noexcept nogil:
     """The draws of ``cgs_sweep`` for documents ``first`` to ``last`` (excluded) of ``m``
-    (``z`` at the first one's first token) against the counts ``nwk``, word lists and
-    scratch bound in ``s`` (``_sg_bind``, with the document row ``s.nd_row``)."""
+    (their ``n_tokens`` topics at ``z``) against the counts ``nwk``, word lists and
+    scratch bound in ``s`` (``_sg_bind``, with the document row ``s.nd_row``).
+
+    Each document's word ids and topics are checked as its row n_jk is built, before
+    any of its tokens moves, so bad input stops the block between two documents and
+    nothing is read or written out of bounds. Returns ``_BLOCK_OK`` or the first
+    problem found (``_BAD_TOPIC``, ``_BAD_LENGTH``, ``_BAD_WORD``)."""
     cdef const int64_t *indptr = m.indptr
     cdef const int32_t *indices = m.indices
     cdef const int32_t *counts = m.counts
-    cdef int64_t K = s.K, j, p, c, zi = 0, lo, i, k
+    cdef int64_t K = s.K, W = m.n_cols, j, p, c, zi = 0, lo, i, k
     cdef int32_t w, t
     for k in range(K):
         s.nd_row[k] = 0
     for j in range(first, last):
         lo = zi
         for p in range(indptr[j], indptr[j + 1]):
+            if <uint64_t>indices[p] >= <uint64_t>W:
+                return _BAD_WORD
+            if zi + counts[p] > n_tokens:
+                return _BAD_LENGTH
             for c in range(counts[p]):
-                s.nd_row[z[zi]] += 1
+                t = z[zi]
+                if <uint64_t>t >= <uint64_t>K:       # also t < 0
+                    return _BAD_TOPIC
+                s.nd_row[t] += 1
                 zi += 1
         zi = lo
         _sg_start_doc(s)
@@ -1476,40 +1498,86 @@ cdef void _cgs_block(SparseGibbs *s, const bnp_csr_t *m, int64_t first, int64_t 
                 zi += 1
         for i in range(s.nd):                     # clear the row: the document's topics are in its list
             s.nd_row[s.dlist[i]] = 0
+    return _BLOCK_OK if zi == n_tokens else _BAD_LENGTH
 
 
-cdef void _cgs_merge_word(int64_t T, int64_t K, int32_t *row, const int32_t *copies, int64_t stride,
-                          int32_t *wl, int32_t *wlen, int32_t *tmp) noexcept nogil:
-    """row += sum_t (copies[t * stride] - row), then the word's topic list rebuilt: the old
-    list's topics still present in their order, then the new ones in increasing order,
-    insertion-sorted by decreasing count (stable; the old order is nearly sorted)."""
-    cdef int64_t k, t, n = 0, i
-    cdef int32_t old, new, x
-    cdef int64_t m = 0
-    for k in range(K):
+cdef void _cgs_merge_word(int64_t T, int32_t *row, int32_t *wl, int32_t *wlen,
+                          int32_t *rows_t, int32_t *wl_t, int64_t stride, int32_t *wlen_t, int64_t len_stride,
+                          int32_t *mark, int32_t *fresh) noexcept nogil:
+    """Merge one word's copies: ``row += sum_t (rows_t[t] - row)`` (block t's row and
+    list at ``rows_t + t stride``, ``wl_t + t stride``, its length at
+    ``wlen_t[t len_stride]``), the word's topic list rebuilt, and the merged row and
+    list written back into every block's copy (which then needs no copy before the
+    next sweep).
+
+    Only the topics in the old list or in some block's list can have moved (a
+    topic in none has count 0 everywhere), so the cost is their number times T,
+    not K T. The list: the old list's topics still present in their order, then
+    the new ones in increasing order, insertion-sorted by decreasing count
+    (stable; the old order is nearly sorted). ``mark`` (K int32, zero on entry,
+    left zero) and ``fresh`` (K int32) are scratch."""
+    cdef int64_t t, i, n = 0, m = 0, j
+    cdef int32_t k, old, new, x, n_old = wlen[0]
+    for i in range(n_old):
+        mark[wl[i]] = 1
+    for t in range(T):                  # topics new to the word: in a block's list, not in the old list
+        for i in range(wlen_t[t * len_stride]):
+            k = wl_t[t * stride + i]
+            if not mark[k]:
+                mark[k] = 1
+                fresh[m] = k
+                m += 1
+    for i in range(n_old):
+        k = wl[i]
+        mark[k] = 0
         old = row[k]
         new = old
         for t in range(T):
-            new += copies[t * stride + k] - old
+            new += rows_t[t * stride + k] - old
         row[k] = new
-        if old == 0 and new > 0:
-            tmp[m] = <int32_t>k
-            m += 1
-    for i in range(wlen[0]):
+        for t in range(T):
+            rows_t[t * stride + k] = new
+    for i in range(m):
+        k = fresh[i]
+        mark[k] = 0
+        new = 0                         # the old count is 0
+        for t in range(T):
+            new += rows_t[t * stride + k]
+        row[k] = new
+        for t in range(T):
+            rows_t[t * stride + k] = new
+    for i in range(1, m):               # the new topics in increasing order
+        x = fresh[i]
+        j = i
+        while j > 0 and fresh[j - 1] > x:
+            fresh[j] = fresh[j - 1]
+            j -= 1
+        fresh[j] = x
+    for i in range(n_old):
         if row[wl[i]] > 0:
             wl[n] = wl[i]
             n += 1
     for i in range(m):
-        wl[n] = tmp[i]
+        wl[n] = fresh[i]
         n += 1
     for i in range(1, n):
         x = wl[i]
-        k = i
-        while k > 0 and row[wl[k - 1]] < row[x]:
-            wl[k] = wl[k - 1]
-            k -= 1
-        wl[k] = x
+        j = i
+        while j > 0 and row[wl[j - 1]] < row[x]:
+            wl[j] = wl[j - 1]
+            j -= 1
+        wl[j] = x
     wlen[0] = <int32_t>n
+    for t in range(T):
+        memcpy(wl_t + t * stride, wl, n * sizeof(int32_t))
+        wlen_t[t * len_stride] = <int32_t>n
+
+
+_BLOCK_ERRORS = {
+    _BAD_TOPIC: "topics in z must lie in [0, {K})",
+    _BAD_LENGTH: "z must hold one topic per token (the documents' counts disagree with z or the blocks)",
+    _BAD_WORD: "word ids (indices) must lie in [0, {W})",
+}
 
 
 def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t[::1] counts,  # IN corpus
@@ -1517,8 +1585,8 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
                       const double[::1] alpha, const double[::1] eta, double eta_tot,             # IN priors
                       int32_t[::1] z,                  # IN/OUT  topic of every token
                       tuple shared,                    # IN/OUT  (nwk, nk, wtopics, wlen), merged
-                      tuple copies,                    # scratch (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)
-                      uint64_t key, generator, int n_threads):
+                      tuple copies,                    # IN/OUT  (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)
+                      uint64_t key, generator, int n_threads, bint synced=False):
     """One collapsed Gibbs sweep with delayed updates of the shared counts (AD-LDA,
     Newman, Asuncion, Smyth & Welling 2009, section 3.1): an approximation of
     ``cgs_sweep``.
@@ -1529,23 +1597,31 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
       and the first token of each block, then D and N;
     * ``shared = (nwk, nk, wtopics, wlen)``: the counts and word lists of
       ``cgs_sweep``, (W, K) int32, (K,) int64, (W, K) int32, (W,) int32;
-    * ``copies = (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)``: scratch,
-      each block's copy of the shared arrays, (T, W, K), (T, K), (T, W, K), (T, W)
+    * ``copies = (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)``: each
+      block's copy of the shared arrays, (T, W, K), (T, K), (T, W, K), (T, W)
       (unused for T = 1: (1, 0, 0) and (1, 0) will do), and its sampler scratch,
       (T, 3 K + PAD) float64 and int32.
 
     The documents are cut into T = ``nwk_t.shape[0]`` blocks at ``starts``. Each
-    block copies the word-topic counts, topic counts and word lists into its
-    slot of the ``*_t`` arrays, then runs the draws of ``cgs_sweep`` over its
-    documents against its copy only (it sees its own moves at once, the other
-    blocks' after the sweep); the copies are then merged,
-    ``nwk += sum_t (nwk_t[t] - nwk)`` (likewise ``nk``), and the word lists
-    rebuilt. Block t draws from the keyed stream ``(key, t, 0)``: the result
-    depends on T and ``key``, not on how many threads run the blocks
-    (``n_threads``). With T = 1 the block works on the shared arrays directly
-    and draws from ``generator``: the draws of ``cgs_sweep`` exactly.
+    block runs the draws of ``cgs_sweep`` over its documents against its copy of
+    the word-topic counts, topic counts and word lists only (it sees its own
+    moves at once, the other blocks' after the sweep); the copies are then
+    merged, ``nwk += sum_t (nwk_t[t] - nwk)`` (likewise ``nk``), the word lists
+    rebuilt, and the merged rows and lists written back into every copy. With
+    ``synced=False`` each block first copies the shared arrays into its slot;
+    ``synced=True`` skips that copy and requires the copies to be as the
+    previous call left them (the shared arrays unchanged since). The blocks run
+    in parallel, the merge on one thread. Block t draws from the
+    keyed stream ``(key, t, 0)``: the result depends on T and ``key``, not on
+    how many threads run the blocks (``n_threads``) nor on ``synced``. With
+    T = 1 the block works on the shared arrays directly and draws from
+    ``generator``: the draws of ``cgs_sweep`` exactly.
     Equivalent serial code: for each block t, ``cgs_sweep`` over its documents
     with copies of ``nwk, nk, wtopics, wlen``; then the merge.
+
+    The topics in ``z``, the word ids and the token counts are checked as the
+    blocks reach each document (no separate pass over the tokens): bad input
+    raises ValueError after the merge, the documents before the bad one sampled.
     """
     cdef const int64_t[::1] starts, tok_starts
     cdef int32_t[:, ::1] nwk, wtopics
@@ -1569,19 +1645,20 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
         raise ValueError("the block copies disagree with the shared counts")
     if starts[0] != 0 or starts[T] != D or tok_starts[0] != 0 or tok_starts[T] != z.shape[0]:
         raise ValueError("blocks must cover the documents and tokens")
-    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
-        raise ValueError("z must hold one topic per token")
-    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < K):
-        raise ValueError(f"topics in z must lie in [0, {K})")
+    for b in range(T):
+        if starts[b + 1] < starts[b] or tok_starts[b + 1] < tok_starts[b]:
+            raise ValueError("block starts must be non-decreasing")
     if n_threads < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     # block b's sampler state and stream at s[_SPREAD b], streams[_SPREAD b]: written for every token,
     # so kept _SPREAD structs apart, never in a cache line another block writes (false sharing)
     cdef SparseGibbs *s = <SparseGibbs *>calloc(T * _SPREAD, sizeof(SparseGibbs))
     cdef bnp_stream_t *streams = <bnp_stream_t *>calloc(T * _SPREAD, sizeof(bnp_stream_t))
-    if s == NULL or streams == NULL:
+    cdef int *status = <int *>calloc(T, sizeof(int))
+    if s == NULL or streams == NULL or status == NULL:
         free(s)
         free(streams)
+        free(status)
         raise MemoryError()
     cdef bnp_bitgen_t *g = bitgen_of(generator)
     cdef int32_t *zp = &z[0] if z.shape[0] else NULL
@@ -1590,27 +1667,37 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
             with generator.bit_generator.lock, nogil:
                 _sg_bind(&s[0], K, &nk[0], &alpha[0], eta_tot, &scratch[0, 0], &iscratch[0, 0])
                 s[0].nd_row = &iscratch[0, 2 * K]
-                _cgs_block(&s[0], &m, 0, D, &eta[0], zp, &nwk[0, 0], &wtopics[0, 0], &wlen[0], g)
-            return
+                status[0] = _cgs_block(&s[0], &m, 0, D, &eta[0], zp, z.shape[0], &nwk[0, 0], &wtopics[0, 0],
+                                       &wlen[0], g)
+        else:
+            for b in range(T):
+                bnp_stream_init(&streams[_SPREAD * b], key, <uint64_t>b, 0)
+            for b in prange(T, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
+                if not synced:
+                    memcpy(&nwk_t[b, 0, 0], &nwk[0, 0], W * K * sizeof(int32_t))
+                    memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
+                    memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
+                memcpy(&nk_t[b, 0], &nk[0], K * sizeof(int64_t))
+                _sg_bind(&s[_SPREAD * b], K, &nk_t[b, 0], &alpha[0], eta_tot, &scratch[b, 0], &iscratch[b, 0])
+                s[_SPREAD * b].nd_row = &iscratch[b, 2 * K]
+                status[b] = _cgs_block(&s[_SPREAD * b], &m, starts[b], starts[b + 1], &eta[0], zp + tok_starts[b],
+                                       tok_starts[b + 1] - tok_starts[b], &nwk_t[b, 0, 0], &wtopics_t[b, 0, 0],
+                                       &wlen_t[b, 0], &streams[_SPREAD * b].bitgen)
+            # the merge on one thread: split over the words on two threads, each thread's half took
+            # longer than the whole merge on one (KOS, K = 50), and it adds a barrier
+            with nogil:
+                memset(&iscratch[0, 0], 0, K * sizeof(int32_t))      # the merge's marks
+                for w in range(W):
+                    _cgs_merge_word(T, &nwk[w, 0], &wtopics[w, 0], &wlen[w], &nwk_t[0, w, 0], &wtopics_t[0, w, 0],
+                                    W * K, &wlen_t[0, w], W, &iscratch[0, 0], &iscratch[0, K])
+            _merge_totals(nk, nk_t)
         for b in range(T):
-            bnp_stream_init(&streams[_SPREAD * b], key, <uint64_t>b, 0)
-        for b in prange(T, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
-            memcpy(&nwk_t[b, 0, 0], &nwk[0, 0], W * K * sizeof(int32_t))
-            memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
-            memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
-            memcpy(&nk_t[b, 0], &nk[0], K * sizeof(int64_t))
-            _sg_bind(&s[_SPREAD * b], K, &nk_t[b, 0], &alpha[0], eta_tot, &scratch[b, 0], &iscratch[b, 0])
-            s[_SPREAD * b].nd_row = &iscratch[b, 2 * K]
-            _cgs_block(&s[_SPREAD * b], &m, starts[b], starts[b + 1], &eta[0], zp + tok_starts[b], &nwk_t[b, 0, 0],
-                       &wtopics_t[b, 0, 0], &wlen_t[b, 0], &streams[_SPREAD * b].bitgen)
-        with nogil:                     # on one thread: a parallel loop's start-up costs more on a busy machine
-            for w in range(W):
-                _cgs_merge_word(T, K, &nwk[w, 0], &nwk_t[0, w, 0], W * K, &wtopics[w, 0], &wlen[w],
-                                &iscratch[0, 0])
-        _merge_totals(nk, nk_t)
+            if status[b] != _BLOCK_OK:
+                raise ValueError(_BLOCK_ERRORS[status[b]].format(K=K, W=W))
     finally:
         free(s)
         free(streams)
+        free(status)
 
 
 cdef void _merge_totals(int64_t[::1] nk, int64_t[:, ::1] nk_t) noexcept nogil:

@@ -916,14 +916,41 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
 # HDP: the online variational baseline of Wang, Paisley & Blei (2011) (§5.4 b)  #
 # --------------------------------------------------------------------------- #
 
+cdef inline double _max(const double *v, int64_t n) noexcept nogil:
+    """max(v[0], ..., v[n-1]) as the scan ``m = v[0]; m = v[i] if v[i] > m``
+    (a NaN after v[0] is skipped), in four running maxima: one maximum is a
+    chain of dependent instructions, four overlap. The same value as the scan
+    (up to the sign of a zero maximum, which no caller can see)."""
+    cdef double m0 = v[0], m1 = v[0], m2 = v[0], m3 = v[0]
+    cdef int64_t i = 1
+    while i + 4 <= n:
+        if v[i] > m0:
+            m0 = v[i]
+        if v[i + 1] > m1:
+            m1 = v[i + 1]
+        if v[i + 2] > m2:
+            m2 = v[i + 2]
+        if v[i + 3] > m3:
+            m3 = v[i + 3]
+        i += 4
+    while i < n:
+        if v[i] > m0:
+            m0 = v[i]
+        i += 1
+    if m1 > m0:
+        m0 = m1
+    if m2 > m0:
+        m0 = m2
+    if m3 > m0:
+        m0 = m3
+    return m0
+
+
 cdef inline double _softmax(double *v, int64_t n, const double *prior, double *cross) noexcept nogil:
     """v <- exp(v - lse) in place (one exp per entry); returns lse = log sum exp(v).
     With ``prior``, also cross[0] = sum_i p_i (prior_i - log p_i) (the entropy term of a bound)."""
     cdef int64_t i
-    cdef double m = v[0], s = 0.0, acc = 0.0, e
-    for i in range(1, n):
-        if v[i] > m:
-            m = v[i]
+    cdef double m = _max(v, n), s = 0.0, acc = 0.0, e
     for i in range(n):
         e = exp(v[i] - m)
         if prior != NULL and e > 0.0:
@@ -946,6 +973,7 @@ cdef struct OnlineVBSettings:
     bint ranked          # atoms start at the document's best topics (else uniform zeta)
     int max_iter         # iterations per document, at most ...
     double tol           # ... or until the relative change of the document bound is in [0, tol)
+    bint stats           # sum the minibatch statistics (block, sizes); transform needs only doc_topic
 
 
 cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const int32_t *cd, int64_t nnz,
@@ -1092,11 +1120,14 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     """Local step of the online HDP of Wang, Paisley & Blei (2011) on a minibatch (§5.4 b).
 
     ``settings`` is a dict ``{"eta", "alpha", "n_atoms", "ranked", "max_iter",
-    "tol"}`` (every key required): the topic prior, the document-level
-    concentration, the T atoms of a document, their initialisation and the
-    per-document stopping rule (``wpb_document``). ``out = (block, sizes,
-    doc_topic, bound, n_iter)``: float64 (K, Vb), (K,), (S, K) or (0, K),
-    (S,) and int32 (S,), written here.
+    "tol", "stats"}`` (every key required): the topic prior, the document-level
+    concentration, the T atoms of a document, their initialisation, the
+    per-document stopping rule (``wpb_document``) and whether to sum the
+    minibatch statistics (``stats`` false: ``block`` and ``sizes`` are left
+    alone and may be empty, as for ``transform``, which needs only
+    ``doc_topic``). ``out = (block, sizes, doc_topic, bound, n_iter)``:
+    float64 (K, Vb) (or (0, Vb) without stats), (K,) (or (0,)), (S, K) or
+    (0, K), (S,) and int32 (S,), written here.
 
     Every document runs ``wpb_document`` (in parallel over documents); the
     minibatch statistics are then summed serially, in document order, so the
@@ -1111,13 +1142,14 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     cdef int32_t[::1] n_iter
     block, sizes, doc_topic, bound, n_iter = out
     cdef double eta = settings.eta
-    cdef bint ranked = settings.ranked
+    cdef bint ranked = settings.ranked, stats = settings.stats
     cdef Py_ssize_t S = ptr.shape[0] - 1, nv = vocab.shape[0], K = rows.shape[0], W = gwords.shape[1]
     cdef Py_ssize_t T = settings.n_atoms, nnz = words.shape[0], j, k, t, v, i
     cdef int64_t p, maxnnz = 0
     cdef bint keep = doc_topic.shape[0] == S
-    if block.shape[0] != K or block.shape[1] != nv or sizes.shape[0] != K or elog_beta.shape[0] != K:
-        raise ValueError("output shapes do not match the state")
+    if (block.shape[0] != (K if stats else 0) or block.shape[1] != nv or sizes.shape[0] != (K if stats else 0)
+            or elog_beta.shape[0] != K):
+        raise ValueError("output shapes do not match the state (block and sizes are empty without stats)")
     if bound.shape[0] != S or n_iter.shape[0] != S or doc_topic.shape[0] not in (0, S) or doc_topic.shape[1] != K:
         raise ValueError("per-document outputs do not match the minibatch")
     if T < 1 or K < 1:
@@ -1128,7 +1160,7 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     digtot = np.empty(K, dtype=np.float64)
     varphi = np.empty((S, T, K), dtype=np.float64)
     zeta = np.empty((nnz, T), dtype=np.float64)
-    blockt = np.zeros((nv, K), dtype=np.float64)
+    blockt = np.zeros((nv if stats else 0, K), dtype=np.float64)
     cdef double[:, ::1] ek = elogphi_k, bt = blockt, zv = zeta
     cdef double[:, ::1] ev
     cdef double[::1] dt = digtot
@@ -1167,25 +1199,27 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
             else:
                 for j in prange(S, schedule="static"):
                     n_iter[j] = -1
-        for k in range(K):
-            sizes[k] = 0.0
+        if stats:
+            for k in range(K):
+                sizes[k] = 0.0
         for j in range(S):                                   # in document order: thread-independent sums
-            for t in range(T):
-                for k in range(K):
-                    sizes[k] += vv[j, t, k]
             n = ptr[j + 1] - ptr[j]
-            if not ranked and n_iter[j] <= 3:                # still symmetric: sum_t zeta_pt varphi_tk = varphi_0k
-                for p in range(n):
+            if stats:
+                for t in range(T):
                     for k in range(K):
-                        bt[words[ptr[j] + p], k] += counts[ptr[j] + p] * vv[j, 0, k]
-            else:
-                for p in range(n):                           # contribution (c zeta) varphi, n x K
-                    for t in range(T):
-                        zcv[p, t] = counts[ptr[j] + p] * zv[ptr[j] + p, t]
-                gemm(False, False, n, K, T, 1.0, &zcv[0, 0], T, &vv[j, 0, 0], K, 0.0, &cv[0, 0], K)
-                for p in range(n):
-                    for k in range(K):
-                        bt[words[ptr[j] + p], k] += cv[p, k]
+                        sizes[k] += vv[j, t, k]
+                if not ranked and n_iter[j] <= 3:            # still symmetric: sum_t zeta_pt varphi_tk = varphi_0k
+                    for p in range(n):
+                        for k in range(K):
+                            bt[words[ptr[j] + p], k] += counts[ptr[j] + p] * vv[j, 0, k]
+                else:
+                    for p in range(n):                       # contribution (c zeta) varphi, n x K
+                        for t in range(T):
+                            zcv[p, t] = counts[ptr[j] + p] * zv[ptr[j] + p, t]
+                    gemm(False, False, n, K, T, 1.0, &zcv[0, 0], T, &vv[j, 0, 0], K, 0.0, &cv[0, 0], K)
+                    for p in range(n):
+                        for k in range(K):
+                            bt[words[ptr[j] + p], k] += cv[p, k]
             if keep:
                 for k in range(K):
                     doc_topic[j, k] = 0.0
@@ -1198,4 +1232,5 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     for j in range(S):
         if n_iter[j] < 0:
             raise MemoryError("cannot allocate the document scratch space")
-    np.asarray(block)[:] = blockt.T
+    if stats:
+        np.asarray(block)[:] = blockt.T

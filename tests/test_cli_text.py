@@ -116,6 +116,25 @@ def test_infer_errors(capsys, texts, tmp_path):
     assert code == 2 and "has no vocabulary, so texts cannot be counted" in err
 
 
+def test_text_model_commands_do_not_fall_back_to_kos(capsys, texts):
+    """A model fitted on text: ``evaluate`` without documents asks for --texts
+    (not "the model has 18 words, the data 6906" from KOS), ``infer --help``
+    names no default data, and the summary line mentions empty documents only
+    when there are some."""
+    code, out, err = run(capsys, "evaluate", texts / "model.npz")
+    assert code == 2 and "fitted on text: give the documents to score with --texts" in err, err
+    assert "6906" not in err and len(err.strip().splitlines()) == 1
+    code, out, err = run(capsys, "evaluate", texts / "model.npz", "--texts", texts / "lines.txt", "--lines")
+    assert code == 0 and "held-out per-word log-likelihood" in out, err
+    _, out, _ = run(capsys, "infer", "--help")
+    assert "'kos' (bundled)" in out and "the default" not in out.split("--data", 2)[2].split("--vocab")[0]
+    _, out, _ = run(capsys, "evaluate", "--help")
+    assert "'kos' (bundled, the default)" in out
+    code, out, err = run(capsys, "infer", texts / "model.npz", "--texts", texts / "folder" / "doc00.txt")
+    assert code == 0, err
+    assert re.match(r"1 document, \d+ tokens of the model's words, 3 topics$", out.splitlines()[0])
+
+
 def test_topics_and_fit_show_print_the_same_table(capsys, texts, tmp_path):
     for name in ("lda-cvb", "hdp-online-vb"):
         path = tmp_path / f"{name}.npz"

@@ -129,6 +129,8 @@ def test_custom_tokenizer_fixed_vocabulary_and_generators():
     (["the and of", "it is"], {}, ValueError, "no tokens besides stop words"),
     (["fox dog", "fox cat"], {"min_df": 3}, ValueError, "no words are left: min_df=3"),
     (["fox dog", "fox cat"], {"min_df": 2, "max_df": 1}, ValueError, "no words are left"),
+    (["fox dog fox cat"], {"min_df": 2, "max_df": 0.5}, ValueError,
+     r"at least 2 and at most 0.5 of the 1 document, .* of them .* split the text into documents"),
     (DOCS, {"min_df": -1}, ValueError, "min_df must be"),
     (DOCS, {"max_df": 1.5}, ValueError, "max_df must be"),
     (DOCS, {"max_features": 0}, ValueError, "max_features"),

@@ -7,6 +7,7 @@ import functools
 from copy import deepcopy
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
 
 from bnpcore._defaults import check_burn_in
@@ -267,7 +268,7 @@ class _GibbsState(BatchState):
                     lists = self._word_lists()
                 next_tok, comp.n, beta_new = _hdp_gibbs.gibbs_sweep(
                     chunk.indptr, chunk.indices, chunk.counts, z, (a["n_wk"], a["n_k"], a["beta"]), beta_new,
-                    comp.n, self.priors(), next_tok, lists, rng)
+                    comp.n, dict(self.priors(), reuse_holes=True), next_tok, lists, rng)
                 if next_tok == len(z):
                     break
                 comp.reserve(2 * comp.capacity)
@@ -333,6 +334,11 @@ class _GibbsState(BatchState):
 
 # the "match" rule merges two blocks' new topics whose word counts have at least this cosine similarity
 _MATCH_MIN = 0.5
+
+
+def _norms(counts):
+    """Euclidean norms of the columns of a sparse integer matrix (exact sums of squares)."""
+    return np.sqrt(np.asarray(counts.multiply(counts).sum(axis=0), dtype=np.float64).ravel())
 
 
 class _DelayedGibbsState(DelayedBlocks, _GibbsState):
@@ -441,29 +447,62 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         each block's new topics first matched greedily to the earlier blocks' by
         the cosine similarity of their word counts (pairs in decreasing
         similarity, at least _MATCH_MIN, each topic in one pair), the unmatched
-        ones appended."""
-        targets, placed, n = [], [], K          # placed: (slot, word counts) of the new shared topics
+        ones appended. Only pairs that share a word are scored (the others have
+        similarity 0), on sparse counts, and only once two blocks' new topics
+        share a word: a new topic holds a few words, so matching costs about the
+        number of the new topics' counts, not W x their number squared."""
+        targets, n = [], K
+        having = [t for t, counts in enumerate(births) if counts.shape[1]]
+        match = self.new_topics == "match" and len(having) > 1
+        # match: the new shared topics' slots, their word counts (W x P: the first block's dense,
+        # then sparse) and the words they hold
+        slots_of, placed, seen = [], None, np.zeros(births[0].shape[0] if births else 0, dtype=bool)
         for t, counts in enumerate(births):
-            slots = np.full(counts.shape[1], -1, dtype=np.int64)
-            if self.new_topics == "match" and placed and counts.shape[1]:
-                mine = counts.astype(np.float64)
-                theirs = np.stack([v for _, v in placed], axis=1)
-                sim = (mine.T @ theirs) / np.outer(np.linalg.norm(mine, axis=0), np.linalg.norm(theirs, axis=0))
-                used = np.zeros(len(placed), dtype=bool)
-                for flat in np.argsort(-sim, axis=None, kind="stable"):
-                    i, j = divmod(int(flat), len(placed))
-                    if sim[i, j] < _MATCH_MIN:
-                        break
-                    if slots[i] < 0 and not used[j]:
-                        slots[i], used[j] = placed[j][0], True
-                        placed[j] = (placed[j][0], placed[j][1] + mine[:, i])
-            for i in np.flatnonzero(slots < 0):
-                slots[i] = n
-                if self.new_topics == "match":
-                    placed.append((n, counts[:, i].astype(np.float64)))
-                n += 1
+            m = counts.shape[1]
+            slots = np.full(m, -1, dtype=np.int64)
+            into = np.full(m, -1, dtype=np.int64)       # match: the column of ``placed`` each topic joins
+            mine = None
+            if match and m:
+                words = np.nonzero(counts)[0]              # (repeated for a word of several topics)
+                if seen[words].any():                   # a pair shares a word: score the pairs that do
+                    mine = sp.csc_matrix(counts, dtype=np.int64)
+                    placed = sp.csc_matrix(placed, dtype=np.int64)
+                    self._match(mine, placed, slots_of, slots, into)
+                seen[words] = True
+            fresh = np.flatnonzero(into < 0)
+            slots[fresh] = n + np.arange(len(fresh))
+            n += len(fresh)
             targets.append(slots)
+            if match and m and t < having[-1]:          # the later blocks' topics are matched to these too
+                into[fresh] = len(slots_of) + np.arange(len(fresh))
+                slots_of.extend(slots[fresh].tolist())
+                if placed is None:
+                    placed = counts
+                    continue
+                mine = sp.csc_matrix(counts, dtype=np.int64) if mine is None else mine
+                assign = sp.csc_matrix((np.ones(m, dtype=np.int64), (np.arange(m), into)), shape=(m, len(slots_of)))
+                placed = sp.hstack([sp.csc_matrix(placed, dtype=np.int64),
+                                    sp.csc_matrix((counts.shape[0], len(fresh)), dtype=np.int64)],
+                                   format="csc") + mine @ assign
         return targets, n
+
+    @staticmethod
+    def _match(mine, placed, slots_of, slots, into):
+        """The "match" pairs of one block's new topics (``mine``, W x m) and the
+        earlier blocks' (``placed``, W x P, slots ``slots_of``): ``into[i]`` and
+        ``slots[i]`` set to the column and slot that topic i joins."""
+        P = placed.shape[1]
+        dots = (mine.T @ placed).tocoo()                # integer sums: the dense formula's values exactly
+        dots.sum_duplicates()
+        i, j = dots.row.astype(np.int64), dots.col.astype(np.int64)
+        sim = dots.data.astype(np.float64) / (_norms(mine)[i] * _norms(placed)[j])
+        keep = sim >= _MATCH_MIN
+        i, j, sim = i[keep], j[keep], sim[keep]
+        used = np.zeros(P, dtype=bool)
+        for p in np.lexsort((i * P + j, -sim)):         # decreasing similarity, ties in row-major order
+            if into[i[p]] < 0 and not used[j[p]]:
+                into[i[p]], used[j[p]] = j[p], True
+                slots[i[p]] = slots_of[j[p]]
 
     def _merge(self, copies, lists, K):
         """The shared table and labels after the blocks' sweeps: n_wk and n_k plus
@@ -536,13 +575,14 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         partition, (the copy's n_wk, n_k and weights over its slots in use, its
         capacity, its beta_new and the advanced generator); several, (the moves
         of the shared topics' n_wk (W x K int32) and n_k, the block's slots that
-        hold new topics, their n_wk columns, n_k and weights). The kernel may
-        put a new topic in the slot of a shared topic that the block emptied:
-        such a slot lost its shared weight (set to 0 when the topic emptied), so
-        it is found, and counted as a new topic, the shared topic's move being
-        minus its counts."""
+        hold new topics, their n_wk columns, n_k and weights). One partition
+        reuses holes as the sequential sweep does; of several, each appends its
+        new topics after the K shared slots (``reuse_holes`` false, as the
+        threaded blocks do), so that slot k < K is shared topic k (a shared
+        topic the block emptied: its move is minus its counts)."""
         single = isinstance(rng, np.random.Generator)
         rng = deepcopy(rng) if single else np.random.default_rng([rng, part["first_doc"]])
+        settings = dict(priors, reuse_holes=single)
         z = part["z"].copy()
         (W, K), cap = n_wk.shape, capacity
         table = [np.zeros((W, cap), np.int32), np.zeros(cap, np.int64), np.zeros(cap)]
@@ -550,7 +590,7 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         lists, k_used, mass, tok = _hdp_gibbs.word_lists(table[0], K), K, beta_new, 0
         while True:
             tok, k_used, mass = _hdp_gibbs.gibbs_sweep(part["indptr"], part["indices"], part["counts"], z, tuple(table),
-                                                       mass, k_used, priors, tok, lists, rng)
+                                                       mass, k_used, settings, tok, lists, rng)
             if tok == len(z):
                 break
             cap *= 2                        # out of slots: twice as many, as the sequential sweep grows its table
@@ -561,11 +601,8 @@ class _DelayedGibbsState(DelayedBlocks, _GibbsState):
         n_wk_t, n_k_t, beta_t = table
         if single:
             return new, ((n_wk_t[:, :k_used], n_k_t[:k_used], beta_t[:k_used]), cap, mass, rng)
-        kept = beta_t[:K] == beta          # the shared topics this block never emptied
-        births = np.concatenate([np.flatnonzero(~kept & (n_k_t[:K] > 0)), K + np.flatnonzero(n_k_t[K:k_used] > 0)])
-        moves_wk = n_wk_t[:, :K] * kept - n_wk
-        moves_k = n_k_t[:K] * kept - n_k
-        return new, (moves_wk, moves_k, births, n_wk_t[:, births], n_k_t[births], beta_t[births])
+        births = K + np.flatnonzero(n_k_t[K:k_used] > 0)
+        return new, (n_wk_t[:, :K] - n_wk, n_k_t[:K] - n_k, births, n_wk_t[:, births], n_k_t[births], beta_t[births])
 
     @staticmethod
     def table_step(part, ab, K, rng, mapping):

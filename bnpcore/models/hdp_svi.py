@@ -110,19 +110,19 @@ class TruncationFreeSVI(_OnlineHDP):
     whole-document metric is ``heldout_document_log_likelihood``.
 
     The settings of [TF] §3 are ``TruncationFreeSVI(eta=0.01, gamma=1.0,
-    n_samples=1)``. The defaults differ (a study on KOS for a fixed time on
-    one core, document completion: ``benchmarks/bench_online.py study``,
+    alpha=1.0, n_samples=1)``. The defaults differ (a study on KOS for a
+    fixed time on one core, document completion: ``benchmarks/bench_online.py study``,
     table in ``benchmarks/results/tfsvi_study_kos.txt``): with gamma = 1 the
     corpus-scaled table counts leave new topics almost no prior mass and the
     fit stays at a few topics; a larger gamma keeps more topics (the largest
     too slow to train in the study's time); averaging 5 samples per
     minibatch instead of keeping the last one reduces the noise of the
-    statistics; eta = 0.05 helps once there are many topics. The defaults
+    statistics; eta = 0.05 helps once there are many topics; a document
+    concentration alpha = 5 instead of 1 lets each document spread its
+    tokens over more topics, so that the corpus's common words gather in a
+    few topics and the others stay sharp (see ``alpha``). The defaults
     stay behind the collapsed Gibbs sampler ``hdp.DirectAssignmentGibbs``.
-    Smaller and larger batches, and fewer burn-in sweeps, did worse. A
-    larger document concentration did better on KOS (over three seeds) but
-    worse on short synthetic documents (bars, 20 tokens: blended topics):
-    set ``alpha`` from the length of your documents.
+    Smaller and larger batches, and fewer burn-in sweeps, did worse.
 
     Parameters
     ----------
@@ -135,9 +135,26 @@ class TruncationFreeSVI(_OnlineHDP):
         (the walk over new sticks visits about 1 + gamma). The default suits
         corpora of thousands of documents (KOS); on a few dozen documents it
         splits themes into several topics, where gamma = 1 does not.
-    alpha : float, default 1.0
-        Document-level concentration ([TF]'s b): pi_j ~ DP(alpha, beta). Like
-        every prior, in [1e-300, 1e300] (docs/numerics.md).
+    alpha : float, default 5.0
+        Document-level concentration ([TF]'s b, 1 in [TF] §3): pi_j ~
+        DP(alpha, beta). Like every prior, in [1e-300, 1e300]
+        (docs/numerics.md). With 1 each document keeps to very few topics,
+        and the common words of a corpus end up mixed into its themes: on
+        the docstrings of Python's standard library (documents of 32 tokens
+        on average) the c_npmi of the 20 largest topics was 0.080 with 1,
+        0.098 with 3, 0.106 with 5 and 0.119 with 10 (mean of seeds 0-2,
+        ``benchmarks/results/bench_defaults_text.txt``), for 20-40% more CPU time;
+        on KOS (seed 0, ``bench_defaults_kos.txt``) -7.436 held-out with 1,
+        -7.382 with 5, -7.357 with 10 (1, 3 and 10 over seeds 0-2 in
+        ``benchmarks/results/tfsvi_study_kos.txt``). A large alpha blends
+        topics when each document holds only a few of them: on bars
+        documents of 80 tokens drawn with Dirichlet(0.2) proportions over 10
+        bars (seeds 0-2), alpha = 1, 3 and 5 found all 10 bars (cosine >
+        0.95; 9 of 10 once with 5), alpha = 10 only 3-5 of them, and the
+        held-out score fell by 0.005 (3), 0.016 (5) and 0.044 (10) nats
+        per word from alpha = 1's. Lower it for such corpora. (Teh, Jordan,
+        Beal & Blei 2006 sample it under a Gamma prior, as bnpcore's
+        samplers do; here it stays fixed.)
     batch_size : int, default 100
     n_epochs : int or "auto", default "auto"
         Passes over the corpus. "auto": as many as see about 5 million
@@ -196,7 +213,7 @@ class TruncationFreeSVI(_OnlineHDP):
 
     _truncated = False
 
-    def __init__(self, eta=0.05, gamma=30.0, alpha=1.0, batch_size=100, n_epochs="auto", local_sweeps=5, n_samples=5,
+    def __init__(self, eta=0.05, gamma=30.0, alpha=5.0, batch_size=100, n_epochs="auto", local_sweeps=5, n_samples=5,
                  new_component="exact", schedule="truncation_free", learning_offset=1.0, learning_decay=0.6,
                  prune_every=20000, prune_threshold=1.0, reorder=True, total_samples=None, heldout_burnin=50,
                  heldout_samples=1000, n_threads=None, random_state=None):
@@ -282,13 +299,21 @@ class OnlineVB(_OnlineHDP):
     it collapses to one topic (see ``doc_init``), which the default
     ``doc_init="ranked"`` avoids. The other defaults are those that did best
     on KOS (document completion, one core; ``benchmarks/bench_defaults.py``,
-    ``benchmarks/results/bench_defaults_kos.txt``): T = 100, eta = 0.5 and
-    gamma = 10, which score better held-out after one pass than the [TF]
-    settings with the ranked start, and use a few dozen topics. eta = 0.5 for
+    ``benchmarks/results/bench_defaults_kos.txt``): T = 100 and eta = 0.5
+    (with gamma = 10 or 30), which score better held-out after one pass than
+    the [TF] settings with the ranked start, and use a few dozen topics. eta = 0.5 for
     the reason given for ``DirectAssignmentVB``'s eta (mean-field VB needs
     more smoothing than a sampler; eta = 0.1 did worse);
-    gamma = 10 rather than 1 leaves new topics prior mass (as for
-    ``TruncationFreeSVI``). gensim's ``HdpModel`` defaults
+    gamma = 30 (as ``TruncationFreeSVI``) rather than 1 or 10 leaves the
+    later topics prior mass (the sticks' prior Beta(1, gamma) has mean
+    1 / (1 + gamma), so the prior weights fall more slowly along the
+    topics), and more, narrower topics keep their documents. On the
+    docstrings of the standard library (seeds 0-2,
+    ``benchmarks/results/bench_defaults_text.txt``) gamma = 30 keeps about
+    44 topics rather than 35 and their 20 largest score c_npmi 0.109 rather
+    than 0.075 (tomotopy's HDPModel for the same time: 0.103, lower on two
+    seeds of three), while KOS's held-out score moves by less than 0.01 per
+    word (28 topics rather than 25). gensim's ``HdpModel`` defaults
     are ``OnlineVB(n_components=150, doc_init="uniform", learning_offset=65,
     learning_decay=1.0, batch_size=256)``.
 
@@ -301,7 +326,7 @@ class OnlineVB(_OnlineHDP):
         raise it.
     n_atoms : int, default 15
         Document-level truncation (gensim's K).
-    eta, gamma, alpha : float, default 0.5, 10.0, 1.0
+    eta, gamma, alpha : float, default 0.5, 30.0, 1.0
         ([TF] §3: 0.01, 1, 1; see above.)
         ``alpha`` in [1e-100, 1e100], the others in [1e-300, 1e300]
         (docs/numerics.md).
@@ -376,7 +401,7 @@ class OnlineVB(_OnlineHDP):
 
     additive_local_step = True      # per-document mean-field fits (bnpcore.distributed splits minibatches)
 
-    def __init__(self, n_components=100, n_atoms=15, eta=0.5, gamma=10.0, alpha=1.0, batch_size=100, n_epochs="auto",
+    def __init__(self, n_components=100, n_atoms=15, eta=0.5, gamma=30.0, alpha=1.0, batch_size=100, n_epochs="auto",
                  schedule="robbins_monro", learning_offset=1.0, learning_decay=0.6, doc_init="ranked",
                  max_doc_iter=100, doc_tol=1e-4, init_scale=100.0, prune_every=20000, prune_threshold=1.0, reorder=True,
                  total_samples=None, heldout_burnin=50, heldout_samples=1000, n_threads=None, random_state=None):
@@ -401,17 +426,17 @@ class OnlineVB(_OnlineHDP):
         state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
         state.row_tilde[rows] = state.words[rows].sum(axis=1)
 
-    def _estep(self, batch, st, doc_topic, n_threads=None, tol=None):
+    def _estep(self, batch, st, doc_topic, n_threads=None, tol=None, stats=True):
         K = st.n_components
         n_threads = effective_n_threads(self.n_threads) if n_threads is None else n_threads
         # the kernel's atom responsibilities (documents x n_atoms x K, pairs x n_atoms) and word statistics
         check_memory(8 * (int(self.n_atoms) * (batch.n_docs * K + len(batch.words)) + 2 * K * len(batch.vocab)),
                      f"n_atoms={self.n_atoms}, n_components={K}, batch_size={batch.n_docs}")
-        block, sizes = np.empty((K, len(batch.vocab))), np.empty(K)
+        block, sizes = np.empty((K if stats else 0, len(batch.vocab))), np.empty(K if stats else 0)
         bound, n_iter = np.empty(batch.n_docs), np.empty(batch.n_docs, dtype=np.int32)
         settings = {"eta": float(self.eta), "alpha": float(self.alpha), "n_atoms": int(self.n_atoms),
                     "ranked": self.doc_init == "ranked", "max_iter": int(self.max_doc_iter),
-                    "tol": float(self.doc_tol if tol is None else tol)}
+                    "tol": float(self.doc_tol if tol is None else tol), "stats": bool(stats)}
         hdp_online_vb_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots,
                            st.scale, st.expected_log_weights(), settings, (block, sizes, doc_topic, bound, n_iter),
                            n_threads)
@@ -431,8 +456,8 @@ class OnlineVB(_OnlineHDP):
         documents go to the kernel ``chunk`` at a time (by default as many as
         keep its atom responsibilities near ``_TRANSFORM_CHUNK_BYTES``), the
         chunks on ``n_threads`` threads. Larger chunks compute E[log phi] over
-        fewer minibatch vocabularies, and whole chunks in parallel also run
-        the kernel's serial minibatch sums on every thread. ``tol``: the
+        fewer minibatch vocabularies; the kernel skips the minibatch
+        statistics of ``fit`` (``stats=False``). ``tol``: the
         documents' stopping rule (relative change of the document bound),
         by default ``doc_tol``, the fit's.
         """
@@ -454,7 +479,7 @@ class OnlineVB(_OnlineHDP):
                     if start is None:
                         return
                     batch = Minibatch(X, np.arange(start, min(start + chunk, X.n_docs)), word_map)
-                self._estep(batch, self._state, out[start:start + batch.n_docs], n_threads=1, tol=tol)
+                self._estep(batch, self._state, out[start:start + batch.n_docs], n_threads=1, tol=tol, stats=False)
 
         n_threads = min(effective_n_threads(self.n_threads), -(-X.n_docs // chunk))
         with blas_limited():        # the kernel's small matrix products, one BLAS thread per worker

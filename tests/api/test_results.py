@@ -257,8 +257,8 @@ KOS_CHECKS = [
     pytest.param(lambda: hdp.DirectAssignmentGibbs(n_components=20, max_iter=20, burn_in=10, random_state=0),
                  id="hdp-gibbs"),
     # the [TF] settings (few topics: a quick fit)
-    pytest.param(lambda: hdp.TruncationFreeSVI(eta=0.01, gamma=1.0, n_samples=1, batch_size=100, n_epochs=1,
-                                               random_state=0), id="hdp-tf-svi"),
+    pytest.param(lambda: hdp.TruncationFreeSVI(eta=0.01, gamma=1.0, alpha=1.0, n_samples=1, batch_size=100,
+                                               n_epochs=1, random_state=0), id="hdp-tf-svi"),
     pytest.param(lambda: hdp.CollapsedVB(n_components=40, max_iter=10, random_state=0), id="hdp-cvb",
                  marks=pytest.mark.slow),
 ]

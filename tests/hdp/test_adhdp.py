@@ -203,6 +203,56 @@ def test_new_topics_rules():
     assert targets[0].tolist() == [2, 3] and targets[1].tolist() == [4, 5, 6]
 
 
+def _match_dense(births, K, threshold):
+    """The "match" rule on dense counts: every pair scored, pairs in decreasing cosine
+    similarity (ties in row-major order), each topic in one pair."""
+    targets, placed, n = [], [], K
+    for counts in births:
+        slots = np.full(counts.shape[1], -1, dtype=np.int64)
+        if placed and counts.shape[1]:
+            mine = counts.astype(np.float64)
+            theirs = np.stack([v for _, v in placed], axis=1)
+            sim = (mine.T @ theirs) / np.outer(np.linalg.norm(mine, axis=0), np.linalg.norm(theirs, axis=0))
+            used = np.zeros(len(placed), dtype=bool)
+            for flat in np.argsort(-sim, axis=None, kind="stable"):
+                i, j = divmod(int(flat), len(placed))
+                if sim[i, j] < threshold:
+                    break
+                if slots[i] < 0 and not used[j]:
+                    slots[i], used[j] = placed[j][0], True
+                    placed[j] = (placed[j][0], placed[j][1] + mine[:, i])
+        for i in np.flatnonzero(slots < 0):
+            slots[i] = n
+            placed.append((n, counts[:, i].astype(np.float64)))
+            n += 1
+        targets.append(slots)
+    return targets, n
+
+
+def test_match_rule_is_the_dense_formula():
+    """"match" scores only the pairs of new topics that share a word, on sparse
+    counts: the same slots as scoring every pair densely, on random births of 1-4
+    blocks over a few words (small counts: many ties, many matches)."""
+    from bnpcore.models.hdp_gibbs import _MATCH_MIN
+    state, _, _ = _births_state("match")
+    rng = np.random.default_rng(0)
+    matched = 0
+    for _ in range(300):
+        T, W, K = int(rng.integers(1, 5)), int(rng.integers(1, 12)), int(rng.integers(0, 5))
+        births = []
+        for _ in range(T):
+            m = int(rng.integers(0, 6))
+            c = rng.integers(0, 3, (W, m)) * (rng.random((W, m)) < 0.3)
+            c[rng.integers(0, W, m), np.arange(m)] += rng.integers(1, 3, m)    # every new topic holds a token
+            births.append(c.astype(np.int32))
+        want, got = _match_dense(births, K, _MATCH_MIN), state._place_births(births, K)
+        assert got[1] == want[1]
+        for a, b in zip(got[0], want[0]):
+            np.testing.assert_array_equal(a, b)
+        matched += sum(len(t) for t in want[0]) - (want[1] - K)
+    assert matched > 100
+
+
 def _coclustering(docs, n_words, alpha, gamma, eta_tot, n_sweeps, seed, **params):
     """Exact and sampled probabilities that tokens (0, 1), (2, 3), (0, 2) share a topic,
     and the total variation between the partitions' laws."""
@@ -316,22 +366,78 @@ def test_partitions_conserve_every_count(rule, n_partitions):
     assert born > 0
 
 
-def test_local_step_finds_a_new_topic_in_an_emptied_shared_slot():
+def _hole_table(kcap):
+    """Slots 0..2 in use: topic 0 (5 tokens of word 1, almost no weight), a hole
+    (slot 1), topic 2 (the one token of word 0 of the one document)."""
+    W = 2
+    n_wk, n_k, beta = np.zeros((W, kcap), np.int32), np.zeros(kcap, np.int64), np.zeros(kcap)
+    n_wk[1, 0], n_wk[0, 2] = 5, 1
+    n_k[[0, 2]], beta[[0, 2]] = (5, 1), (1e-12, 0.5)
+    doc = (np.array([0, 1]), np.array([0], np.int32), np.array([1], np.int32))
+    return doc, (n_wk, n_k, beta), 0.5 - 1e-12
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_gibbs_sweep_reuse_holes(reuse):
+    """The token leaves topic 2 (deleted: slots 1 and 2 are holes) and, topic 0
+    having almost no weight, starts a new topic: ``reuse_holes`` true puts it in
+    the first hole (slot 1, the sequential sampler), false after ``k_used``
+    (slot 3, a delayed block: the slots below k_used keep their topics), with
+    the same draws. With every slot taken, false stops before the token (no slot
+    for a new topic) while true reuses a hole."""
+    settings = {"alpha": 1.0, "gamma": 1.0, "eta": 0.1, "reuse_holes": reuse}
+    doc, table, beta_new = _hole_table(4)
+    z = np.array([2], np.int32)
+    got = _hdp_gibbs.gibbs_sweep(*doc, z, table, beta_new, 3, settings, 0, _hdp_gibbs.word_lists(table[0], 3),
+                                 np.random.default_rng(7))
+    slot, k_used = (1, 3) if reuse else (3, 4)
+    assert got[:2] == (1, k_used) and z.tolist() == [slot]
+    n_wk, n_k, beta = table
+    assert n_k.tolist() == ([5, 1, 0, 0] if reuse else [5, 0, 0, 1])
+    assert n_wk[0].tolist() == ([0, 1, 0, 0] if reuse else [0, 0, 0, 1])
+    assert beta[0] == 1e-12 and beta[2] == 0 and 0 < beta[slot] < 1 and beta[1 if reuse else 3] == beta[slot]
+    drawn = dict(zip(("beta", "beta_new"), (beta[slot], got[2])))
+    doc, table, beta_new = _hole_table(4)        # the other flag: the same draws in another slot
+    _hdp_gibbs.gibbs_sweep(*doc, np.array([2], np.int32), table, beta_new, 3, dict(settings, reuse_holes=not reuse),
+                           0, _hdp_gibbs.word_lists(table[0], 3), np.random.default_rng(7))
+    assert table[2][3 if reuse else 1] == drawn["beta"]
+    doc, table, beta_new = _hole_table(3)        # every slot in use
+    z = np.array([2], np.int32)
+    got = _hdp_gibbs.gibbs_sweep(*doc, z, table, beta_new, 3, settings, 0, _hdp_gibbs.word_lists(table[0], 3),
+                                 np.random.default_rng(7))
+    if reuse:
+        assert got == (1, 3, drawn["beta_new"]) and z.tolist() == [1]
+    else:
+        assert got == (0, 3, beta_new) and z.tolist() == [2] and table[1].tolist() == [5, 0, 1]
+
+
+@pytest.mark.parametrize("single", [True, False])
+def test_local_step_appends_new_topics_after_the_shared_slots(single):
     """A block whose one token is the whole of shared topic 0: the token leaves it
     (topic 0 is deleted in the block's copy), topic 1 has almost no weight, so the
-    token starts a new topic, which the kernel puts in the hole of slot 0. The
-    block's output must count it as a new topic, and topic 0 as emptied (its move
-    minus its counts), not as shared topic 0 still holding the token."""
+    token starts a new topic. Of several partitions, the kernel appends it at slot
+    K = 2 (never the hole of slot 0), which the output counts as a new topic, and
+    topic 0 as emptied (its move minus its counts). One partition (the generator
+    travels) is the sequential sweep: the new topic takes the hole."""
     W, cap, K = 3, 16, 2
     n_wk, n_k, beta = np.zeros((W, cap), np.int32), np.zeros(cap, np.int64), np.zeros(cap)
     n_wk[0, 0], n_wk[1, 1] = 1, 5
     n_k[:K], beta[:K] = (1, 5), (0.5, 1e-12)
     part = {"indptr": np.array([0, 1]), "indices": np.array([0], np.int32), "counts": np.array([1], np.int32),
             "z": np.array([0], np.int32), "tok_ptr": np.array([0, 1]), "first_doc": 0}
-    new, (moves_wk, moves_k, births, born_wk, born_k, born_beta) = _DelayedGibbsState.local_step(
-        part, n_wk[:, :K].copy(), n_k[:K], beta[:K], 0.5 - 1e-12, cap, {"alpha": 1.0, "gamma": 1.0, "eta": 0.1}, 7)
-    assert new["z"].tolist() == [0] and part["z"].tolist() == [0]       # the slot of the hole; the input untouched
-    assert births.tolist() == [0]
+    rng = np.random.default_rng(7) if single else 7
+    new, out = _DelayedGibbsState.local_step(part, n_wk[:, :K].copy(), n_k[:K], beta[:K], 0.5 - 1e-12, cap,
+                                             {"alpha": 1.0, "gamma": 1.0, "eta": 0.1}, rng)
+    assert part["z"].tolist() == [0]                    # the input untouched
+    if single:
+        (copy_wk, copy_k, copy_beta), capacity, _, _ = out
+        assert new["z"].tolist() == [0] and capacity == cap
+        assert copy_k.tolist() == [1, 5] and copy_wk[:, 0].tolist() == [1, 0, 0]
+        assert 0 < copy_beta[0] < 1 and copy_beta[0] != 0.5
+        return
+    moves_wk, moves_k, births, born_wk, born_k, born_beta = out
+    assert new["z"].tolist() == [K]
+    assert births.tolist() == [K]
     assert moves_wk[:, 0].tolist() == [-1, 0, 0] and not moves_wk[:, 1].any()
     assert moves_k.tolist() == [-1, 0]
     assert born_wk[:, 0].tolist() == [1, 0, 0] and born_k.tolist() == [1]

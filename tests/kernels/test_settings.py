@@ -38,11 +38,11 @@ def gibbs_sweep(priors):
 
 
 KERNELS = {
-    "gibbs_sweep": (gibbs_sweep, {"alpha": 1.0, "gamma": 1.0, "eta": 0.1}),
+    "gibbs_sweep": (gibbs_sweep, {"alpha": 1.0, "gamma": 1.0, "eta": 0.1, "reuse_holes": True}),
     "restricted": (restricted, {"base1": 1.0, "base2": 1.0, "rho_eta": 0.5, "rho_scale": 1.0, "ab1": 0.5,
                                 "ab2": 0.5, "tol": 1e-3, "max_iter": 5, "n_sweeps": 1}),
     "hdp_online_vb_step": (online_vb, {"eta": 0.5, "alpha": 1.0, "n_atoms": 3, "ranked": True, "max_iter": 5,
-                                       "tol": 1e-4}),
+                                       "tol": 1e-4, "stats": True}),
     "hdp_local_step": (local_step, {"eta": 0.5, "gamma": 1.0, "alpha": 1.0, "sweeps": 1, "exact": True,
                                     "n_samples": 1}),
 }

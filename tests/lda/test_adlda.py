@@ -5,8 +5,9 @@ import pytest
 
 from bnpcore.corpus import Corpus
 from bnpcore.kernels import _lda
+from bnpcore.inference.batch import Partitions, block_bounds
 from bnpcore.lda import CollapsedGibbs
-from bnpcore.models.lda import token_blocks
+from bnpcore.models.lda import DelayedGibbsState, token_blocks
 
 
 def _state(corpus, z, K):
@@ -67,6 +68,107 @@ def test_repeatable_for_a_seed_and_block_count(make_counts):
     np.testing.assert_array_equal(a.components_, b.components_)
     np.testing.assert_array_equal(a.doc_topic_, b.doc_topic_)
     assert not np.array_equal(a.components_, c.components_)
+
+
+def _run_kernel(corpus, K, T, n_threads, n_sweeps, fresh_copies):
+    """``n_sweeps`` kernel sweeps on T blocks from fixed labels: (z, shared arrays, each
+    sweep's copies). ``fresh_copies``: new zeroed copies and ``synced=False`` every
+    sweep (each block copies the shared arrays), else one set kept in sync by the merge."""
+    alpha, eta = np.linspace(0.1, 0.5, K), np.full(corpus.n_words, 0.05)
+    z = np.random.default_rng(3).integers(0, K, corpus.n_tokens, dtype=np.int32)
+    shared, rng, kept = _state(corpus, z, K), np.random.default_rng(8), _copies(T, corpus.n_words, K)
+    after = []
+    for it in range(n_sweeps):
+        copies = _copies(T, corpus.n_words, K) if fresh_copies else kept
+        _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, _blocks(corpus, T), alpha, eta,
+                               eta.sum(), z, shared, copies, int(rng.integers(0, 1 << 63)), rng, n_threads,
+                               synced=not fresh_copies and it > 0)
+        after.append(tuple(a.copy() for a in copies[:4]))
+    return z, shared, after
+
+
+def test_synced_copies_and_threads_leave_the_draws_unchanged(make_counts):
+    """The merge writes the merged counts and lists back into every block's copy, so a
+    later sweep may skip copying (``synced=True``): the same draws as copying every
+    sweep. The draws depend on the number of blocks only, not on the threads running
+    the blocks and the merge (here fewer, as many and more threads than blocks)."""
+    corpus = Corpus(make_counts(7, n_docs=45, n_words=30, max_count=5))
+    K, T = 6, 3
+    z, shared, _ = _run_kernel(corpus, K, T, 1, 5, fresh_copies=True)
+    for n_threads in (1, 2, 3, 4):
+        z2, shared2, after = _run_kernel(corpus, K, T, n_threads, 5, fresh_copies=False)
+        np.testing.assert_array_equal(z2, z)
+        for a, b in zip(shared2[:2] + shared2[3:], shared[:2] + shared[3:]):
+            np.testing.assert_array_equal(a, b)
+        nwk, nk, wtopics, wlen = shared2
+        for w in range(corpus.n_words):
+            np.testing.assert_array_equal(wtopics[w, :wlen[w]], shared[2][w, :shared[3][w]])
+        nwk_t, nk_t, wtopics_t, wlen_t = after[-1]  # each copy holds the merged state after the sweep
+        for t in range(T):
+            np.testing.assert_array_equal(nwk_t[t], nwk)
+            np.testing.assert_array_equal(wlen_t[t], wlen)
+            for w in range(corpus.n_words):
+                np.testing.assert_array_equal(wtopics_t[t, w, :wlen[w]], wtopics[w, :wlen[w]])
+
+
+@pytest.mark.parametrize("T", [1, 2])
+def test_bad_input_raises_a_clear_error(make_counts, T):
+    """The kernel checks the labels, word ids and token counts as the blocks reach each
+    document (no separate pass over the tokens every sweep): out-of-range input raises a
+    ValueError naming the problem, and the shared counts stay those of the labels."""
+    corpus = Corpus(make_counts(2, n_docs=20, n_words=12))
+    K = 4
+    alpha, eta = np.full(K, 0.2), np.full(corpus.n_words, 0.1)
+    good = np.random.default_rng(1).integers(0, K, corpus.n_tokens, dtype=np.int32)
+    blocks = _blocks(corpus, T)
+    copies = _copies(T, corpus.n_words, K) if T > 1 else _copies(1, 0, 0)[:4] + _copies(1, 0, K)[4:]
+
+    def sweep(z, indices=corpus.indices, blocks=blocks):
+        shared = _state(corpus, np.clip(z, 0, K - 1), K)
+        _lda.cgs_delayed_sweep(corpus.indptr, indices, corpus.counts, blocks, alpha, eta, eta.sum(), z, shared,
+                               copies, 1, np.random.default_rng(0), 2)
+        return shared
+
+    for bad in (K, -1, 1 << 30):
+        z = good.copy()
+        z[-2] = bad                                   # in the last document: the others are sampled first
+        with pytest.raises(ValueError, match=rf"topics in z must lie in \[0, {K}\)"):
+            sweep(z)
+    indices = corpus.indices.copy()
+    indices[-1] = corpus.n_words
+    with pytest.raises(ValueError, match=rf"word ids \(indices\) must lie in \[0, {corpus.n_words}\)"):
+        sweep(good.copy(), indices=indices)
+    starts, tok_starts = blocks
+    if T > 1:                                         # a block boundary one token off
+        with pytest.raises(ValueError, match="one topic per token"):
+            sweep(good.copy(), blocks=(starts, tok_starts - np.eye(1, T + 1, 1, dtype=np.int64)[0]))
+    z = good.copy()
+    z[-1] = K
+    shared = _state(corpus, np.clip(z, 0, K - 1), K)
+    with pytest.raises(ValueError, match="topics in z"):
+        _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, blocks, alpha, eta, eta.sum(), z,
+                               shared, copies, 1, np.random.default_rng(0), 2)
+    z[-1] = np.clip(z[-1], 0, K - 1)                  # the counts are still those of the labels
+    recount = _state(corpus, z, K)
+    np.testing.assert_array_equal(shared[0], recount[0])
+    np.testing.assert_array_equal(shared[1], recount[1])
+
+
+def test_partitions_drop_the_synced_copies(make_counts):
+    """A sweep after ``iterate`` on partitions (which changes the shared counts without
+    the blocks' copies) copies afresh: the counts stay those of the labels."""
+    X = Corpus(make_counts(9, n_docs=40, n_words=20, max_count=5))
+    K = 5
+    state = DelayedGibbsState(X, K, np.full(K, 0.3), np.full(X.n_words, 0.1), np.random.default_rng(0), 2)
+    state.sweep()
+    state.sweep()
+    assert state.copies is not None
+    parts = Partitions(state, block_bounds(X.n_docs, 3))
+    state.iterate(parts)
+    parts.gather()                                    # the partitions' labels back into the state
+    for _ in range(3):
+        state.sweep()
+        state.check_counts(X)
 
 
 def test_blocks_of_equal_tokens():

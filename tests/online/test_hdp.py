@@ -273,8 +273,8 @@ def test_truncation_free_hdp_grows_topics_on_bars():
     within 0.05 nats/word of the true topics' (same importance sampler)."""
     X, truth = bars_corpus(0)
     train, test = X[np.arange(800)], X[np.arange(800, 1000)]
-    est = hdp.TruncationFreeSVI(eta=0.1, gamma=1.0, n_samples=1, batch_size=20, n_epochs=20, local_sweeps=20,
-                                prune_every=800, heldout_samples=100, random_state=0)
+    est = hdp.TruncationFreeSVI(eta=0.1, gamma=1.0, alpha=1.0, n_samples=1, batch_size=20, n_epochs=20,
+                                local_sweeps=20, prune_every=800, heldout_samples=100, random_state=0)
     est.fit(train, eval_every=800)
     ks = [r["n_components"] for r in est.history_]
     assert 0 < ks[0] and est.n_components_ >= len(truth)
@@ -348,16 +348,68 @@ def wpb_reference(E, c, elog_beta, alpha, T, iters, ranked):
     return varphi, zeta
 
 
-def vb_step(state, X, alpha, T, iters, tol=-1.0, n_threads=1, ranked=True):
-    """One local step; the default tol (< 0) runs exactly ``iters`` document iterations."""
+def vb_step(state, X, alpha, T, iters, tol=-1.0, n_threads=1, ranked=True, stats=True):
+    """One local step; the default tol (< 0) runs exactly ``iters`` document iterations.
+    Without ``stats``, ``block`` and ``sizes`` are empty (the kernel leaves them)."""
     b = Minibatch(X, np.arange(X.n_docs), np.full(X.n_words, -1, dtype=np.int32))
     K = state.n_components
-    block, sizes, doc_topic = np.empty((K, len(b.vocab))), np.empty(K), np.empty((X.n_docs, K))
+    Ks = K if stats else 0
+    block, sizes, doc_topic = np.empty((Ks, len(b.vocab))), np.empty(Ks), np.empty((X.n_docs, K))
     bound, n_iter = np.empty(X.n_docs), np.empty(X.n_docs, dtype=np.int32)
-    settings = {"eta": state.eta, "alpha": alpha, "n_atoms": T, "ranked": ranked, "max_iter": iters, "tol": tol}
+    settings = {"eta": state.eta, "alpha": alpha, "n_atoms": T, "ranked": ranked, "max_iter": iters, "tol": tol,
+                "stats": stats}
     hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
                        state.expected_log_weights(), settings, (block, sizes, doc_topic, bound, n_iter), n_threads)
     return b, block, sizes, doc_topic, bound, n_iter
+
+
+@pytest.mark.parametrize("ranked", [True, False])
+def test_online_vb_step_without_stats_fits_the_same_documents(ranked):
+    """``stats`` off (OnlineVB.transform) skips the minibatch sums only: the
+    documents' proportions, bounds and iterations are those of the step with
+    them, bit for bit; the statistics' outputs must then be empty."""
+    rng = np.random.default_rng(5)
+    K, W, T, eta = 6, 12, 4, 0.1
+    state = state_with(rng.gamma(0.5, 10.0, size=(K, W)) + eta, rng.gamma(2.0, 3.0, size=K), eta, 1.2,
+                       truncated=True)
+    X = Corpus(np.vstack([rng.poisson(0.8, size=(6, W)), np.zeros((1, W), dtype=int)]))
+    for tol in (-1.0, 1e-4):
+        b, block, sizes, doc_topic, bound, n_iter = vb_step(state, X, 0.9, T, 8, tol=tol, ranked=ranked)
+        assert block.shape == (K, len(b.vocab)) and sizes.sum() > 0
+        _, nblock, nsizes, ndoc_topic, nbound, nn_iter = vb_step(state, X, 0.9, T, 8, tol=tol, ranked=ranked,
+                                                                 stats=False)
+        assert nblock.shape == (0, len(b.vocab)) and nsizes.shape == (0,)
+        np.testing.assert_array_equal(ndoc_topic, doc_topic)
+        np.testing.assert_array_equal(nbound, bound)
+        np.testing.assert_array_equal(nn_iter, n_iter)
+    with pytest.raises(ValueError, match="empty without stats"):     # full-size statistics without stats
+        b = Minibatch(X, np.arange(X.n_docs), np.full(W, -1, dtype=np.int32))
+        settings = {"eta": eta, "alpha": 0.9, "n_atoms": T, "ranked": ranked, "max_iter": 3, "tol": -1.0,
+                    "stats": False}
+        hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
+                           state.expected_log_weights(), settings,
+                           (np.empty((K, len(b.vocab))), np.empty(K), np.empty((X.n_docs, K)), np.empty(X.n_docs),
+                            np.empty(X.n_docs, dtype=np.int32)))
+
+
+@pytest.mark.parametrize("K", [5, 7])
+def test_online_vb_softmax_finds_the_largest_topic_anywhere(K):
+    """The kernel's softmax subtracts the largest entry (four running maxima and
+    a tail): a long document of one word that only topic ``pos`` holds spreads
+    the topics' scores by ~10^4 nats, so a maximum that missed ``pos`` would
+    overflow exp. Every position (each of the four lanes, the tail) gives finite
+    proportions on that topic."""
+    eta, W = 0.05, 3
+    for pos in range(K):
+        lam = np.full((K, W), eta)
+        lam[:, 1:] += 50.0
+        lam[pos, 0] += 1e4
+        state = state_with(lam, lam.sum(axis=1), eta, 1.0, truncated=True)
+        X = Corpus(np.array([[1000, 0, 0]]))
+        for ranked in (True, False):
+            *_, doc_topic, bound, _ = vb_step(state, X, 1.0, 4, 6, ranked=ranked)
+            assert np.all(np.isfinite(doc_topic)) and np.isfinite(bound).all()
+            assert np.argmax(doc_topic[0]) == pos and doc_topic[0, pos] > 999.0
 
 
 @pytest.mark.parametrize("ranked", [True, False])
@@ -441,7 +493,7 @@ def test_one_minibatch_of_the_whole_corpus_is_the_batch_update():
     order = rng.permutation(X.n_docs)
     b = Minibatch(X, order, np.full(X.n_words, -1, dtype=np.int32))
     empty = StickState(X.n_words, eta, est.gamma)
-    settings = {"eta": eta, "gamma": est.gamma, "alpha": 1.0, "sweeps": 3, "exact": True,
+    settings = {"eta": eta, "gamma": est.gamma, "alpha": est.alpha, "sweeps": 3, "exact": True,
                 "n_samples": est.n_samples}
     n_new, block, tables = hdp_local_step(b.ptr, b.words, b.counts, b.vocab, empty.words, empty.row_tilde,
                                           empty.slots, 1.0, empty.sizes, settings, rng, StirlingTable())
