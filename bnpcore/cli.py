@@ -459,6 +459,10 @@ def cmd_corpus(args):
 def cmd_infer(args):
     """Topic proportions of the documents of --texts (or --data) under a saved model."""
     est = _load_topic_model(args.model)
+    if args.documents is not None:
+        if args.texts is not None:
+            raise _Error("give the documents once: as DIR_OR_FILE or with --texts, not both")
+        args.texts = args.documents
     if args.texts is None and args.data is None:
         raise _Error("give the documents with --texts (or --data)")
     if args.output:
@@ -639,6 +643,7 @@ def build_parser():
                                    "the model's training text was (its saved tokenizer settings and vocabulary; "
                                    "unknown words are dropped). Without -o, prints each document's main topics.")
     i.add_argument("model", help="model file written by 'bnpcore fit --output'")
+    i.add_argument("documents", nargs="?", metavar="DIR_OR_FILE", help="the same as --texts DIR_OR_FILE")
     data_options(i, pruning=False, heldout=False, kos_default=False)     # infer has no default data
     i.add_argument("--output", "-o", metavar="OUT.csv|OUT.npy",
                    help="write the proportions: .csv (a row per document, named by file or file:line, a column "

@@ -101,12 +101,18 @@ def test_infer_prints_each_document_and_writes_csv_and_npy(capsys, texts, tmp_pa
     np.testing.assert_allclose(theta, model.transform(list(read_texts(texts / "folder"))))
     assert theta.shape == (30, 3)
 
+    # the documents may also follow the model without --texts
+    code, out, err = run(capsys, "infer", texts / "model.npz", texts / "folder", "-o", tmp_path / "plain.npy")
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "plain.npy"), theta)
+
 
 def test_infer_errors(capsys, texts, tmp_path):
     model = texts / "model.npz"
     for argv, message in (([], "give the documents with --texts"),
                           (["--texts", texts / "new.txt", "-o", tmp_path / "x.txt"], "-o must name a .csv or .npy"),
                           (["--texts", texts / "new.txt", "--data", "kos"], "not both"),
+                          ([texts / "new.txt", "--texts", texts / "new.txt"], "give the documents once"),
                           (["--texts", tmp_path / "none"], "no such file or folder"),
                           (["--data", "bars"], "the model has 18 words, the data 100")):
         code, out, err = run(capsys, "infer", model, *argv)
