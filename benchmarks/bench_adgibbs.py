@@ -37,6 +37,9 @@ formulas from tomotopy's counts), one sample, scoring time not counted.
   (``schedule="delayed"``, 2 threads) for ``--lda-sweeps`` sweeps, tokens/s
   and held-out after the same sweeps (target: >= 1.7x CGS's tokens/s, held-out
   within 0.02); tomotopy ``LDAModel`` with ``workers=2`` alongside.
+  ``--lda-repeats N`` fits the CGS / AD-LDA pair N times in turn (the fits are
+  the same each time) and prints each pair's ratio and their median: on a VM
+  whose cores change speed from run to run, one pair's ratio is not enough.
 
 Fit times are the samplers' own (``history_``'s ``fit_seconds``; tomotopy's
 ``train`` calls). The machine is shared: the load average is printed at the
@@ -46,7 +49,7 @@ printed next to the wall-clock rate.
 Usage::
 
     python benchmarks/bench_adgibbs.py [--corpus kos|synthetic|text] [--hdp-sweeps 1000]
-        [--lda-sweeps 300] [--eval-every 50] [--skip hdp,lda,tomotopy]
+        [--lda-sweeps 300] [--lda-repeats 1] [--eval-every 50] [--skip hdp,lda,tomotopy]
         [--out benchmarks/results/bench_adgibbs_kos.txt]
 """
 import argparse
@@ -268,6 +271,19 @@ def lda_part(train, heldout, args):
     cgs, ad = rows[0], rows[1]
     print(f"AD-LDA: {ad['tok_s'] / cgs['tok_s']:.2f} x CGS's tokens/s (target >= 1.7), held-out "
           f"{ad['heldout'] - cgs['heldout']:+.4f} against CGS's (target within {TOLERANCE})")
+    if args.lda_repeats > 1:
+        ratios = [ad["tok_s"] / cgs["tok_s"]]
+        print("repeats of the pair (CGS s, AD-LDA s, AD-LDA CPU s, x CGS tok/s, load):")
+        print(f"  1 {cgs['seconds']:7.2f} {ad['seconds']:7.2f} {train.n_tokens * S / ad['cpu_tok_s']:7.1f} "
+              f"{ratios[0]:5.2f}")
+        for r in range(2, args.lda_repeats + 1):
+            c = lda_row("CGS", CollapsedGibbs(n_threads=1, **common), train, heldout, 1)
+            a = lda_row("AD-LDA", CollapsedGibbs(schedule="delayed", n_threads=2, **common), train, heldout, 2)
+            ratios.append(a["tok_s"] / c["tok_s"])
+            print(f"  {r} {c['seconds']:7.2f} {a['seconds']:7.2f} {train.n_tokens * S / a['cpu_tok_s']:7.1f} "
+                  f"{ratios[-1]:5.2f}   {os.getloadavg()[0]:.2f}")
+        print(f"AD-LDA over {len(ratios)} pairs: median {np.median(ratios):.2f} x CGS's tokens/s "
+              f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
 
 
 def main(argv=None):
@@ -278,6 +294,8 @@ def main(argv=None):
     ap.add_argument("--hdp-sweeps", type=int, default=None, help="default: 1000 on KOS, 250 on the others")
     ap.add_argument("--lda-sweeps", type=int, default=None, help="default: 300 on KOS, 100 on the others")
     ap.add_argument("--lda-topics", type=int, default=50)
+    ap.add_argument("--lda-repeats", type=int, default=1,
+                    help="fit the CGS / AD-LDA pair this many times in turn; print each ratio and the median")
     ap.add_argument("--eval-every", type=int, default=None, help="default: 50 on KOS, 25 on the others")
     ap.add_argument("--init-topics", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)

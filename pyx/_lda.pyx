@@ -22,7 +22,7 @@ from contextlib import nullcontext
 
 import numpy as np
 cimport numpy as cnp
-from cython.parallel cimport prange, threadid
+from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
@@ -1444,6 +1444,7 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
 
 cdef enum:
     _SPREAD = 4      # structs between two blocks' (SparseGibbs and bnp_stream_t are over 64 bytes)
+    _MERGE_CHUNK = 64    # words a thread claims at a time in the merge (dynamic: a late thread takes fewer)
     # _cgs_block's outcomes
     _BLOCK_OK = 0
     _BAD_TOPIC = 1   # a topic of z outside [0, K)
@@ -1573,6 +1574,19 @@ cdef void _cgs_merge_word(int64_t T, int32_t *row, int32_t *wl, int32_t *wlen,
         wlen_t[t * len_stride] = <int32_t>n
 
 
+cdef extern from *:
+    """
+    /* An explicit barrier of the enclosing OpenMP team (an orphaned directive);
+     * nothing without OpenMP, where the team is one thread. */
+    static inline void bnp__team_barrier(void) {
+    #ifdef _OPENMP
+    #pragma omp barrier
+    #endif
+    }
+    """
+    void team_barrier "bnp__team_barrier"() noexcept nogil
+
+
 _BLOCK_ERRORS = {
     _BAD_TOPIC: "topics in z must lie in [0, {K})",
     _BAD_LENGTH: "z must hold one topic per token (the documents' counts disagree with z or the blocks)",
@@ -1610,8 +1624,12 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
     rebuilt, and the merged rows and lists written back into every copy. With
     ``synced=False`` each block first copies the shared arrays into its slot;
     ``synced=True`` skips that copy and requires the copies to be as the
-    previous call left them (the shared arrays unchanged since). The blocks run
-    in parallel, the merge on one thread. Block t draws from the
+    previous call left them (the shared arrays unchanged since). One team of
+    ``min(n_threads, T)`` threads runs the blocks, waits for the last, and
+    merges the words, split over its threads (each word's merge reads and
+    writes only that word's rows and lists, and its integer sums do not
+    depend on the order, so the merge is the same on any number of threads);
+    one parallel region per sweep. Block t draws from the
     keyed stream ``(key, t, 0)``: the result depends on T and ``key``, not on
     how many threads run the blocks (``n_threads``) nor on ``synced``. With
     T = 1 the block works on the shared arrays directly and draws from
@@ -1662,6 +1680,8 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
         raise MemoryError()
     cdef bnp_bitgen_t *g = bitgen_of(generator)
     cdef int32_t *zp = &z[0] if z.shape[0] else NULL
+    cdef int n_team = min(n_threads, T)      # the merge's marks: one row of iscratch per thread
+    cdef int32_t *mark
     try:
         if T == 1:
             with generator.bit_generator.lock, nogil:
@@ -1672,24 +1692,25 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
         else:
             for b in range(T):
                 bnp_stream_init(&streams[_SPREAD * b], key, <uint64_t>b, 0)
-            for b in prange(T, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
-                if not synced:
-                    memcpy(&nwk_t[b, 0, 0], &nwk[0, 0], W * K * sizeof(int32_t))
-                    memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
-                    memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
-                memcpy(&nk_t[b, 0], &nk[0], K * sizeof(int64_t))
-                _sg_bind(&s[_SPREAD * b], K, &nk_t[b, 0], &alpha[0], eta_tot, &scratch[b, 0], &iscratch[b, 0])
-                s[_SPREAD * b].nd_row = &iscratch[b, 2 * K]
-                status[b] = _cgs_block(&s[_SPREAD * b], &m, starts[b], starts[b + 1], &eta[0], zp + tok_starts[b],
-                                       tok_starts[b + 1] - tok_starts[b], &nwk_t[b, 0, 0], &wtopics_t[b, 0, 0],
-                                       &wlen_t[b, 0], &streams[_SPREAD * b].bitgen)
-            # the merge on one thread: split over the words on two threads, each thread's half took
-            # longer than the whole merge on one (KOS, K = 50), and it adds a barrier
-            with nogil:
-                memset(&iscratch[0, 0], 0, K * sizeof(int32_t))      # the merge's marks
-                for w in range(W):
+            # one region: the blocks, a barrier (the merge reads every block's copy), the merge
+            with nogil, parallel(num_threads=n_team):
+                for b in prange(T, schedule="static", chunksize=1):
+                    if not synced:
+                        memcpy(&nwk_t[b, 0, 0], &nwk[0, 0], W * K * sizeof(int32_t))
+                        memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
+                        memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
+                    memcpy(&nk_t[b, 0], &nk[0], K * sizeof(int64_t))
+                    _sg_bind(&s[_SPREAD * b], K, &nk_t[b, 0], &alpha[0], eta_tot, &scratch[b, 0], &iscratch[b, 0])
+                    s[_SPREAD * b].nd_row = &iscratch[b, 2 * K]
+                    status[b] = _cgs_block(&s[_SPREAD * b], &m, starts[b], starts[b + 1], &eta[0],
+                                           zp + tok_starts[b], tok_starts[b + 1] - tok_starts[b], &nwk_t[b, 0, 0],
+                                           &wtopics_t[b, 0, 0], &wlen_t[b, 0], &streams[_SPREAD * b].bitgen)
+                team_barrier()
+                mark = &iscratch[threadid(), 0]         # the blocks' scratch is free now
+                memset(mark, 0, K * sizeof(int32_t))
+                for w in prange(W, schedule="dynamic", chunksize=_MERGE_CHUNK):
                     _cgs_merge_word(T, &nwk[w, 0], &wtopics[w, 0], &wlen[w], &nwk_t[0, w, 0], &wtopics_t[0, w, 0],
-                                    W * K, &wlen_t[0, w], W, &iscratch[0, 0], &iscratch[0, K])
+                                    W * K, &wlen_t[0, w], W, mark, mark + K)
             _merge_totals(nk, nk_t)
         for b in range(T):
             if status[b] != _BLOCK_OK:

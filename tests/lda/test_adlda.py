@@ -111,6 +111,30 @@ def test_synced_copies_and_threads_leave_the_draws_unchanged(make_counts):
                 np.testing.assert_array_equal(wtopics_t[t, w, :wlen[w]], wtopics[w, :wlen[w]])
 
 
+def test_merge_split_over_threads_is_exact(make_counts):
+    """The team merges the words in chunks of 64, split over its threads: with a
+    vocabulary of many chunks, every thread count gives the same draws, counts, word
+    lists and copies as one thread, and the merged counts are those of the labels."""
+    corpus = Corpus(make_counts(12, n_docs=60, n_words=700, density=0.08, max_count=3))
+    K, T = 8, 3
+    z, shared, after = _run_kernel(corpus, K, T, 1, 4, fresh_copies=False)
+    recount = _state(corpus, z, K)
+    np.testing.assert_array_equal(shared[0], recount[0])
+    np.testing.assert_array_equal(shared[1], recount[1])
+    for n_threads in (2, 3):
+        z2, shared2, after2 = _run_kernel(corpus, K, T, n_threads, 4, fresh_copies=False)
+        np.testing.assert_array_equal(z2, z)
+        for a, b in zip(shared2[:2] + shared2[3:], shared[:2] + shared[3:]):
+            np.testing.assert_array_equal(a, b)
+        wlen = shared[3]
+        used = np.arange(K) < wlen[:, None]
+        np.testing.assert_array_equal(shared2[2][used], shared[2][used])
+        for a, b in zip(after2[-1][:2] + after2[-1][3:], after[-1][:2] + after[-1][3:]):
+            np.testing.assert_array_equal(a, b)
+        for t in range(T):
+            np.testing.assert_array_equal(after2[-1][2][t][used], shared[2][used])
+
+
 @pytest.mark.parametrize("T", [1, 2])
 def test_bad_input_raises_a_clear_error(make_counts, T):
     """The kernel checks the labels, word ids and token counts as the blocks reach each
