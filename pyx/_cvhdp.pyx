@@ -49,50 +49,7 @@ cdef extern from *:
     #endif
 
     #define CV_Q_MAX (1.0 - 1e-15)
-    #define CV_SHIFT 6755399441055744.0          /* 0x1.8p52: x + SHIFT - SHIFT rounds x */
-    #define CV_LN2_HI 0.693145751953125          /* 0x1.62e4p-1: k * LN2_HI exact for |k| < 2^37 */
-    #define CV_LN2_LO 1.4286068203094173e-06     /* ln 2 - LN2_HI */
-
-    static inline double cv__from_bits(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
-    static inline uint64_t cv__to_bits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
-
-    /* exp(x) for x <= 0, 0 below -708 (no subnormals): x = n ln2 + r, |r| <= ln2 / 2,
-     * exp(r) by its Taylor polynomial of degree 13 (truncation < 4e-18), 2^n by the
-     * exponent bits. Within 2 ulp of libm's exp (tested). */
-    static inline double cv__exp_neg(double x) {
-        double xc = x > -708.0 ? x : -708.0;
-        double t = xc * 1.4426950408889634 + CV_SHIFT;
-        double n = t - CV_SHIFT;
-        double r = (xc - n * CV_LN2_HI) - n * CV_LN2_LO;
-        double p = 1.0 / 6227020800.0;
-        p = p * r + 1.0 / 479001600.0; p = p * r + 1.0 / 39916800.0; p = p * r + 1.0 / 3628800.0;
-        p = p * r + 1.0 / 362880.0; p = p * r + 1.0 / 40320.0; p = p * r + 1.0 / 5040.0;
-        p = p * r + 1.0 / 720.0; p = p * r + 1.0 / 120.0; p = p * r + 1.0 / 24.0;
-        p = p * r + 1.0 / 6.0; p = p * r + 0.5; p = p * r + 1.0; p = p * r + 1.0;
-        /* bits(t) - bits(SHIFT) = n as a two's complement integer */
-        double scale = cv__from_bits((cv__to_bits(t) - cv__to_bits(CV_SHIFT) + 1023u) << 52);
-        return x > -708.0 ? p * scale : 0.0;
-    }
-
-    /* log(x) for finite normal x > 0: x = 2^k m, m in [sqrt(1/2), sqrt(2)), f = m - 1,
-     * s = f / (2 + f), log(1 + f) = 2 atanh(s) = f - hfsq + s (hfsq + R(s^2)) with
-     * hfsq = f^2 / 2 and R the atanh series to s^22 (truncation < 1e-20). Only
-     * logical shifts and selects (AVX2 has no 64-bit arithmetic shift). Within 2 ulp
-     * of libm's log (tested). */
-    static inline double cv__log(double x) {
-        uint64_t u = cv__to_bits(x);
-        double m1 = cv__from_bits((u & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);   /* [1, 2) */
-        int big = m1 > 1.4142135623730951;
-        double m = big ? 0.5 * m1 : m1;
-        /* k + 1023 = biased exponent (+ 1 when m was halved), as a double without cvtqq2pd */
-        double kd = cv__from_bits(cv__to_bits(CV_SHIFT) + (u >> 52) + (big ? 1u : 0u)) - (CV_SHIFT + 1023.0);
-        double f = m - 1.0, s = f / (2.0 + f), z = s * s, hfsq = 0.5 * f * f;
-        double R = 2.0 / 23.0;
-        R = R * z + 2.0 / 21.0; R = R * z + 2.0 / 19.0; R = R * z + 2.0 / 17.0; R = R * z + 2.0 / 15.0;
-        R = R * z + 2.0 / 13.0; R = R * z + 2.0 / 11.0; R = R * z + 2.0 / 9.0; R = R * z + 2.0 / 7.0;
-        R = R * z + 2.0 / 5.0; R = R * z + 2.0 / 3.0; R = R * z;
-        return kd * CV_LN2_HI - ((hfsq - (s * (hfsq + R) + kd * CV_LN2_LO)) - f);
-    }
+    #include "bnpcore/internal/fastmath.h"
 
     /* log1p(-q) for q in [0, 1 - 1e-15]: log(u) corrected by the rounding of u = 1 - q
      * (0 for q >= 1/2, where u is exact); the correction / u is taken as correction
@@ -100,17 +57,17 @@ cdef extern from *:
      * the result), which saves a division. */
     static inline double cv__log1m(double q) {
         double u = 1.0 - q;
-        return cv__log(u) - ((u - 1.0) + q) * (2.0 - u);
+        return bnp_log(u) - ((u - 1.0) + q) * (2.0 - u);
     }
 
     BNP_SIMD_CLONES
     static void cv__exp_neg_array(const double *restrict x, double *restrict y, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) y[i] = cv__exp_neg(x[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = bnp_exp_neg(x[i]);
     }
 
     BNP_SIMD_CLONES
     static void cv__log_array(const double *restrict x, double *restrict y, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) y[i] = cv__log(x[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = bnp_log(x[i]);
     }
 
     /* Update (15) for one pair: new responsibilities into qn[:K] from the old ones
@@ -135,15 +92,15 @@ cdef extern from *:
             double b = prior_w + (ew > 0.0 ? ew : 0.0);
             double d = prior_topic + (ek > 0.0 ? ek : 0.0);
             double ia = 1.0 / a, ibd = 1.0 / (b * d), ib = d * ibd, id = b * ibd;
-            qn[k] = cv__log(a * b * id) - 0.5 * (vj > 0.0 ? vj : 0.0) * ia * ia
+            qn[k] = bnp_log(a * b * id) - 0.5 * (vj > 0.0 ? vj : 0.0) * ia * ia
                     - 0.5 * (vw > 0.0 ? vw : 0.0) * ib * ib + 0.5 * (vk > 0.0 ? vk : 0.0) * id * id;
         }
         for (k = 0; k < K; ++k) m = qn[k] > m ? qn[k] : m;
-        for (k = 0; k < K; ++k) { t[k] = qn[k] - m; qn[k] = cv__exp_neg(t[k]); }
+        for (k = 0; k < K; ++k) { t[k] = qn[k] - m; qn[k] = bnp_exp_neg(t[k]); }
         for (k = 0; k + 4 <= K; k += 4) { s0 += qn[k]; s1 += qn[k + 1]; s2 += qn[k + 2]; s3 += qn[k + 3]; }
         for (; k < K; ++k) s0 += qn[k];
         inv = 1.0 / ((s0 + s1) + (s2 + s3));
-        log_s = cv__log((s0 + s1) + (s2 + s3));
+        log_s = bnp_log((s0 + s1) + (s2 + s3));
         for (k = 0; k < K; ++k) { qn[k] *= inv; t[k] = qn[k] * (t[k] - log_s); }
         s0 = s1 = s2 = s3 = 0.0;
         for (k = 0; k + 4 <= K; k += 4) { s0 += t[k]; s1 += t[k + 1]; s2 += t[k + 2]; s3 += t[k + 3]; }
@@ -196,7 +153,7 @@ cdef extern from *:
 
 def fast_math(const double[::1] x, str function):
     """The sweep's own elementwise functions, for tests: ``"exp_neg"`` (exp for
-    x <= 0, 0 below -708) or ``"log"`` (for finite normal x > 0)."""
+    x <= 0, 0 below -708, NaN kept) or ``"log"`` (for finite normal x > 0)."""
     if function not in ("exp_neg", "log"):
         raise ValueError(f"function must be 'exp_neg' or 'log', got {function!r}")
     y = np.empty(x.shape[0])

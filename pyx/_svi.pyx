@@ -916,53 +916,97 @@ def hdp_local_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32
 # HDP: the online variational baseline of Wang, Paisley & Blei (2011) (§5.4 b)  #
 # --------------------------------------------------------------------------- #
 
-cdef inline double _max(const double *v, int64_t n) noexcept nogil:
-    """max(v[0], ..., v[n-1]) as the scan ``m = v[0]; m = v[i] if v[i] > m``
-    (a NaN after v[0] is skipped), in four running maxima: one maximum is a
-    chain of dependent instructions, four overlap. The same value as the scan
-    (up to the sign of a zero maximum, which no caller can see)."""
-    cdef double m0 = v[0], m1 = v[0], m2 = v[0], m3 = v[0]
-    cdef int64_t i = 1
-    while i + 4 <= n:
-        if v[i] > m0:
-            m0 = v[i]
-        if v[i + 1] > m1:
-            m1 = v[i + 1]
-        if v[i + 2] > m2:
-            m2 = v[i + 2]
-        if v[i + 3] > m3:
-            m3 = v[i + 3]
-        i += 4
-    while i < n:
-        if v[i] > m0:
-            m0 = v[i]
-        i += 1
-    if m1 > m0:
-        m0 = m1
-    if m2 > m0:
-        m0 = m2
-    if m3 > m0:
-        m0 = m3
-    return m0
+cdef extern from *:
+    """
+    #include <math.h>
+    #include <stdint.h>
+    #include <string.h>
+    #include "bnpcore/internal/simd.h"
+    /* The softmax below is compiled for AVX-512 (with GCC), AVX2 and the baseline
+     * ISA (function multiversioning, as BNP_SIMD_CLONES), without FMA contraction
+     * and with the reduction order written out, so every clone gives the same
+     * bits (on 50,000 short texts the AVX-512 clone took 0.84 of the AVX2 one's
+     * time, identical results; benchmarks/results/bench_user_path.txt). */
+
+    /* the selects vectorise only if comparisons may not trap (GCC -ftrapping-math
+     * keeps them as branches); the results are the same */
+    #if defined(__GNUC__) && !defined(__clang__)
+    #pragma GCC push_options
+    #pragma GCC optimize("no-trapping-math", "fp-contract=off")
+    #endif
+
+    #include "bnpcore/internal/fastmath.h"
+
+    /* Each of the `rows` rows of v (n entries each, row-major) <- exp(v - lse) with
+     * lse = log sum exp(v) of the row. With `prior` (n entries), also cross[r] =
+     * sum_i p_i (prior_i - log p_i), the entropy term of a bound (an entry with
+     * p_i = 0 adds nothing). The row's maximum is that of the scan "m = v[0];
+     * m = v[i] if v[i] > m" (a NaN after v[0] is skipped), its sums four running
+     * sums in a fixed order. The exps run over all rows at once (short rows
+     * leave no short vector loops). Scratch: e (rows x n), mx (rows). */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    __attribute__((target_clones("avx512f", "avx2", "default")))    /* fp-contract off: the same bits in each */
+    #else
+    BNP_SIMD_CLONES
+    #endif
+    static void svi__softmax_rows(double *restrict v, int64_t rows, int64_t n, const double *restrict prior,
+                                  double *restrict cross, double *restrict e, double *restrict mx) {
+        int64_t r, i, l, N = rows * n;
+        const double *row;
+        for (r = 0; r < rows; ++r) {
+            double m[4];
+            row = v + r * n;
+            m[0] = m[1] = m[2] = m[3] = row[0];
+            for (i = 1; i + 4 <= n; i += 4)
+                for (l = 0; l < 4; ++l) m[l] = row[i + l] > m[l] ? row[i + l] : m[l];
+            for (; i < n; ++i) m[0] = row[i] > m[0] ? row[i] : m[0];
+            for (l = 1; l < 4; ++l) m[0] = m[l] > m[0] ? m[l] : m[0];
+            mx[r] = m[0];
+            for (i = 0; i < n; ++i) e[r * n + i] = row[i] - m[0];
+        }
+        for (i = 0; i < N; ++i) e[i] = bnp_exp_neg(e[i]);
+        for (r = 0; r < rows; ++r, v += n, e += n) {
+            double s[4] = {0.0, 0.0, 0.0, 0.0}, a[4] = {0.0, 0.0, 0.0, 0.0}, tot, inv, lr;
+            for (i = 0; i + 4 <= n; i += 4)
+                for (l = 0; l < 4; ++l) s[l] += e[i + l];
+            for (; i < n; ++i) s[0] += e[i];
+            tot = (s[0] + s[1]) + (s[2] + s[3]);
+            if (prior != NULL) {
+                lr = mx[r] + log(tot);
+                for (i = 0; i + 4 <= n; i += 4)
+                    for (l = 0; l < 4; ++l) a[l] += e[i + l] > 0.0 ? e[i + l] * (prior[i + l] - v[i + l]) : 0.0;
+                for (; i < n; ++i) a[0] += e[i] > 0.0 ? e[i] * (prior[i] - v[i]) : 0.0;
+                cross[r] = ((a[0] + a[1]) + (a[2] + a[3])) / tot + lr;
+            }
+            inv = 1.0 / tot;
+            for (i = 0; i < n; ++i) v[i] = e[i] * inv;
+        }
+    }
+
+    #if defined(__GNUC__) && !defined(__clang__)
+    #pragma GCC pop_options
+    #endif
+    """
+    void svi__softmax_rows(double *v, int64_t rows, int64_t n, const double *prior, double *cross, double *e,
+                           double *mx) noexcept nogil
 
 
-cdef inline double _softmax(double *v, int64_t n, const double *prior, double *cross) noexcept nogil:
-    """v <- exp(v - lse) in place (one exp per entry); returns lse = log sum exp(v).
-    With ``prior``, also cross[0] = sum_i p_i (prior_i - log p_i) (the entropy term of a bound)."""
-    cdef int64_t i
-    cdef double m = _max(v, n), s = 0.0, acc = 0.0, e
-    for i in range(n):
-        e = exp(v[i] - m)
-        if prior != NULL and e > 0.0:
-            acc += e * (prior[i] - v[i])
-        v[i] = e
-        s += e
-    for i in range(n):
-        v[i] /= s
-    m += log(s)
-    if prior != NULL:
-        cross[0] = acc / s + m
-    return m
+def softmax_rows(double[:, ::1] v, prior=None):
+    """The document step's softmax, for tests: a copy of ``v`` with each row
+    replaced by exp(row - log sum exp(row)), and (with ``prior``, one entry per
+    column; else zeros) per row the entropy term sum_i p_i (prior_i - log p_i)."""
+    cdef double[:, ::1] out = np.array(v, dtype=np.float64, order="C", copy=True)
+    cdef Py_ssize_t R = out.shape[0], n = out.shape[1]
+    cdef double[::1] pv, cross = np.zeros(R), e = np.empty(max(R * n, 1)), mx = np.empty(max(R, 1))
+    if n == 0:
+        raise ValueError("rows must have at least one entry")
+    if prior is not None:
+        pv = np.ascontiguousarray(prior, dtype=np.float64)
+        if pv.shape[0] != n:
+            raise ValueError(f"prior has {pv.shape[0]} entries for rows of {n}")
+    if R:
+        svi__softmax_rows(&out[0, 0], R, n, &pv[0] if prior is not None else NULL, &cross[0], &e[0], &mx[0])
+    return np.asarray(out), np.asarray(cross)
 
 
 cdef struct OnlineVBSettings:
@@ -979,7 +1023,8 @@ cdef struct OnlineVBSettings:
 cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const int32_t *cd, int64_t nnz,
                          const double *elog_beta, const double *zeros, const OnlineVBSettings *s,
                          double *varphi, double *zeta, double *ed, double *zc, double *dots,
-                         double *entropy, double *est, double *colsum, int *n_iter) noexcept nogil:
+                         double *entropy, double *est, double *colsum, double *crosses, double *e, double *mx,
+                         int *n_iter) noexcept nogil:
     """Document-level coordinate ascent of the online HDP (Wang et al. 2011).
 
     E is the nv x K matrix of E[log phi_kw] (word-major). Iterates
@@ -997,7 +1042,8 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
     (Uniform zeta makes every atom the same mixture of topics; only the stick
     terms, from the fourth iteration, can break that symmetry, and the
     document usually converges before.) Scratch: ed (nnz x K), zc and dots (nnz x T),
-    entropy (nnz), est and colsum (T); ``zeros`` holds max(K, T) zeros.
+    entropy (nnz), est, colsum and crosses (T), e (T x K), mx (max(nnz, T));
+    ``zeros`` holds max(K, T) zeros.
     Returns the document bound.
     """
     cdef int64_t T = s.n_atoms
@@ -1006,6 +1052,7 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
     cdef int max_iter = s.max_iter
     cdef int64_t t, k, p, best
     cdef int it = 0, min_iter = 5 if ranked else 0
+    cdef bint need_bound, need_sticks
     cdef double d, g, h, dg, elv, el1mv, cum, acc, cross = 0.0
     cdef double bound = 0.0, old = -INFINITY, conv = INFINITY
     cdef double *row = varphi
@@ -1029,7 +1076,7 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
         for p in range(nnz):
             for t in range(T):
                 zeta[p * T + t] = ed[p * K + <int64_t>colsum[t]]
-            _softmax(zeta + p * T, T, NULL, NULL)
+        svi__softmax_rows(zeta, nnz, T, NULL, NULL, zc, mx)
     else:
         for p in range(nnz * T):
             zeta[p] = 1.0 / T
@@ -1037,6 +1084,11 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
         est[t] = 0.0
     while it < max_iter and (it < min_iter or conv < 0.0 or conv > tol):
         bound = 0.0
+        # the stopping rule compares the bounds of iterations min_iter - 2 and on (and the last one is returned):
+        # those before are skipped, and the sticks (E[log pi]) enter from the fourth iteration, so they are
+        # needed from the third on
+        need_bound = it >= min_iter - 2 or it == max_iter - 1
+        need_sticks = need_bound or it >= 2
         if not ranked and it < 3:
             # Uniform start, no stick terms yet: zeta stays exactly uniform and
             # every atom has the same varphi row, so compute that row once.
@@ -1046,7 +1098,7 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
                     varphi[k] += cd[p] * ed[p * K + k]
             for k in range(K):
                 varphi[k] /= T
-            _softmax(varphi, K, elog_beta, &cross)
+            svi__softmax_rows(varphi, 1, K, elog_beta, &cross, e, mx)
             bound += T * cross
             for t in range(1, T):
                 memcpy(varphi + t * K, varphi, K * sizeof(double))
@@ -1066,17 +1118,23 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
                 gemm(True, False, T, K, nnz, 1.0, zc, T, ed, K, 0.0, varphi, K)
             else:
                 memset(varphi, 0, T * K * sizeof(double))
-            for t in range(T):
-                if it >= 3:
+            if it >= 3:
+                for t in range(T):
                     for k in range(K):
                         varphi[t * K + k] += elog_beta[k]
-                _softmax(varphi + t * K, K, elog_beta, &cross)
-                bound += cross
+            svi__softmax_rows(varphi, T, K, elog_beta if need_bound else NULL, crosses, e, mx)
+            if need_bound:
+                for t in range(T):
+                    bound += crosses[t]
             gemm(False, True, nnz, T, K, 1.0, ed, K, varphi, K, 0.0, dots, T)     # dots = ed varphi^T
             for p in range(nnz):                             # zeta
                 for t in range(T):
                     zeta[p * T + t] = dots[p * T + t] + est[t] if it >= 3 else dots[p * T + t]
-                _softmax(zeta + p * T, T, zeros, &entropy[p])   # entropy[p] = -sum_t zeta log zeta
+            # entropy[p] = -sum_t zeta log zeta
+            svi__softmax_rows(zeta, nnz, T, zeros if need_bound else NULL, entropy, zc, mx)
+        if not need_sticks:
+            it += 1
+            continue
         for t in range(T):
             colsum[t] = 0.0
         for p in range(nnz):
@@ -1095,19 +1153,40 @@ cdef double wpb_document(const double *E, int64_t K, const int32_t *wd, const in
             el1mv = bnp_digamma(h) - dg
             est[t] = elv + cum
             cum += el1mv
-            bound += log(alpha) + bnp_lgamma(g) + bnp_lgamma(h) - bnp_lgamma(g + h) \
-                + (1.0 - g) * elv + (alpha - h) * el1mv
+            if need_bound:
+                bound += log(alpha) + bnp_lgamma(g) + bnp_lgamma(h) - bnp_lgamma(g + h) \
+                    + (1.0 - g) * elv + (alpha - h) * el1mv
         est[T - 1] = cum
-        for p in range(nnz):                                 # assignments and words
-            acc = entropy[p]
-            for t in range(T):
-                acc += zeta[p * T + t] * (est[t] + dots[p * T + t])
-            bound += cd[p] * acc
-        conv = (bound - old) / -old if old > -INFINITY else INFINITY
-        old = bound
+        if need_bound:
+            for p in range(nnz):                             # assignments and words
+                acc = entropy[p]
+                for t in range(T):
+                    acc += zeta[p * T + t] * (est[t] + dots[p * T + t])
+                bound += cd[p] * acc
+            conv = (bound - old) / -old if old > -INFINITY else INFINITY
+            old = bound
         it += 1
     n_iter[0] = it
     return bound
+
+
+def online_vb_elogphi(const double[:, ::1] gwords, const double[::1] row_tilde, const int64_t[::1] rows,
+                      double scale, double eta, const int32_t[::1] vocab, int n_threads=1):
+    """E[log phi_kw] = psi(lambda_kw) - psi(Lambda_k) of the words ``vocab``
+    (global ids) for the topics ``rows`` of the lazily scaled state: float64
+    (len(vocab), K), word-major (a document gathers its words' rows). What
+    ``hdp_online_vb_step`` computes for its minibatch unless given it."""
+    cdef Py_ssize_t K = rows.shape[0], nv = vocab.shape[0], W = gwords.shape[1], k, v
+    elogphi_k = np.empty((K, nv), dtype=np.float64)     # topic-major (row writes), then transposed
+    digtot = np.empty(K, dtype=np.float64)
+    cdef double[:, ::1] ek = elogphi_k
+    cdef double[::1] dt = digtot
+    for k in range(K):
+        dt[k] = bnp_digamma(W * eta + scale * row_tilde[rows[k]])
+    for k in prange(K, nogil=True, schedule="static", num_threads=n_threads):
+        for v in range(nv):
+            ek[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - dt[k]
+    return np.ascontiguousarray(elogphi_k.T)
 
 
 def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const int32_t[::1] counts,  # IN minibatch
@@ -1116,7 +1195,7 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
                        const int64_t[::1] rows, double scale, const double[::1] elog_beta,           # IN state
                        OnlineVBSettings settings,                                                    # IN
                        tuple out,                                                                    # OUT
-                       int n_threads=1):
+                       int n_threads=1, elogphi=None):
     """Local step of the online HDP of Wang, Paisley & Blei (2011) on a minibatch (§5.4 b).
 
     ``settings`` is a dict ``{"eta", "alpha", "n_atoms", "ranked", "max_iter",
@@ -1136,6 +1215,11 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     ``sizes[k] = sum_j sum_t varphi_jtk``, and (unless it has shape (0, K))
     ``doc_topic[j, k] = sum_t varphi_jtk N_jt`` (expected topic counts).
     ``bound`` and ``n_iter`` receive each document's bound and iterations.
+
+    ``elogphi``: E[log phi] of the minibatch's words, (nv, K) as
+    ``online_vb_elogphi`` computes it, when the caller has it already
+    (``OnlineVB.transform`` computes it once for all its chunks); by default
+    the step computes it.
     """
     cdef double[:, ::1] block, doc_topic
     cdef double[::1] sizes, bound
@@ -1156,27 +1240,21 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
         raise ValueError(f"need at least one topic and one document atom, got {K} and {T}")
     for j in range(S):
         maxnnz = max(maxnnz, ptr[j + 1] - ptr[j])
-    elogphi_k = np.empty((K, nv), dtype=np.float64)     # E[log phi], topic-major (row reads)
-    digtot = np.empty(K, dtype=np.float64)
+    if elogphi is None:
+        elogphi = online_vb_elogphi(gwords, row_tilde, rows, scale, eta, vocab, n_threads)
+    elif elogphi.shape != (nv, K) or elogphi.dtype != np.float64 or not elogphi.flags.c_contiguous:
+        raise ValueError(f"elogphi must be a C-contiguous float64 array of shape {(nv, K)}")
     varphi = np.empty((S, T, K), dtype=np.float64)
     zeta = np.empty((nnz, T), dtype=np.float64)
     blockt = np.zeros((nv if stats else 0, K), dtype=np.float64)
-    cdef double[:, ::1] ek = elogphi_k, bt = blockt, zv = zeta
-    cdef double[:, ::1] ev
-    cdef double[::1] dt = digtot
+    cdef double[:, ::1] bt = blockt, zv = zeta
+    cdef const double[:, ::1] ev = elogphi
     cdef double[:, :, ::1] vv = varphi
     cdef double *scratch = NULL
     zeros = np.zeros(max(K, T), dtype=np.float64)
     cdef double[::1] zr = zeros
     cdef double coef
     cdef int it
-    for k in range(K):
-        dt[k] = bnp_digamma(W * eta + scale * row_tilde[rows[k]])
-    for k in prange(K, nogil=True, schedule="static", num_threads=n_threads):
-        for v in range(nv):
-            ek[k, v] = bnp_digamma(eta + scale * gwords[rows[k], vocab[v]]) - dt[k]
-    elogphi = np.ascontiguousarray(elogphi_k.T)        # word-major: a document gathers rows
-    ev = elogphi
     cdef const double *evp = &ev[0, 0] if nv else NULL     # no minibatch words: only empty documents
     contrib = np.empty((max(maxnnz, 1), K), dtype=np.float64)
     weighted = np.empty((max(maxnnz, 1), T), dtype=np.float64)
@@ -1184,7 +1262,8 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
     cdef int64_t n
     with nogil:
         with parallel(num_threads=n_threads):
-            scratch = <double *>malloc((maxnnz * (K + 2 * T + 1) + 2 * T + 1) * sizeof(double))
+            scratch = <double *>malloc((maxnnz * (K + 2 * T + 1) + 3 * T + T * K + max(maxnnz, T) + 1)
+                                       * sizeof(double))
             if scratch != NULL:
                 for j in prange(S, schedule="dynamic"):
                     bound[j] = wpb_document(evp, K, &words[ptr[j]] if ptr[j] < nnz else NULL,
@@ -1193,7 +1272,10 @@ def hdp_online_vb_step(const int64_t[::1] ptr, const int32_t[::1] words, const i
                                             &zv[ptr[j], 0] if ptr[j] < nnz else NULL, scratch,
                                             scratch + maxnnz * K, scratch + maxnnz * (K + T),
                                             scratch + maxnnz * (K + 2 * T), scratch + maxnnz * (K + 2 * T + 1),
-                                            scratch + maxnnz * (K + 2 * T + 1) + T, &it)
+                                            scratch + maxnnz * (K + 2 * T + 1) + T,
+                                            scratch + maxnnz * (K + 2 * T + 1) + 2 * T,
+                                            scratch + maxnnz * (K + 2 * T + 1) + 3 * T,
+                                            scratch + maxnnz * (K + 2 * T + 1) + 3 * T + T * K, &it)
                     n_iter[j] = it
                 free(scratch)
             else:

@@ -53,12 +53,13 @@ and ordering, which renumber the topics through ``bnpcore.inference.moves``
 and ``SuffStats``.
 """
 import math
+import warnings
 
 import numpy as np
 from scipy.special import digamma
 
 from bnpcore._validation import (MAX_DOCUMENTS, PRODUCT_RANGE, check_inner, check_int, check_memory, check_positive,
-                                 check_prior, check_random_state, effective_n_threads)
+                                 check_prior, check_random_state, effective_n_threads, memory_limit)
 from bnpcore.base import TopicMixin, exclusive
 from bnpcore.corpus import as_corpus
 from bnpcore.inference.batch import (Array, BatchEstimator, BatchState, InitFromMixin, Number, OneOf,
@@ -76,6 +77,12 @@ from bnpcore.results import ResultsMixin
 __all__ = ["DirectAssignmentVB", "gem_log_density", "beta_objective"]
 
 HYPERPARAMETERS = ("alpha", "gamma", "eta")
+# n_components="auto" with a random start (init="random", or online): the number of random topics
+RANDOM_TOPICS = 60
+# init="gibbs": sweeps of the initial DirectAssignmentGibbs run; max_iter="auto": iterations after a start
+# from a sample and after a random start (benchmarks/results/bench_defaults_text.txt)
+INIT_GIBBS_ITER = 300
+AUTO_ITER_FROM_SAMPLE, AUTO_ITER_RANDOM = 5, 10
 _PRODUCT_REASON = "alpha multiplies beta* (down to ~1e-180) and eta enters psi(eta) ~ -1/eta times counts"
 
 
@@ -360,6 +367,21 @@ class DAState(PartitionedDA, BatchState):
 # the estimator
 # ---------------------------------------------------------------------------
 
+def batch_bytes_per_topic(X):
+    """Bytes per topic of a batch fit's arrays: the responsibilities of every
+    (document, word) pair, theta and n_jk per document (and a copy), lambda, its
+    step's copies, E[log phi] and the statistics per word."""
+    return 8 * (X.nnz + 3 * X.n_docs + 6 * X.n_words)
+
+
+def largest_topics(lam, beta, eta, n_max):
+    """The ``n_max`` largest topics of a start (lambda, beta*) by their counts
+    lambda - eta, in their order; the weight of the others joins the rest cell."""
+    keep = np.sort(np.argsort(-(lam - eta).sum(axis=1), kind="stable")[:n_max])
+    rest = beta[-1] + beta[:-1].sum() - beta[keep].sum()
+    return lam[keep], np.append(beta[keep], rest)
+
+
 def sample_globals(sampler, X, eta, n_total):
     """(lambda, beta*) from the last sample of a fitted ``DirectAssignmentGibbs``:
     eta + its topic-word counts, scaled to n_total / X.n_docs times the corpus's
@@ -407,32 +429,62 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
     responsibilities would no longer sum to 1); the restricted M-step runs
     once after the documents, not once per document.
 
-    ``fit(X, init_from=sampler)`` starts from the last sample of a fitted
-    :class:`DirectAssignmentGibbs` over the same vocabulary instead of
-    ``n_components`` random topics: lambda_k = eta + the sample's word counts
-    of topic k (scaled to the corpus size D when the sampler saw fewer
-    tokens), beta* = its topic weights with its new-topic weight as the rest
-    cell, and the learned hyperparameters start at its alpha and gamma: a
-    batch fit from a sampler's topics (with the sampler's small eta) ends
-    better than random starts (docs/split_merge.md). Online, rho_0 = 1
-    replaces the start by the first minibatch's estimate: raise
-    ``learning_offset`` to keep it.
+    The default fit (``init="auto"``, ``mode="auto"``, ``n_components="auto"``)
+    is a batch fit started from the last state of a short
+    :class:`DirectAssignmentGibbs` run (``init_gibbs_iter`` sweeps, its
+    defaults otherwise, the same ``random_state``), which also chooses the
+    number of topics; splits and prunes change it from there. ``fit(X,
+    init_from=sampler)`` starts from a given fitted
+    :class:`DirectAssignmentGibbs` over the same vocabulary instead. Either
+    way lambda_k = eta + the sample's word counts of topic k (scaled to the
+    corpus size D when the sampler saw fewer tokens), beta* = its topic
+    weights with its new-topic weight as the rest cell, and the learned
+    hyperparameters start at its alpha and gamma. A batch fit from a
+    sampler's topics ends better than random starts (docs/split_merge.md)
+    and has more coherent topics: online fits from random topics make
+    mid-sized topics that mix the corpus's common words with their theme
+    (``mode="online"`` gives the old default). Online, rho_0 = 1 replaces a
+    start by the first minibatch's estimate: raise ``learning_offset`` to
+    keep it.
 
     Parameters
     ----------
-    n_components : int, default 60
-        Initial number of topics K (splits, merges and prunes change it).
-        From 60 rather than 20 random topics, the 20 largest topics of the
-        standard library's docstrings score c_npmi 0.077 rather than 0.057
-        (mean of seeds 0-2, higher for each seed; tomotopy's HDPModel: 0.10)
-        while KOS's held-out score moves by less than 0.005 per word (53
-        topics rather than 46); from 100, c_npmi was not higher
-        (``benchmarks/results/bench_defaults_text.txt`` and ``_kos.txt``).
-    mode : {"online", "batch"}, default "online"
+    n_components : int or "auto", default "auto"
+        Initial number of random topics K (splits, merges and prunes change
+        it). "auto": the Gibbs start's topics when ``init`` picks it, else 60
+        random topics (from 60 rather than 20, online fits of the standard
+        library's docstrings score c_npmi 0.077 rather than 0.057, mean of
+        seeds 0-2; from 100 not higher: ``benchmarks/results/bench_defaults_text.txt``).
+    mode : {"auto", "online", "batch"}, default "auto"
         "online": minibatches of ``batch_size`` documents in random order;
         "batch": every iteration is an E-step over all documents (warm-started
         from the previous one) and the exact M-step (rho = 1); the bound never
-        decreases without moves.
+        decreases without moves. "auto": "batch" when the fit starts from a
+        sample (the Gibbs start or ``init_from``), else "online".
+    init : {"auto", "gibbs", "random"}, default "auto"
+        The start of ``fit``. "gibbs": the last state of a
+        :class:`DirectAssignmentGibbs` run of ``init_gibbs_iter`` sweeps (from
+        its 100 topics, ``eta_tot`` 100 and learned concentrations); "random":
+        ``n_components`` random topics, lambda = eta + Gamma(1, 1) * 100 D /
+        (K W) ([SM] leaves it open). "auto": "gibbs" when ``n_components`` is
+        "auto" and ``mode`` is not "online", else "random". ``init_from``
+        overrides it. ``partial_fit`` always starts from random topics (its
+        first step, rho_0 = 1, replaces any start) and refuses "gibbs".
+        With the defaults (a Gibbs start of 300 sweeps, then 5 batch
+        iterations) the 20 largest topics of the standard library's
+        docstrings are more coherent (c_npmi, mean of seeds 0-4) than those
+        of tomotopy's HDPModel trained for the same time, where the old
+        default (online from 60 random topics) and starts of 100 sweeps
+        followed by 10-20 iterations scored below it
+        (``benchmarks/results/bench_defaults_text.txt``); on KOS the default
+        holds twice the old default's topics and scores a little better
+        (``benchmarks/results/bench_defaults_kos.txt``).
+        ``bnpcore.distributed.fit`` runs the Gibbs start on the client. A
+        batch fit holds K doubles per (document, word) pair: a start from a
+        sample with more topics than a quarter of the memory holds keeps the
+        largest of them (the others' weight joins the rest cell) and warns.
+    init_gibbs_iter : int in [1, 1000], default 300
+        Sweeps of the Gibbs start.
     split_merge : bool, default True
         Propose splits and merges every iteration.
     alpha, gamma, eta : float, default 1.0, 1.0, 0.5
@@ -451,9 +503,11 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         space, gamma in closed form (-K / log beta*_rest); True learns all three.
     batch_size : int, default 100
         Documents per minibatch (online).
-    max_iter : int, default 10
+    max_iter : int or "auto", default "auto"
         Passes over the corpus (epochs), as in scikit-learn's online LDA; one
-        ``history_`` record per minibatch (online) or pass (batch).
+        ``history_`` record per minibatch (online) or pass (batch). "auto": 5
+        from a sample (the Gibbs start or ``init_from``), whose topics a few
+        batch passes refine, else 10.
     total_samples : int, optional
         D, the corpus size the minibatch statistics are scaled to (default: the
         documents given to ``fit``; ``partial_fit`` streams need it).
@@ -556,18 +610,56 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
     _persist = BatchEstimator._persist + ("_grow_total",)
     partitioned = True      # its state runs on partitions (hdp_da_partitioned; bnpcore.distributed)
 
-    def __init__(self, n_components=60, mode="online", split_merge=True, alpha=1.0, gamma=1.0, eta=0.5,
-                 learn_hyperparameters=("alpha", "gamma"), batch_size=100, max_iter=10, total_samples=None,
+    def __init__(self, n_components="auto", mode="auto", split_merge=True, alpha=1.0, gamma=1.0, eta=0.5,
+                 learn_hyperparameters=("alpha", "gamma"), batch_size=100, max_iter="auto", total_samples=None,
                  learning_offset=1.0, learning_decay=0.5, moves=None, prune_threshold=1.0, gem_density="beta",
-                 estep_tol=1e-3, estep_max_iter=100, compute_bound=None, tol=1e-6, n_threads=None, random_state=None):
+                 estep_tol=1e-3, estep_max_iter=100, compute_bound=None, tol=1e-6, init="auto",
+                 init_gibbs_iter=INIT_GIBBS_ITER, n_threads=None, random_state=None):
         self._store_params(locals())
 
+    # -- the start and the mode ------------------------------------------------------
+    def _check_start(self):
+        """Validate n_components, mode, init and init_gibbs_iter."""
+        if isinstance(self.n_components, str):
+            if self.n_components != "auto":
+                raise ValueError(f"n_components must be 'auto' or a positive integer, got {self.n_components!r}")
+        else:
+            check_int(self.n_components, "n_components", minimum=1)
+        if self.mode not in ("auto", "online", "batch"):
+            raise ValueError(f"mode must be 'auto', 'online' or 'batch', got {self.mode!r}")
+        if self.init not in ("auto", "gibbs", "random"):
+            raise ValueError(f"init must be 'auto', 'gibbs' or 'random', got {self.init!r}")
+        check_inner(self.init_gibbs_iter, "init_gibbs_iter", 1)
+        if isinstance(self.max_iter, str) and self.max_iter != "auto":
+            raise ValueError(f"max_iter must be 'auto' or a positive integer, got {self.max_iter!r}")
+
+    def _from_sample(self):
+        return self._start() == "gibbs" or getattr(self, "_init_from", None) is not None
+
+    def _max_iter(self):
+        if self.max_iter == "auto":
+            return AUTO_ITER_FROM_SAMPLE if self._from_sample() else AUTO_ITER_RANDOM
+        return self.max_iter
+
+    def _start(self):
+        """The start ``init`` names: "auto" is "gibbs" with ``n_components="auto"``
+        outside online mode, else "random"."""
+        if self.init != "auto":
+            return self.init
+        return "gibbs" if self.n_components == "auto" and self.mode != "online" else "random"
+
+    def _mode(self):
+        """The mode ``mode`` names: "auto" is "batch" when the fit starts from a
+        sample (the Gibbs start or ``init_from``), else "online"."""
+        if self.mode != "auto":
+            return self.mode
+        return "batch" if self._from_sample() else "online"
+
     # -- the batch protocol ------------------------------------------------------
-    def _settings(self):
-        """Validate the parameters; the state's settings."""
-        check_int(self.n_components, "n_components", minimum=1)
-        if self.mode not in ("online", "batch"):
-            raise ValueError(f"mode must be 'online' or 'batch', got {self.mode!r}")
+    def _settings(self, mode=None):
+        """Validate the parameters; the state's settings (in ``mode``, default the fit's)."""
+        self._check_start()
+        mode = self._mode() if mode is None else mode
         for name in ("split_merge",):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be True or False")
@@ -584,8 +676,8 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         elif isinstance(learn, str) or not all(name in HYPERPARAMETERS for name in learn):
             raise ValueError(f"learn_hyperparameters must be True, False or a collection of {HYPERPARAMETERS}, "
                              f"got {learn!r}")
-        for name in ("batch_size", "max_iter"):
-            check_int(getattr(self, name), name)
+        check_int(self.batch_size, "batch_size")
+        check_int(self._max_iter(), "max_iter")
         check_inner(self.estep_max_iter, "estep_max_iter")
         move_settings = moves.check_moves(self.moves)
         if self.total_samples is not None:
@@ -595,10 +687,10 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         check_positive(self.prune_threshold, "prune_threshold", allow_zero=True)
         check_positive(self.estep_tol, "estep_tol")
         check_positive(self.tol, "tol", allow_zero=True)
-        bound = self.mode == "batch" if self.compute_bound is None else self.compute_bound
+        bound = mode == "batch" if self.compute_bound is None else self.compute_bound
         if not isinstance(bound, (bool, np.bool_)):
             raise TypeError("compute_bound must be True, False or None")
-        return {"mode": self.mode, "split_merge": bool(self.split_merge), "learn": tuple(learn),
+        return {"mode": mode, "split_merge": bool(self.split_merge), "learn": tuple(learn),
                 "batch_size": int(self.batch_size), "learning_offset": float(self.learning_offset),
                 "learning_decay": float(self.learning_decay), **move_settings,
                 "prune_threshold": float(self.prune_threshold),
@@ -607,21 +699,26 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
                 "n_threads": effective_n_threads(self.n_threads)}
 
     def _check_params(self):
-        self._settings()
-        return {"max_iter": int(self.max_iter), "tol": float(self.tol) if self.mode == "batch" else None}
+        mode = self._settings()["mode"]
+        return {"max_iter": int(self._max_iter()), "tol": float(self.tol) if mode == "batch" else None}
 
     def _loop_settings(self, X):
         """Online, one iteration of the loop is a minibatch: max_iter epochs."""
         loop = self._check_params()
-        if self.mode == "online":
+        if self._mode() == "online":
             loop["max_iter"] *= -(-X.n_docs // int(self.batch_size))
         return loop
 
-    def _new_state(self, X, rng, n_total, start=None):
-        settings = self._settings()
+    def _new_state(self, X, rng, n_total, start=None, mode=None):
+        settings = self._settings(mode)
         alpha, gamma = self.alpha, self.gamma
+        if start is None and mode is None and self._start() == "gibbs":      # fit, not partial_fit's mode="online"
+            # the sampler's last state (burn_in: every sweep before it), from its default 100 topics
+            start = DirectAssignmentGibbs(max_iter=self.init_gibbs_iter, burn_in=self.init_gibbs_iter - 1,
+                                          store_doc_topic=False, random_state=rng).fit(X)
         if start is None:
-            K, W = int(self.n_components), X.n_words
+            K = RANDOM_TOPICS if self.n_components == "auto" else int(self.n_components)
+            W = X.n_words
             # lambda and its step's copies (K x W each), the documents' proportions and responsibilities
             check_memory(8 * K * (5 * W + 2 * X.n_docs), f"n_components={K}", X)
             # [SM] leaves the initial topics open: lambda = eta + Gamma(1, 1) * 100 D / (K W)
@@ -629,6 +726,16 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
             beta = np.full(K + 1, 1.0 / (K + 1))
         else:
             lam, beta = sample_globals(start, X, self.eta, n_total)
+            limit = memory_limit()
+            n_max = None if limit is None else max(1, int(limit // 4 // batch_bytes_per_topic(X)))
+            if settings["mode"] == "batch" and n_max is not None and len(lam) > n_max:
+                # a batch fit holds K doubles per (document, word) pair: keep the topics a quarter of the memory holds
+                held, n_start = (lam - self.eta).sum(), len(lam)
+                lam, beta = largest_topics(lam, beta, self.eta, n_max)
+                warnings.warn(f"DirectAssignmentVB: the start's {n_start} topics take more than a quarter of "
+                              f"the memory in a batch fit on {X.nnz} (document, word) pairs; it starts from the "
+                              f"{n_max} largest, which hold {(lam - self.eta).sum() / held:.1%} of the tokens "
+                              "(mode='online' holds the pairs of one minibatch)", UserWarning, stacklevel=2)
             learn = settings["learn"]
             alpha = start.alpha_ if "alpha" in learn else alpha
             gamma = start.gamma_ if "gamma" in learn else gamma
@@ -669,7 +776,10 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
     @exclusive
     def partial_fit(self, X, y=None, *, total_samples=None):
         """One online iteration per ``batch_size`` documents of ``X``, in order
-        (online updates in either ``mode``, as scikit-learn's online LDA).
+        (online updates in any ``mode``, as scikit-learn's online LDA).
+        An unfitted estimator starts from random topics (``n_components``,
+        "auto": 60), never from a Gibbs run: there ``init="gibbs"`` is a
+        ValueError. A fitted model (from any start) continues online.
 
         D (the corpus size the statistics are scaled to) is ``total_samples``,
         else the constructor's, else that of the previous fit, else the
@@ -683,7 +793,7 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
         return self._partial_fit(X, total_samples)
 
     def _partial_fit(self, X, total_samples):
-        settings = dict(self._settings(), mode="online")
+        settings = self._settings("online")
         fitted = bool(self._fitted_names())
         X = self._check_input(X) if fitted else as_corpus(X)
         if X.n_tokens == 0:
@@ -696,7 +806,10 @@ class DirectAssignmentVB(InitFromMixin, ResultsMixin, TopicMixin, BatchEstimator
             state.updates, state.documents = self.n_updates_, self.n_documents_seen_
             seconds = self.history_[-1]["fit_seconds"] if self.history_ else 0.0
         else:
-            state = self._new_state(X, check_random_state(self.random_state), total or X.n_docs)
+            if self.init == "gibbs":
+                raise ValueError("init='gibbs' starts fit() only: partial_fit's first step (rho_0 = 1) replaces any "
+                                 "start by its first minibatch's estimate; use init='auto' or 'random'")
+            state = self._new_state(X, check_random_state(self.random_state), total or X.n_docs, mode="online")
             self._grow_total, self.history_, seconds = total is None, [], 0.0
         if total is not None:
             state.n_total = total

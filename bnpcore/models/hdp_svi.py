@@ -25,7 +25,7 @@ from bnpcore.base import TopicMixin
 from bnpcore.evaluation import hdp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, OnlineEstimator, check_local_sampler, minibatch_stats
 from bnpcore.kernels import _lda
-from bnpcore.kernels._svi import hdp_local_step, hdp_online_vb_step
+from bnpcore.kernels._svi import hdp_local_step, hdp_online_vb_step, online_vb_elogphi
 from bnpcore.kernels.stirling import StirlingTable
 from bnpcore.results import ResultsMixin
 
@@ -426,7 +426,7 @@ class OnlineVB(_OnlineHDP):
         state.words[rows] = rng.gamma(1.0, 1.0, size=(T, W)) * (self.init_scale * n_docs / (T * W))
         state.row_tilde[rows] = state.words[rows].sum(axis=1)
 
-    def _estep(self, batch, st, doc_topic, n_threads=None, tol=None, stats=True):
+    def _estep(self, batch, st, doc_topic, n_threads=None, tol=None, stats=True, elogphi=None):
         K = st.n_components
         n_threads = effective_n_threads(self.n_threads) if n_threads is None else n_threads
         # the kernel's atom responsibilities (documents x n_atoms x K, pairs x n_atoms) and word statistics
@@ -439,7 +439,7 @@ class OnlineVB(_OnlineHDP):
                     "tol": float(self.doc_tol if tol is None else tol), "stats": bool(stats)}
         hdp_online_vb_step(batch.ptr, batch.words, batch.counts, batch.vocab, st.words, st.row_tilde, st.slots,
                            st.scale, st.expected_log_weights(), settings, (block, sizes, doc_topic, bound, n_iter),
-                           n_threads)
+                           n_threads, elogphi=elogphi)
         return block, sizes
 
     def local_step(self, batch, state, rng):
@@ -455,9 +455,9 @@ class OnlineVB(_OnlineHDP):
         result does not depend on ``chunk`` nor on ``n_threads``: the
         documents go to the kernel ``chunk`` at a time (by default as many as
         keep its atom responsibilities near ``_TRANSFORM_CHUNK_BYTES``), the
-        chunks on ``n_threads`` threads. Larger chunks compute E[log phi] over
-        fewer minibatch vocabularies; the kernel skips the minibatch
-        statistics of ``fit`` (``stats=False``). ``tol``: the
+        chunks on ``n_threads`` threads. The chunks share one E[log phi] over
+        the words of X; the kernel skips the minibatch statistics of ``fit``
+        (``stats=False``). ``tol``: the
         documents' stopping rule (relative change of the document bound),
         by default ``doc_tol``, the fit's.
         """
@@ -470,6 +470,15 @@ class OnlineVB(_OnlineHDP):
         out = np.empty((X.n_docs, K))
         starts = iter(range(0, X.n_docs, chunk))
         lock = threading.Lock()
+        st = self._state
+        elogphi = None
+        if X.n_docs > chunk:        # several chunks: E[log phi] of the words of X once, its rows per chunk
+            words = np.flatnonzero(np.bincount(X.indices, minlength=X.n_words))
+            check_memory(8 * K * len(words), f"n_components={K} ({len(words)} words)")
+            where = np.zeros(X.n_words, dtype=np.intp)
+            where[words] = np.arange(len(words))
+            elogphi = online_vb_elogphi(st.words, st.row_tilde, st.slots, st.scale, float(self.eta),
+                                        words.astype(np.int32), effective_n_threads(self.n_threads))
 
         def worker(_):
             word_map = np.full(X.n_words, -1, dtype=np.int32)
@@ -479,7 +488,8 @@ class OnlineVB(_OnlineHDP):
                     if start is None:
                         return
                     batch = Minibatch(X, np.arange(start, min(start + chunk, X.n_docs)), word_map)
-                self._estep(batch, self._state, out[start:start + batch.n_docs], n_threads=1, tol=tol, stats=False)
+                self._estep(batch, st, out[start:start + batch.n_docs], n_threads=1, tol=tol, stats=False,
+                            elogphi=None if elogphi is None else elogphi[where[batch.vocab]])
 
         n_threads = min(effective_n_threads(self.n_threads), -(-X.n_docs // chunk))
         with blas_limited():        # the kernel's small matrix products, one BLAS thread per worker

@@ -184,11 +184,14 @@ def test_sweep_matches_reference(n_threads):
 
 
 def test_fast_exp_and_log_within_two_ulp():
-    """The sweep's own exp (x <= 0) and log against libm over their whole ranges."""
+    """The kernels' own exp (x <= 0; bnpcore/internal/fastmath.h, shared with
+    OnlineVB's document step) and log against libm over their whole ranges; exp
+    is 0 below -708 (libm's subnormals there) and keeps NaN."""
     rng = np.random.default_rng(0)
     x = np.r_[-rng.random(10 ** 5) * 708, -rng.random(1000) * 1e-6, 0.0, -1e-300, -707.99]
     np.testing.assert_allclose(_cvhdp.fast_math(x, "exp_neg"), np.exp(x), rtol=4.5e-16, atol=0)
-    np.testing.assert_array_equal(_cvhdp.fast_math(np.array([-708.5, -745.2, -1e10]), "exp_neg"), 0.0)
+    np.testing.assert_array_equal(_cvhdp.fast_math(np.array([-708.5, -745.2, -1e10, -np.inf]), "exp_neg"), 0.0)
+    assert np.isnan(_cvhdp.fast_math(np.array([np.nan]), "exp_neg")).all()
     x = np.r_[np.exp(rng.uniform(-707, 709, 10 ** 5)), 1 + rng.normal(size=1000) * 1e-8, 1.0, np.sqrt(2), np.sqrt(0.5),
               np.finfo(float).tiny, np.finfo(float).max]
     np.testing.assert_allclose(_cvhdp.fast_math(x, "log"), np.log(x), rtol=4.5e-16, atol=1e-300)

@@ -15,7 +15,7 @@ from bnpcore.corpus import Corpus
 from bnpcore.datasets import load_kos
 from bnpcore.evaluation import hdp_heldout_log_likelihood
 from bnpcore.inference.online import Minibatch, StickState
-from bnpcore.kernels._svi import hdp_local_step, hdp_online_vb_step
+from bnpcore.kernels._svi import hdp_local_step, hdp_online_vb_step, online_vb_elogphi, softmax_rows
 from bnpcore.kernels.stirling import StirlingTable
 
 
@@ -414,6 +414,9 @@ def test_online_vb_softmax_finds_the_largest_topic_anywhere(K):
 
 @pytest.mark.parametrize("ranked", [True, False])
 def test_online_vb_document_step_matches_reference(ranked):
+    """The statistics, proportions and bound after any number of iterations
+    (the kernel skips the bounds that its stopping rule never compares, not
+    the last one)."""
     rng = np.random.default_rng(2)
     K, W, T, eta, alpha = 7, 15, 4, 0.05, 0.8
     state = state_with(rng.gamma(0.5, 10.0, size=(K, W)) + eta, rng.gamma(2.0, 3.0, size=K), eta, 1.2,
@@ -421,20 +424,35 @@ def test_online_vb_document_step_matches_reference(ranked):
     X = Corpus(rng.poisson(0.7, size=(5, W)))
     lam = state.lam()
     elogphi = digamma(lam) - digamma(lam.sum(axis=1, keepdims=True))
-    for iters in (1, 3, 5, 12):
-        b, block, sizes, doc_topic, _, n_iter = vb_step(state, X, alpha, T, iters, ranked=ranked)
+    elog_beta = state.expected_log_weights()
+    for iters in (1, 2, 3, 4, 5, 6, 7, 12):
+        b, block, sizes, doc_topic, bound, n_iter = vb_step(state, X, alpha, T, iters, ranked=ranked)
         assert np.all(n_iter == iters)
         ref_block = np.zeros((K, W))
         ref_sizes = np.zeros(K)
         for j in range(X.n_docs):
             lo, hi = X.indptr[j], X.indptr[j + 1]
             w, c = X.indices[lo:hi], X.counts[lo:hi].astype(float)
-            varphi, zeta = wpb_reference(elogphi[:, w], c, state.expected_log_weights(), alpha, T, iters, ranked)
+            varphi, zeta = wpb_reference(elogphi[:, w], c, elog_beta, alpha, T, iters, ranked)
             ref_sizes += varphi.sum(axis=0)
             ref_block[:, w] += varphi.T @ (zeta * c[:, None]).T
             np.testing.assert_allclose(doc_topic[j], varphi.T @ (c @ zeta), rtol=1e-9)
+            np.testing.assert_allclose(bound[j], wpb_reference_bound(elogphi[:, w], c, elog_beta, alpha, varphi, zeta),
+                                       rtol=1e-9)
         np.testing.assert_allclose(sizes, ref_sizes, rtol=1e-9)
         np.testing.assert_allclose(block, ref_block[:, b.vocab], rtol=1e-9, atol=1e-12)
+
+
+def wpb_reference_bound(E, c, elog_beta, alpha, varphi, zeta):
+    """The document bound of Wang et al. (2011) at (varphi, zeta), with the sticks
+    fitted to zeta (as the kernel reports it after an iteration); E is K x nnz."""
+    bound = np.sum(varphi * (elog_beta - np.log(varphi)))
+    N = c @ zeta
+    g, h = 1 + N[:-1], alpha + np.cumsum(N[::-1])[::-1][1:]
+    elv, el1mv = digamma(g) - digamma(g + h), digamma(h) - digamma(g + h)
+    bound += np.sum(np.log(alpha) + betaln(g, h) + (1 - g) * elv + (alpha - h) * el1mv)
+    est = np.append(elv, 0.0) + np.concatenate([[0.0], np.cumsum(el1mv)])
+    return bound + c @ (zeta * (est + E.T @ varphi.T - np.log(zeta))).sum(axis=1)
 
 
 def test_online_vb_uniform_start_converges_to_one_mixture():
@@ -550,6 +568,82 @@ def test_online_vb_transform_does_not_depend_on_chunks_or_threads():
         est.transform(X, chunk=0)
     with pytest.raises(ValueError, match="tol"):
         est.transform(X, tol=-1.0)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 15, 69])
+def test_online_vb_softmax_rows_match_numpy(n):
+    """The document step's softmax over rows (the exps of all rows in one loop,
+    four running sums per row) against NumPy: the proportions and the entropy
+    term sum_i p_i (prior_i - log p_i), for rows of every length modulo 4,
+    spreads up to 10^3 nats, a -inf entry (p = 0, which adds nothing) and a row
+    whose largest entry is last."""
+    rng = np.random.default_rng(n)
+    v = rng.normal(scale=rng.choice([0.1, 5.0, 300.0], size=(40, 1)), size=(40, n))
+    v[1] = np.arange(n, dtype=float)
+    if n > 1:
+        v[2, 0] = -np.inf
+    prior = rng.normal(size=n)
+    p, cross = softmax_rows(v, prior)
+    lse = logsumexp(v, axis=1, keepdims=True)
+    want = np.exp(v - lse)
+    # relative error of a few ulp times the entries' size (v - max(v) with |v| ~ 500 is 500 ulp from exact, in
+    # both); 0 where exp is below exp(-708)
+    scale = 1.0 + np.abs(np.where(np.isfinite(v), v, 0.0)).max(axis=1, keepdims=True)
+    err = np.abs(p - want) - 1e-14 * scale * want
+    assert np.all(err <= 1e-307), err.max()
+    logp = np.where(want > 0, v - lse, 0.0)
+    np.testing.assert_allclose(cross, (want * (prior - logp)).sum(axis=1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(softmax_rows(v)[0], p)          # the prior changes only the entropy term
+    np.testing.assert_array_equal(softmax_rows(v[7:9], prior)[0], p[7:9])     # rows do not see each other
+
+
+def test_online_vb_step_takes_a_precomputed_elogphi():
+    """``elogphi`` (what transform computes once for all its chunks) is
+    psi(lambda_kw) - psi(Lambda_k), and the step given its rows is bit for bit
+    the step that computes them; a wrong shape is refused."""
+    rng = np.random.default_rng(4)
+    K, W, T, eta = 6, 12, 4, 0.1
+    state = state_with(rng.gamma(0.5, 10.0, size=(K, W)) + eta, rng.gamma(2.0, 3.0, size=K), eta, 1.2,
+                       truncated=True)
+    X = Corpus(rng.poisson(0.8, size=(7, W)))
+    lam = state.lam()
+    every = online_vb_elogphi(state.words, state.row_tilde, state.slots, state.scale, eta,
+                              np.arange(W, dtype=np.int32), 2)
+    np.testing.assert_allclose(every, (digamma(lam) - digamma(lam.sum(axis=1, keepdims=True))).T, rtol=1e-12)
+    b = Minibatch(X, np.arange(X.n_docs), np.full(W, -1, dtype=np.int32))
+    settings = {"eta": eta, "alpha": 0.9, "n_atoms": T, "ranked": True, "max_iter": 50, "tol": 1e-4, "stats": True}
+    runs = []
+    for elogphi in (None, np.ascontiguousarray(every[b.vocab])):
+        out = (np.empty((K, len(b.vocab))), np.empty(K), np.empty((X.n_docs, K)), np.empty(X.n_docs),
+               np.empty(X.n_docs, dtype=np.int32))
+        hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
+                           state.expected_log_weights(), settings, out, 1, elogphi=elogphi)
+        runs.append(out)
+    for got, want in zip(*runs):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="elogphi"):
+        hdp_online_vb_step(b.ptr, b.words, b.counts, b.vocab, state.words, state.row_tilde, state.slots, state.scale,
+                           state.expected_log_weights(), settings, runs[0], 1,
+                           elogphi=np.ascontiguousarray(every[:, 1:]))
+
+
+def test_online_vb_transform_of_a_corpus_missing_words():
+    """transform computes E[log phi] once for the words that X uses and gives
+    each chunk its rows: with words absent from X (and from some chunks) every
+    chunking is the one kernel call over all documents."""
+    X, _ = bars_corpus(3, n_docs=40, length=20)
+    est = hdp.OnlineVB(n_components=10, n_atoms=4, batch_size=10, random_state=0).fit(X)
+    dense = X.matrix.toarray()
+    dense[:, [0, 3, 11]] = 0            # words that X lacks
+    dense[:20, [5, 17]] = 0             # and words that the first chunks lack
+    Y = Corpus(dense[dense.sum(axis=1) > 0])
+    whole = np.empty((Y.n_docs, est.n_components_))
+    est._estep(Minibatch(Y, np.arange(Y.n_docs), np.full(Y.n_words, -1, dtype=np.int32)), est._state, whole,
+               n_threads=1)
+    whole /= whole.sum(axis=1, keepdims=True)
+    for n_threads, chunk in [(1, 3), (2, 7), (2, 20)]:
+        est.n_threads = n_threads
+        np.testing.assert_array_equal(est.transform(Y, chunk=chunk), whole)
 
 
 def cvb0_proportions(doc_words, doc_counts, topics, prior, sweeps=2000):
