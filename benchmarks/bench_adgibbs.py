@@ -40,6 +40,14 @@ formulas from tomotopy's counts), one sample, scoring time not counted.
   ``--lda-repeats N`` fits the CGS / AD-LDA pair N times in turn (the fits are
   the same each time) and prints each pair's ratio and their median: on a VM
   whose cores change speed from run to run, one pair's ratio is not enough.
+  ``--interleave N`` then times the kernels sweep by sweep, so that the VM's
+  phases fall on all of them alike: from a state after ``INTERLEAVE_BURN_IN``
+  sweeps, N rounds of one sweep each of CGS (``_lda.cgs_sweep``, one thread),
+  AD-LDA (``_lda.cgs_delayed_sweep``, two blocks on two threads) and the two
+  halves of the documents (AD-LDA's blocks) swept by ``cgs_sweep`` at once in
+  two threads, each against its own copy of the counts and never merged: the
+  machine's two-core ceiling for AD-LDA's block work. Printed: the medians of
+  the per-sweep ratios CGS / AD-LDA, CGS / halves and halves / AD-LDA.
 
 Fit times are the samplers' own (``history_``'s ``fit_seconds``; tomotopy's
 ``train`` calls). The machine is shared: the load average is printed at the
@@ -49,7 +57,7 @@ printed next to the wall-clock rate.
 Usage::
 
     python benchmarks/bench_adgibbs.py [--corpus kos|synthetic|text] [--hdp-sweeps 1000]
-        [--lda-sweeps 300] [--lda-repeats 1] [--eval-every 50] [--skip hdp,lda,tomotopy]
+        [--lda-sweeps 300] [--lda-repeats 1] [--interleave 0] [--eval-every 50] [--skip hdp,lda,tomotopy]
         [--out benchmarks/results/bench_adgibbs_kos.txt]
 """
 import argparse
@@ -61,6 +69,7 @@ import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -70,7 +79,9 @@ from harness import threads_note, token_split  # noqa: E402
 
 from bnpcore.evaluation import token_log_likelihood  # noqa: E402
 from bnpcore.hdp import DirectAssignmentGibbs  # noqa: E402
+from bnpcore.kernels import _lda  # noqa: E402
 from bnpcore.lda import CollapsedGibbs  # noqa: E402
+from bnpcore.models.lda import token_blocks  # noqa: E402
 
 TOLERANCE = 0.02
 # the synthetic corpus: about a million tokens in documents of KOS-like to news-like
@@ -80,6 +91,7 @@ SYNTHETIC = dict(n_docs=5000, n_words=8000, n_topics=100, model="hdp", mean_leng
 TEXT_PACKAGES = "numpy,scipy,sklearn,pandas,matplotlib"
 # (HDP sweeps, LDA sweeps, scoring interval) by corpus
 SWEEPS = {"kos": (1000, 300, 50), "synthetic": (250, 100, 25), "text": (250, 100, 25)}
+INTERLEAVE_BURN_IN = 100
 
 
 def docstring_corpus(packages):
@@ -253,6 +265,52 @@ def hdp_part(train, heldout, args):
             print(f"    {it:5d} {secs:8.1f} {ll:9.4f} {k:5d} {a:6.3f} {g:7.3f}")
 
 
+def interleave(train, K, alpha, eta, n_sweeps, seed):
+    """Per-sweep seconds of CGS, AD-LDA and the two halves at once (see the module
+    docstring), from one state after ``INTERLEAVE_BURN_IN`` CGS sweeps; the order of
+    the three turns around every round."""
+    rng = np.random.default_rng(seed)
+    alpha, eta = np.full(K, alpha), np.full(train.n_words, eta)
+    W, corpus = train.n_words, (train.indptr, train.indices, train.counts)
+    z = rng.integers(0, K, train.n_tokens, dtype=np.int32)
+    nwk, nk = np.zeros((W, K), np.int32), np.zeros(K, np.int64)
+    _lda.count_word_topics(*corpus, z, nwk, nk)
+    wtopics, wlen = np.empty((W, K), np.int32), np.empty(W, np.int32)
+    _lda.word_topic_lists(nwk, wtopics, wlen)
+    scratch = lambda: (np.empty(3 * K), np.empty(3 * K, np.int32))    # noqa: E731
+    for _ in range(INTERLEAVE_BURN_IN):
+        _lda.cgs_sweep(*corpus, alpha, eta, eta.sum(), z, nwk, nk, wtopics, wlen, *scratch(), rng)
+    state = lambda: (z.copy(), (nwk.copy(), nk.copy(), wtopics.copy(), wlen.copy()))    # noqa: E731
+    (z_c, counts_c), (z_a, counts_a) = state(), state()
+    tok_ptr = np.concatenate([[0], np.cumsum(train.doc_lengths)])
+    starts = token_blocks(tok_ptr, 2)
+    blocks = starts, tok_ptr[starts].astype(np.int64)
+    copies = (np.empty((2, W, K), np.int32), np.empty((2, W, K), np.int32), np.empty((2, W), np.int32),
+              np.empty((2, 3 * K + 16)), np.empty((2, 3 * K + 16), np.int32))
+    halves = []
+    for b in range(2):
+        (d0, d1), (t0, t1) = starts[b:b + 2], tok_ptr[starts[b:b + 2]]
+        p0, p1 = train.indptr[d0], train.indptr[d1]
+        z_h, counts_h = state()
+        halves.append((train.indptr[d0:d1 + 1] - p0, train.indices[p0:p1], train.counts[p0:p1], alpha, eta,
+                       eta.sum(), z_h[t0:t1].copy(), *counts_h, *scratch(), np.random.default_rng(seed + 1 + b)))
+    pool = ThreadPoolExecutor(2)
+    sweeps = {
+        "CGS": lambda: _lda.cgs_sweep(*corpus, alpha, eta, eta.sum(), z_c, *counts_c, *scratch(), rng),
+        "AD-LDA": lambda: _lda.cgs_delayed_sweep(*corpus, blocks, alpha, eta, eta.sum(), z_a, counts_a, copies,
+                                                 int(rng.integers(0, 1 << 63)), rng, 2),
+        "halves": lambda: list(pool.map(lambda h: _lda.cgs_sweep(*h), halves)),
+    }
+    seconds = {name: [] for name in sweeps}
+    with pool:
+        for r in range(n_sweeps):
+            for name in (list(sweeps) if r % 2 else list(sweeps)[::-1]):
+                t = time.perf_counter()
+                sweeps[name]()
+                seconds[name].append(time.perf_counter() - t)
+    return {name: np.array(v) for name, v in seconds.items()}
+
+
 def lda_part(train, heldout, args):
     alpha, eta, K, S = 0.1, 0.01, args.lda_topics, args.lda_sweeps
     common = dict(n_components=K, alpha=alpha, eta=eta, max_iter=S, burn_in=S - 1, random_state=args.seed)
@@ -274,16 +332,26 @@ def lda_part(train, heldout, args):
     if args.lda_repeats > 1:
         ratios = [ad["tok_s"] / cgs["tok_s"]]
         print("repeats of the pair (CGS s, AD-LDA s, AD-LDA CPU s, x CGS tok/s, load):")
-        print(f"  1 {cgs['seconds']:7.2f} {ad['seconds']:7.2f} {train.n_tokens * S / ad['cpu_tok_s']:7.1f} "
+        print(f"   1 {cgs['seconds']:7.2f} {ad['seconds']:7.2f} {train.n_tokens * S / ad['cpu_tok_s']:7.1f} "
               f"{ratios[0]:5.2f}")
         for r in range(2, args.lda_repeats + 1):
             c = lda_row("CGS", CollapsedGibbs(n_threads=1, **common), train, heldout, 1)
             a = lda_row("AD-LDA", CollapsedGibbs(schedule="delayed", n_threads=2, **common), train, heldout, 2)
             ratios.append(a["tok_s"] / c["tok_s"])
-            print(f"  {r} {c['seconds']:7.2f} {a['seconds']:7.2f} {train.n_tokens * S / a['cpu_tok_s']:7.1f} "
-                  f"{ratios[-1]:5.2f}   {os.getloadavg()[0]:.2f}")
+            print(f"  {r:2d} {c['seconds']:7.2f} {a['seconds']:7.2f} {train.n_tokens * S / a['cpu_tok_s']:7.1f} "
+                  f"{ratios[-1]:5.2f}   {os.getloadavg()[0]:.2f}", flush=True)
         print(f"AD-LDA over {len(ratios)} pairs: median {np.median(ratios):.2f} x CGS's tokens/s "
               f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+    if args.interleave:
+        t = interleave(train, K, alpha, eta, args.interleave, args.seed)
+        print(f"\nkernels interleaved sweep by sweep ({args.interleave} rounds after {INTERLEAVE_BURN_IN} CGS sweeps; "
+              f"load {os.getloadavg()[0]:.2f} at the end): ms per sweep, median (min): "
+              + ", ".join(f"{name} {1e3 * np.median(v):.2f} ({1e3 * v.min():.2f})" for name, v in t.items()))
+        for num, den in (("CGS", "AD-LDA"), ("CGS", "halves"), ("halves", "AD-LDA")):
+            r = t[num] / t[den]
+            print(f"  {num} / {den}: median of the per-sweep ratios {np.median(r):.3f} (quartiles "
+                  f"{np.quantile(r, 0.25):.3f}, {np.quantile(r, 0.75):.3f}); ratio of the sums "
+                  f"{t[num].sum() / t[den].sum():.3f}")
 
 
 def main(argv=None):
@@ -296,6 +364,8 @@ def main(argv=None):
     ap.add_argument("--lda-topics", type=int, default=50)
     ap.add_argument("--lda-repeats", type=int, default=1,
                     help="fit the CGS / AD-LDA pair this many times in turn; print each ratio and the median")
+    ap.add_argument("--interleave", type=int, default=0, metavar="N",
+                    help="then time N rounds of CGS, AD-LDA and the two halves, sweep by sweep (see above)")
     ap.add_argument("--eval-every", type=int, default=None, help="default: 50 on KOS, 25 on the others")
     ap.add_argument("--init-topics", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)

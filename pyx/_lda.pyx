@@ -510,16 +510,17 @@ def cgs_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const int32
     its tokens' topics ``z`` when the sweep reaches it (in ``iscratch``).
     ``wtopics``/``wlen`` must be the lists of ``word_topic_lists(nwk)``;
     scratch holds 3 K doubles and 3 K int32.
+
+    The topics in ``z``, the word ids and the token counts are checked as the
+    sweep reaches each document, before any of its tokens moves (no separate
+    pass over the tokens): bad input raises ValueError with the documents
+    before the bad one sampled and the state consistent.
     """
     _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch, iscratch, 3)
     cdef int64_t D = indptr.shape[0] - 1, K = nwk.shape[1]
     cdef SparseGibbs s
     cdef bnp_bitgen_t *g = bitgen_of(generator)
     cdef bnp_csr_t m = csr_view(indptr, indices, counts, nwk.shape[0])
-    if z.shape[0] != np.asarray(counts).sum(dtype=np.int64):
-        raise ValueError("z must hold one topic per token")
-    if z.shape[0] and not (0 <= np.min(z) and np.max(z) < K):
-        raise ValueError(f"topics in z must lie in [0, {K})")
     cdef int status
     with generator.bit_generator.lock, nogil:
         _sg_bind(&s, K, &nk[0], &alpha[0], eta_tot, &scratch[0], &iscratch[0])
@@ -1444,6 +1445,7 @@ def fold_in(const int64_t[::1] indptr, const int32_t[::1] indices, const int32_t
 
 cdef enum:
     _SPREAD = 4      # structs between two blocks' (SparseGibbs and bnp_stream_t are over 64 bytes)
+    _TOTALS_GAP = 8  # int64 between two blocks' topic totals: 64 bytes, so no cache line holds both
     _MERGE_CHUNK = 64    # words a thread claims at a time in the merge (dynamic: a late thread takes fewer)
     # _cgs_block's outcomes
     _BLOCK_OK = 0
@@ -1503,13 +1505,12 @@ cdef int _cgs_block(SparseGibbs *s, const bnp_csr_t *m, int64_t first, int64_t l
 
 
 cdef void _cgs_merge_word(int64_t T, int32_t *row, int32_t *wl, int32_t *wlen,
-                          int32_t *rows_t, int32_t *wl_t, int64_t stride, int32_t *wlen_t, int64_t len_stride,
-                          int32_t *mark, int32_t *fresh) noexcept nogil:
-    """Merge one word's copies: ``row += sum_t (rows_t[t] - row)`` (block t's row and
-    list at ``rows_t + t stride``, ``wl_t + t stride``, its length at
-    ``wlen_t[t len_stride]``), the word's topic list rebuilt, and the merged row and
-    list written back into every block's copy (which then needs no copy before the
-    next sweep).
+                          const int32_t *rows_t, const int32_t *wl_t, int64_t stride, const int32_t *wlen_t,
+                          int64_t len_stride, int32_t *mark, int32_t *fresh) noexcept nogil:
+    """Merge one word's copies into its shared row and list: ``row += sum_t
+    (rows_t[t] - row)`` (block t's row and list at ``rows_t + t stride``,
+    ``wl_t + t stride``, its length at ``wlen_t[t len_stride]``), the word's topic
+    list rebuilt. The copies are only read.
 
     Only the topics in the old list or in some block's list can have moved (a
     topic in none has count 0 everywhere), so the cost is their number times T,
@@ -1536,8 +1537,6 @@ cdef void _cgs_merge_word(int64_t T, int32_t *row, int32_t *wl, int32_t *wlen,
         for t in range(T):
             new += rows_t[t * stride + k] - old
         row[k] = new
-        for t in range(T):
-            rows_t[t * stride + k] = new
     for i in range(m):
         k = fresh[i]
         mark[k] = 0
@@ -1545,8 +1544,6 @@ cdef void _cgs_merge_word(int64_t T, int32_t *row, int32_t *wl, int32_t *wlen,
         for t in range(T):
             new += rows_t[t * stride + k]
         row[k] = new
-        for t in range(T):
-            rows_t[t * stride + k] = new
     for i in range(1, m):               # the new topics in increasing order
         x = fresh[i]
         j = i
@@ -1569,9 +1566,6 @@ cdef void _cgs_merge_word(int64_t T, int32_t *row, int32_t *wl, int32_t *wlen,
             j -= 1
         wl[j] = x
     wlen[0] = <int32_t>n
-    for t in range(T):
-        memcpy(wl_t + t * stride, wl, n * sizeof(int32_t))
-        wlen_t[t * len_stride] = <int32_t>n
 
 
 cdef extern from *:
@@ -1599,8 +1593,8 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
                       const double[::1] alpha, const double[::1] eta, double eta_tot,             # IN priors
                       int32_t[::1] z,                  # IN/OUT  topic of every token
                       tuple shared,                    # IN/OUT  (nwk, nk, wtopics, wlen), merged
-                      tuple copies,                    # IN/OUT  (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)
-                      uint64_t key, generator, int n_threads, bint synced=False):
+                      tuple copies,                    # OUT     (nwk_t, wtopics_t, wlen_t, scratch, iscratch)
+                      uint64_t key, generator, int n_threads):
     """One collapsed Gibbs sweep with delayed updates of the shared counts (AD-LDA,
     Newman, Asuncion, Smyth & Welling 2009, section 3.1): an approximation of
     ``cgs_sweep``.
@@ -1611,27 +1605,33 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
       and the first token of each block, then D and N;
     * ``shared = (nwk, nk, wtopics, wlen)``: the counts and word lists of
       ``cgs_sweep``, (W, K) int32, (K,) int64, (W, K) int32, (W,) int32;
-    * ``copies = (nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch)``: each
-      block's copy of the shared arrays, (T, W, K), (T, K), (T, W, K), (T, W)
-      (unused for T = 1: (1, 0, 0) and (1, 0) will do), and its sampler scratch,
-      (T, 3 K + PAD) float64 and int32.
+    * ``copies = (nwk_t, wtopics_t, wlen_t, scratch, iscratch)``: room for each
+      block's copy of ``nwk``, ``wtopics`` and ``wlen``, (T, W, K), (T, W, K),
+      (T, W) (unused for T = 1: (1, 0, 0) and (1, 0) will do), and its sampler
+      scratch, (T, 3 K + PAD) float64 and int32; their contents on entry do not
+      matter. The blocks' copies of ``nk`` are the kernel's own, with 64 bytes
+      between two blocks' rows: every draw writes two totals, and rows of K
+      int64 side by side would put the end of one block's and the start of the
+      next's in one cache line, which two cores would pass back and forth.
 
     The documents are cut into T = ``nwk_t.shape[0]`` blocks at ``starts``. Each
-    block runs the draws of ``cgs_sweep`` over its documents against its copy of
-    the word-topic counts, topic counts and word lists only (it sees its own
-    moves at once, the other blocks' after the sweep); the copies are then
-    merged, ``nwk += sum_t (nwk_t[t] - nwk)`` (likewise ``nk``), the word lists
-    rebuilt, and the merged rows and lists written back into every copy. With
-    ``synced=False`` each block first copies the shared arrays into its slot;
-    ``synced=True`` skips that copy and requires the copies to be as the
-    previous call left them (the shared arrays unchanged since). One team of
+    block copies the shared arrays into its slot, then runs the draws of
+    ``cgs_sweep`` over its documents against its copy of the word-topic counts,
+    topic counts and word lists only (it sees its own moves at once, the other
+    blocks' after the sweep); the copies are then merged into the shared arrays,
+    ``nwk += sum_t (nwk_t[t] - nwk)`` (likewise ``nk``), and the word lists
+    rebuilt. Each block's thread writes its own copy, in one sequential pass at
+    the start of the sweep: a merge that wrote the merged rows back into every
+    copy would leave a block's rows in the cache of the core that merged them,
+    to be fetched back one by one as the block's tokens reach them
+    (``benchmarks/results/bench_adgibbs_kos_lda_repeats.txt``). One team of
     ``min(n_threads, T)`` threads runs the blocks, waits for the last, and
     merges the words, split over its threads (each word's merge reads and
     writes only that word's rows and lists, and its integer sums do not
     depend on the order, so the merge is the same on any number of threads);
     one parallel region per sweep. Block t draws from the
     keyed stream ``(key, t, 0)``: the result depends on T and ``key``, not on
-    how many threads run the blocks (``n_threads``) nor on ``synced``. With
+    how many threads run the blocks (``n_threads``). With
     T = 1 the block works on the shared arrays directly and draws from
     ``generator``: the draws of ``cgs_sweep`` exactly.
     Equivalent serial code: for each block t, ``cgs_sweep`` over its documents
@@ -1646,19 +1646,18 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
     cdef int64_t[::1] nk
     cdef int32_t[::1] wlen
     cdef int32_t[:, :, ::1] nwk_t, wtopics_t
-    cdef int64_t[:, ::1] nk_t
     cdef int32_t[:, ::1] wlen_t, iscratch
     cdef double[:, ::1] scratch
     starts, tok_starts = blocks
     nwk, nk, wtopics, wlen = shared
-    nwk_t, nk_t, wtopics_t, wlen_t, scratch, iscratch = copies
+    nwk_t, wtopics_t, wlen_t, scratch, iscratch = copies
     cdef int64_t T = nwk_t.shape[0], K = nwk.shape[1], W = nwk.shape[0], D = indptr.shape[0] - 1, w, b
     cdef bnp_csr_t m = csr_view(indptr, indices, counts, W)
     _check_sparse_state(nwk, nk, wtopics, wlen, alpha, scratch[0], iscratch[0], 3)
-    if T < 1 or starts.shape[0] != T + 1 or tok_starts.shape[0] != T + 1 or nk_t.shape[0] != T \
+    if T < 1 or starts.shape[0] != T + 1 or tok_starts.shape[0] != T + 1 \
             or wtopics_t.shape[0] != T or wlen_t.shape[0] != T or scratch.shape[0] != T or iscratch.shape[0] != T:
         raise ValueError("the block arrays disagree on the number of blocks")
-    if T > 1 and (nwk_t.shape[1] != W or nwk_t.shape[2] != K or nk_t.shape[1] != K or wtopics_t.shape[1] != W
+    if T > 1 and (nwk_t.shape[1] != W or nwk_t.shape[2] != K or wtopics_t.shape[1] != W
                   or wtopics_t.shape[2] != K or wlen_t.shape[1] != W):
         raise ValueError("the block copies disagree with the shared counts")
     if starts[0] != 0 or starts[T] != D or tok_starts[0] != 0 or tok_starts[T] != z.shape[0]:
@@ -1673,10 +1672,13 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
     cdef SparseGibbs *s = <SparseGibbs *>calloc(T * _SPREAD, sizeof(SparseGibbs))
     cdef bnp_stream_t *streams = <bnp_stream_t *>calloc(T * _SPREAD, sizeof(bnp_stream_t))
     cdef int *status = <int *>calloc(T, sizeof(int))
-    if s == NULL or streams == NULL or status == NULL:
+    cdef int64_t kstride = K + _TOTALS_GAP
+    cdef int64_t *nk_t = <int64_t *>calloc(T * kstride, sizeof(int64_t)) if T > 1 else NULL
+    if s == NULL or streams == NULL or status == NULL or (T > 1 and nk_t == NULL):
         free(s)
         free(streams)
         free(status)
+        free(nk_t)
         raise MemoryError()
     cdef bnp_bitgen_t *g = bitgen_of(generator)
     cdef int32_t *zp = &z[0] if z.shape[0] else NULL
@@ -1695,12 +1697,12 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
             # one region: the blocks, a barrier (the merge reads every block's copy), the merge
             with nogil, parallel(num_threads=n_team):
                 for b in prange(T, schedule="static", chunksize=1):
-                    if not synced:
-                        memcpy(&nwk_t[b, 0, 0], &nwk[0, 0], W * K * sizeof(int32_t))
-                        memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
-                        memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
-                    memcpy(&nk_t[b, 0], &nk[0], K * sizeof(int64_t))
-                    _sg_bind(&s[_SPREAD * b], K, &nk_t[b, 0], &alpha[0], eta_tot, &scratch[b, 0], &iscratch[b, 0])
+                    memcpy(&nwk_t[b, 0, 0], &nwk[0, 0], W * K * sizeof(int32_t))
+                    memcpy(&wtopics_t[b, 0, 0], &wtopics[0, 0], W * K * sizeof(int32_t))
+                    memcpy(&wlen_t[b, 0], &wlen[0], W * sizeof(int32_t))
+                    memcpy(nk_t + b * kstride, &nk[0], K * sizeof(int64_t))
+                    _sg_bind(&s[_SPREAD * b], K, nk_t + b * kstride, &alpha[0], eta_tot, &scratch[b, 0],
+                             &iscratch[b, 0])
                     s[_SPREAD * b].nd_row = &iscratch[b, 2 * K]
                     status[b] = _cgs_block(&s[_SPREAD * b], &m, starts[b], starts[b + 1], &eta[0],
                                            zp + tok_starts[b], tok_starts[b + 1] - tok_starts[b], &nwk_t[b, 0, 0],
@@ -1711,7 +1713,7 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
                 for w in prange(W, schedule="dynamic", chunksize=_MERGE_CHUNK):
                     _cgs_merge_word(T, &nwk[w, 0], &wtopics[w, 0], &wlen[w], &nwk_t[0, w, 0], &wtopics_t[0, w, 0],
                                     W * K, &wlen_t[0, w], W, mark, mark + K)
-            _merge_totals(nk, nk_t)
+            _merge_totals(nk, nk_t, T, kstride)
         for b in range(T):
             if status[b] != _BLOCK_OK:
                 raise ValueError(_BLOCK_ERRORS[status[b]].format(K=K, W=W))
@@ -1719,14 +1721,15 @@ def cgs_delayed_sweep(const int64_t[::1] indptr, const int32_t[::1] indices, con
         free(s)
         free(streams)
         free(status)
+        free(nk_t)
 
 
-cdef void _merge_totals(int64_t[::1] nk, int64_t[:, ::1] nk_t) noexcept nogil:
-    """nk += sum_t (nk_t[t] - nk)."""
+cdef void _merge_totals(int64_t[::1] nk, const int64_t *nk_t, int64_t T, int64_t stride) noexcept nogil:
+    """nk += sum_t (nk_t[t] - nk), block t's totals at ``nk_t + t stride``."""
     cdef int64_t k, b, old, new
     for k in range(nk.shape[0]):
         old = nk[k]
         new = old
-        for b in range(nk_t.shape[0]):
-            new += nk_t[b, k] - old
+        for b in range(T):
+            new += nk_t[b * stride + k] - old
         nk[k] = new

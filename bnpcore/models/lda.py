@@ -440,12 +440,8 @@ class DelayedGibbsState(DelayedBlocks, GibbsState):
     (``_lda.cgs_delayed_sweep``). Block t draws from the keyed stream
     ``(key, t, 0)``, ``key`` drawn from the state's generator once a sweep; one
     block is ``GibbsState``'s sweep, draw for draw. The blocks cover the
-    corpus as one CSR array (an on-disk corpus is read into memory).
-
-    The merge writes the merged counts and lists back into the blocks' copies,
-    so only the first sweep after the copies are made copies the shared arrays
-    into them (``synced``); anything else that changes the shared counts
-    (``iterate`` on partitions, a failed sweep) drops the copies."""
+    corpus as one CSR array (an on-disk corpus is read into memory). ``copies``
+    is the room for the blocks' copies, which every sweep fills afresh."""
 
     _transient = GibbsState._transient + ("blocks", "copies")
 
@@ -455,26 +451,16 @@ class DelayedGibbsState(DelayedBlocks, GibbsState):
 
     def sweep(self):
         c, T, K = self.corpus, self.n_threads, self.n_components
-        synced = self.copies is not None
-        if not synced:
+        if self.copies is None:
             shape = (T, c.n_words, K) if T > 1 else (1, 0, 0)
-            self.copies = (np.zeros(shape, dtype=np.int32), np.zeros((T, K), dtype=np.int64),
-                           np.zeros(shape, dtype=np.int32), np.zeros((T, c.n_words if T > 1 else 0), dtype=np.int32),
-                           np.zeros((T, 3 * K + 16)), np.zeros((T, 3 * K + 16), dtype=np.int32))
+            self.copies = (np.empty(shape, dtype=np.int32), np.empty(shape, dtype=np.int32),
+                           np.empty((T, c.n_words if T > 1 else 0), dtype=np.int32),
+                           np.empty((T, 3 * K + 16)), np.empty((T, 3 * K + 16), dtype=np.int32))
         key = int(self.rng.integers(0, 1 << 63)) if T > 1 else 0
-        try:
-            _lda.cgs_delayed_sweep(c.indptr, c.indices, c.counts, self.blocks, self.alpha, self.eta, self.eta_tot,
-                                   self.z, (self.nwk, self.nk, self.wtopics, self.wlen), self.copies, key, self.rng, T,
-                                   synced=synced)
-        except BaseException:
-            self.copies = None
-            raise
+        _lda.cgs_delayed_sweep(c.indptr, c.indices, c.counts, self.blocks, self.alpha, self.eta, self.eta_tot,
+                               self.z, (self.nwk, self.nk, self.wtopics, self.wlen), self.copies, key, self.rng, T)
         self.optimize_priors()
         return {}
-
-    def iterate(self, parts, sampling=False):
-        self.copies = None          # the partitions change the shared counts: the copies are stale
-        return super().iterate(parts, sampling)
 
 
 class SequentialState(_State):

@@ -20,8 +20,7 @@ def _state(corpus, z, K):
 
 
 def _copies(T, W, K):
-    return (np.zeros((T, W, K), np.int32), np.zeros((T, K), np.int64), np.zeros((T, W, K), np.int32),
-            np.zeros((T, W), np.int32), np.zeros((T, 3 * K + 16)), np.zeros((T, 3 * K + 16), np.int32))
+    return (np.zeros((T, W, K), np.int32), np.zeros((T, W, K), np.int32), np.zeros((T, W), np.int32), np.zeros((T, 3 * K + 16)), np.zeros((T, 3 * K + 16), np.int32))
 
 
 def _blocks(corpus, T):
@@ -44,7 +43,7 @@ def test_one_block_is_the_sequential_sampler(make_counts):
         _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), seq_z, *seq,
                        np.empty(3 * K), np.empty(3 * K, np.int32), rng_a)
         _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, _blocks(corpus, 1), alpha, eta,
-                               eta.sum(), del_z, dlt, _copies(1, 0, 0)[:4] + (np.zeros((1, 3 * K + 16)),
+                               eta.sum(), del_z, dlt, _copies(1, 0, 0)[:3] + (np.zeros((1, 3 * K + 16)),
                                                                               np.zeros((1, 3 * K + 16), np.int32)),
                                0, rng_b, 1)
     np.testing.assert_array_equal(del_z, seq_z)
@@ -72,43 +71,50 @@ def test_repeatable_for_a_seed_and_block_count(make_counts):
 
 def _run_kernel(corpus, K, T, n_threads, n_sweeps, fresh_copies):
     """``n_sweeps`` kernel sweeps on T blocks from fixed labels: (z, shared arrays, each
-    sweep's copies). ``fresh_copies``: new zeroed copies and ``synced=False`` every
-    sweep (each block copies the shared arrays), else one set kept in sync by the merge."""
+    sweep's copies, each sweep's labels before it). ``fresh_copies``: new room for the
+    copies every sweep, filled with garbage, else one set reused from sweep to sweep."""
     alpha, eta = np.linspace(0.1, 0.5, K), np.full(corpus.n_words, 0.05)
     z = np.random.default_rng(3).integers(0, K, corpus.n_tokens, dtype=np.int32)
     shared, rng, kept = _state(corpus, z, K), np.random.default_rng(8), _copies(T, corpus.n_words, K)
-    after = []
+    after, before = [], []
     for it in range(n_sweeps):
-        copies = _copies(T, corpus.n_words, K) if fresh_copies else kept
+        copies = tuple(np.full_like(a, -7) for a in kept) if fresh_copies else kept
+        before.append(z.copy())
         _lda.cgs_delayed_sweep(corpus.indptr, corpus.indices, corpus.counts, _blocks(corpus, T), alpha, eta,
-                               eta.sum(), z, shared, copies, int(rng.integers(0, 1 << 63)), rng, n_threads,
-                               synced=not fresh_copies and it > 0)
-        after.append(tuple(a.copy() for a in copies[:4]))
-    return z, shared, after
+                               eta.sum(), z, shared, copies, int(rng.integers(0, 1 << 63)), rng, n_threads)
+        after.append(tuple(a.copy() for a in copies[:3]))
+    return z, shared, after, before
 
 
-def test_synced_copies_and_threads_leave_the_draws_unchanged(make_counts):
-    """The merge writes the merged counts and lists back into every block's copy, so a
-    later sweep may skip copying (``synced=True``): the same draws as copying every
-    sweep. The draws depend on the number of blocks only, not on the threads running
-    the blocks and the merge (here fewer, as many and more threads than blocks)."""
+def test_copies_and_threads_leave_the_draws_unchanged(make_counts):
+    """Every sweep fills the blocks' copies afresh, so what their room holds on entry
+    does not matter. The draws depend on the number of blocks only, not on the threads
+    running the blocks and the merge (here fewer, as many and more threads than
+    blocks). After a sweep, block t's copy holds the counts of the labels with block
+    t's tokens moved and the others as before the sweep (it saw only its own moves),
+    and the merged counts are those of all the moves."""
     corpus = Corpus(make_counts(7, n_docs=45, n_words=30, max_count=5))
     K, T = 6, 3
-    z, shared, _ = _run_kernel(corpus, K, T, 1, 5, fresh_copies=True)
+    z, shared, _, _ = _run_kernel(corpus, K, T, 1, 5, fresh_copies=True)
+    _, tok_starts = _blocks(corpus, T)
     for n_threads in (1, 2, 3, 4):
-        z2, shared2, after = _run_kernel(corpus, K, T, n_threads, 5, fresh_copies=False)
+        z2, shared2, after, before = _run_kernel(corpus, K, T, n_threads, 5, fresh_copies=False)
         np.testing.assert_array_equal(z2, z)
         for a, b in zip(shared2[:2] + shared2[3:], shared[:2] + shared[3:]):
             np.testing.assert_array_equal(a, b)
         nwk, nk, wtopics, wlen = shared2
+        np.testing.assert_array_equal(nwk, _state(corpus, z2, K)[0])
         for w in range(corpus.n_words):
             np.testing.assert_array_equal(wtopics[w, :wlen[w]], shared[2][w, :shared[3][w]])
-        nwk_t, nk_t, wtopics_t, wlen_t = after[-1]  # each copy holds the merged state after the sweep
+        nwk_t, wtopics_t, wlen_t = after[-1]
         for t in range(T):
-            np.testing.assert_array_equal(nwk_t[t], nwk)
-            np.testing.assert_array_equal(wlen_t[t], wlen)
+            seen = before[-1].copy()                  # the labels block t saw at the end of the last sweep
+            seen[tok_starts[t]:tok_starts[t + 1]] = z2[tok_starts[t]:tok_starts[t + 1]]
+            want, _, _, want_wlen = _state(corpus, seen, K)
+            np.testing.assert_array_equal(nwk_t[t], want)
+            np.testing.assert_array_equal(wlen_t[t], want_wlen)
             for w in range(corpus.n_words):
-                np.testing.assert_array_equal(wtopics_t[t, w, :wlen[w]], wtopics[w, :wlen[w]])
+                assert set(wtopics_t[t, w, :wlen_t[t, w]]) == set(np.flatnonzero(want[w]))
 
 
 def test_merge_split_over_threads_is_exact(make_counts):
@@ -117,22 +123,23 @@ def test_merge_split_over_threads_is_exact(make_counts):
     lists and copies as one thread, and the merged counts are those of the labels."""
     corpus = Corpus(make_counts(12, n_docs=60, n_words=700, density=0.08, max_count=3))
     K, T = 8, 3
-    z, shared, after = _run_kernel(corpus, K, T, 1, 4, fresh_copies=False)
+    z, shared, after, _ = _run_kernel(corpus, K, T, 1, 4, fresh_copies=False)
     recount = _state(corpus, z, K)
     np.testing.assert_array_equal(shared[0], recount[0])
     np.testing.assert_array_equal(shared[1], recount[1])
     for n_threads in (2, 3):
-        z2, shared2, after2 = _run_kernel(corpus, K, T, n_threads, 4, fresh_copies=False)
+        z2, shared2, after2, _ = _run_kernel(corpus, K, T, n_threads, 4, fresh_copies=False)
         np.testing.assert_array_equal(z2, z)
         for a, b in zip(shared2[:2] + shared2[3:], shared[:2] + shared[3:]):
             np.testing.assert_array_equal(a, b)
         wlen = shared[3]
         used = np.arange(K) < wlen[:, None]
         np.testing.assert_array_equal(shared2[2][used], shared[2][used])
-        for a, b in zip(after2[-1][:2] + after2[-1][3:], after[-1][:2] + after[-1][3:]):
-            np.testing.assert_array_equal(a, b)
-        for t in range(T):
-            np.testing.assert_array_equal(after2[-1][2][t][used], shared[2][used])
+        (nwk_t, wtopics_t, wlen_t), (nwk_1, wtopics_1, wlen_1) = after2[-1], after[-1]    # the copies
+        np.testing.assert_array_equal(nwk_t, nwk_1)
+        np.testing.assert_array_equal(wlen_t, wlen_1)
+        listed = np.arange(K) < wlen_1[..., None]     # the lists, to their lengths (the rest is scratch)
+        np.testing.assert_array_equal(wtopics_t[listed], wtopics_1[listed])
 
 
 @pytest.mark.parametrize("T", [1, 2])
@@ -145,7 +152,7 @@ def test_bad_input_raises_a_clear_error(make_counts, T):
     alpha, eta = np.full(K, 0.2), np.full(corpus.n_words, 0.1)
     good = np.random.default_rng(1).integers(0, K, corpus.n_tokens, dtype=np.int32)
     blocks = _blocks(corpus, T)
-    copies = _copies(T, corpus.n_words, K) if T > 1 else _copies(1, 0, 0)[:4] + _copies(1, 0, K)[4:]
+    copies = _copies(T, corpus.n_words, K) if T > 1 else _copies(1, 0, 0)[:3] + _copies(1, 0, K)[3:]
 
     def sweep(z, indices=corpus.indices, blocks=blocks):
         shared = _state(corpus, np.clip(z, 0, K - 1), K)
@@ -178,15 +185,14 @@ def test_bad_input_raises_a_clear_error(make_counts, T):
     np.testing.assert_array_equal(shared[1], recount[1])
 
 
-def test_partitions_drop_the_synced_copies(make_counts):
-    """A sweep after ``iterate`` on partitions (which changes the shared counts without
-    the blocks' copies) copies afresh: the counts stay those of the labels."""
+def test_sweeps_after_partitions_keep_the_counts_of_the_labels(make_counts):
+    """Sweeps after ``iterate`` on partitions (which changes the shared counts, not the
+    blocks' copies) start from the shared counts: they stay those of the labels."""
     X = Corpus(make_counts(9, n_docs=40, n_words=20, max_count=5))
     K = 5
     state = DelayedGibbsState(X, K, np.full(K, 0.3), np.full(X.n_words, 0.1), np.random.default_rng(0), 2)
     state.sweep()
     state.sweep()
-    assert state.copies is not None
     parts = Partitions(state, block_bounds(X.n_docs, 3))
     state.iterate(parts)
     parts.gather()                                    # the partitions' labels back into the state

@@ -150,6 +150,47 @@ def test_kernels_reject_inconsistent_state():
                                np.zeros((0, K), np.int64)), np.zeros(2 * K), None)
 
 
+
+
+def test_sweep_rejects_bad_topics_and_lengths_leaving_a_consistent_state():
+    """``cgs_sweep`` checks each document as it reaches it: a bad topic or a z of
+    the wrong length raises, the documents before are sampled, and the counts
+    and word lists still describe z."""
+    corpus = Corpus([[0, 1, 1], [2, 0], [1, 2, 2]], n_words=3)
+    K = 3
+    alpha, eta = np.full(K, 0.5), np.full(3, 0.1)
+    good = np.array([0, 1, 2, 0, 1, 2, 0, 1], np.int32)
+    scratch, iscratch = np.empty(3 * K), np.empty(3 * K, np.int32)
+
+    def sweep(z, valid):
+        _, nwk, nk, wtopics, wlen = sparse_state(corpus, valid, K)
+        _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), z, nwk, nk,
+                       wtopics, wlen, scratch, iscratch, np.random.default_rng(0))
+        return nwk, nk, wtopics, wlen
+
+    for bad in (K, -1):
+        z = good.copy()
+        z[-1] = bad                               # in the last document
+        with pytest.raises(ValueError, match=rf"topics in z must lie in \[0, {K}\)"):
+            sweep(z, good)
+    for n in (7, 9):
+        with pytest.raises(ValueError, match="one topic per token"):
+            sweep(np.resize(good, n), good)
+    z = good.copy()
+    z[-1] = K
+    valid = good.copy()
+    _, nwk, nk, wtopics, wlen = sparse_state(corpus, valid, K)
+    with pytest.raises(ValueError, match="topics in z"):
+        _lda.cgs_sweep(corpus.indptr, corpus.indices, corpus.counts, alpha, eta, eta.sum(), z, nwk, nk,
+                       wtopics, wlen, scratch, iscratch, np.random.default_rng(0))
+    z[-1] = good[-1]                              # the counts describe z with its last topic as it was
+    assert not np.array_equal(z[:5], good[:5]), "the first two documents were not sampled"
+    _, want_nwk, want_nk, _, want_wlen = sparse_state(corpus, z, K)
+    np.testing.assert_array_equal(nwk, want_nwk)
+    np.testing.assert_array_equal(nk, want_nk)
+    np.testing.assert_array_equal(wlen, want_wlen)
+    for w in range(3):
+        assert set(wtopics[w, :wlen[w]]) == set(np.flatnonzero(want_nwk[w]))
 @pytest.mark.parametrize("K", [2, 3])
 def test_sweep_transition_matrix_leaves_the_posterior_invariant(ref, K):
     """pi P = pi for the exact one-sweep transition matrix of the systematic scan,
