@@ -295,8 +295,9 @@ def interleave(train, K, alpha, eta, n_sweeps, seed):
         halves.append((train.indptr[d0:d1 + 1] - p0, train.indices[p0:p1], train.counts[p0:p1], alpha, eta,
                        eta.sum(), z_h[t0:t1].copy(), *counts_h, *scratch(), np.random.default_rng(seed + 1 + b)))
     pool = ThreadPoolExecutor(2)
+    scratch_c = scratch()
     sweeps = {
-        "CGS": lambda: _lda.cgs_sweep(*corpus, alpha, eta, eta.sum(), z_c, *counts_c, *scratch(), rng),
+        "CGS": lambda: _lda.cgs_sweep(*corpus, alpha, eta, eta.sum(), z_c, *counts_c, *scratch_c, rng),
         "AD-LDA": lambda: _lda.cgs_delayed_sweep(*corpus, blocks, alpha, eta, eta.sum(), z_a, counts_a, copies,
                                                  int(rng.integers(0, 1 << 63)), rng, 2),
         "halves": lambda: list(pool.map(lambda h: _lda.cgs_sweep(*h), halves)),
